@@ -1,0 +1,8 @@
+"""`kvtool serve` (being built)."""
+
+import typer
+
+
+def serve() -> None:
+    """(being built)"""
+    raise typer.Exit(2)

@@ -1,0 +1,1 @@
+"""Ready-made workload profiles and data catalogs (models, GPUs), shipped as YAML."""
