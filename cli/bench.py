@@ -1,8 +1,128 @@
-"""`kvtool bench` (being built)."""
+"""`kvtool bench`: load an OpenAI-compatible server (or the engine offline) and report what operators measure."""
+
+import asyncio
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.live import Live
+
+from kvtool.cli.exit_codes import ExitCode
+
+SERVER, WORKLOAD, LOAD, METRICS, OUTPUT, OFFLINE = "Server", "Workload", "Load", "Metrics", "Output", "Offline"
 
 
-def bench() -> None:
-    """(being built)"""
-    raise typer.Exit(2)
+class Endpoint(str, Enum):
+    completions = "completions"
+    chat = "chat"
+
+
+class Baseline(str, Enum):
+    hf = "hf"
+
+
+def bench(
+    url: Annotated[str, typer.Option(help="Base URL of the OpenAI-compatible server.", rich_help_panel=SERVER)] = "http://127.0.0.1:8000",
+    endpoint: Annotated[Endpoint, typer.Option(help="/v1/completions or /v1/chat/completions.", rich_help_panel=SERVER)] = Endpoint.completions,
+    model: Annotated[str | None, typer.Option(help="Model to ask for (default: the first in /v1/models; offline: smollm2).", rich_help_panel=SERVER)] = None,
+    dataset: Annotated[str, typer.Option(help="'random', a ShareGPT .json file or a .jsonl of prompts.", rich_help_panel=WORKLOAD)] = "random",
+    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Requests to send.", rich_help_panel=WORKLOAD)] = 100,
+    input_len: Annotated[int, typer.Option(min=1, help="Random prompts: words (~tokens) after the shared prefix.", rich_help_panel=WORKLOAD)] = 256,
+    output_len: Annotated[int, typer.Option(min=1, help="Random prompts and .jsonl lines without one: max_tokens.", rich_help_panel=WORKLOAD)] = 128,
+    range_ratio: Annotated[float, typer.Option(help="Random lengths vary uniformly within ±r of --input-len and --output-len.", rich_help_panel=WORKLOAD)] = 0.0,
+    prefix_len: Annotated[int, typer.Option(min=0, help="Random prompts: a prefix of this many words shared by all.", rich_help_panel=WORKLOAD)] = 0,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help="max_tokens for every request (overrides the dataset).", rich_help_panel=WORKLOAD)] = None,
+    ignore_eos: Annotated[bool, typer.Option(help="Generate max_tokens tokens even past end-of-sequence.", rich_help_panel=WORKLOAD)] = False,
+    seed: Annotated[int, typer.Option(help="Seed for prompts and arrival times.", rich_help_panel=WORKLOAD)] = 0,
+    request_rate: Annotated[float, typer.Option(help="Requests per second, or inf to send all at once.", rich_help_panel=LOAD)] = math.inf,
+    burstiness: Annotated[float, typer.Option(help="Gamma shape of arrivals: 1 = Poisson, < 1 burstier.", rich_help_panel=LOAD)] = 1.0,
+    max_concurrency: Annotated[int | None, typer.Option(min=1, help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
+    duration: Annotated[float | None, typer.Option(min=0.0, help="Stop sending new requests after this many seconds.", rich_help_panel=LOAD)] = None,
+    warmups: Annotated[int, typer.Option(min=0, help="Requests sent one by one before measuring.", rich_help_panel=LOAD)] = 0,
+    sweep: Annotated[str | None, typer.Option(help="One run per value: max-concurrency=1,8,32 | request-rate=1,4,inf | max-tokens=256,1024.", rich_help_panel=LOAD)] = None,
+    percentiles: Annotated[str, typer.Option(help="Percentiles to report.", rich_help_panel=METRICS)] = "50,90,99",
+    slo: Annotated[str | None, typer.Option(help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms (also e2el).", rich_help_panel=METRICS)] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the summary and per-request records here.", rich_help_panel=OUTPUT)] = None,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Write one summary row per run here.", rich_help_panel=OUTPUT)] = None,
+    chart: Annotated[Path | None, typer.Option(help="Sweeps: write a PNG chart here (needs matplotlib).", rich_help_panel=OUTPUT)] = None,
+    offline: Annotated[bool, typer.Option(help="Run the embedded engine in this process instead of over HTTP.", rich_help_panel=OFFLINE)] = False,
+    vs: Annotated[Baseline | None, typer.Option(help="Offline: also run the workload through HF transformers generate.", rich_help_panel=OFFLINE)] = None,
+) -> None:
+    """Benchmark a server: TTFT, TPOT, ITL, E2E latency, throughput and goodput, vLLM's definitions.
+
+    [dim]Token counts come from the server's usage. Works against kvtool serve, vLLM and other
+    OpenAI-compatible servers.[/dim]
+    """
+    from kvtool.bench.datasets import load_dataset
+    from kvtool.bench.metrics import parse_percentiles, parse_slo
+    from kvtool.bench.runner import BenchConfig
+    from kvtool.errors import UsageError
+
+    if request_rate <= 0 or burstiness <= 0:
+        raise UsageError("--request-rate and --burstiness must be > 0.")
+    config = BenchConfig(
+        dataset=load_dataset(dataset, input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len, seed=seed),
+        base_url=url, endpoint=endpoint.value, model=model, num_prompts=num_prompts, request_rate=request_rate,
+        burstiness=burstiness, max_concurrency=max_concurrency, duration_s=duration, warmups=warmups, max_tokens=max_tokens,
+        ignore_eos=ignore_eos, seed=seed, slo=parse_slo(slo) if slo else None, percentiles=parse_percentiles(percentiles),
+    )
+    if offline or vs:
+        _bench_offline(config, vs is not None, json_path)
+    else:
+        _bench_server(config, sweep, json_path, csv_path, chart)
+
+
+def _bench_server(config, sweep_text: str | None, json_path: Path | None, csv_path: Path | None, chart: Path | None) -> None:
+    from kvtool.bench import export
+    from kvtool.bench.report import result_tables, sweep_table
+    from kvtool.bench.sweep import parse_sweep
+
+    sweep = parse_sweep(sweep_text) if sweep_text else None
+    configs = sweep.configs(config) if sweep else [config]
+    labels = [f"{sweep.parameter}={v:g}" for v in sweep.values] if sweep else [""]
+    results = [_run_live(c, label) for c, label in zip(configs, labels)]
+    console = Console()
+    for result, label in zip(results, labels):
+        if label:
+            console.rule(label)
+        console.print(result_tables(result))
+    if sweep:
+        console.print(sweep_table(sweep.parameter, sweep.values, results, max(config.percentiles)))
+    extras = [{sweep.parameter: v} for v in sweep.values] if sweep else [{}]
+    if json_path:
+        runs = [{**extra, **export.result_dict(r)} for extra, r in zip(extras, results)]
+        export.write_json(json_path, {"sweep": sweep.parameter, "runs": runs} if sweep else runs[0])
+    if csv_path:
+        export.write_csv(csv_path, [export.summary_row(r, extra) for extra, r in zip(extras, results)])
+    if chart and sweep:
+        from kvtool.bench.chart import plot_sweep
+
+        plot_sweep(sweep.parameter, sweep.values, [r.summary for r in results], chart, max(config.percentiles))
+        console.print(f"chart: {chart}")
+
+
+def _run_live(config, label: str):
+    from kvtool.bench.report import live_line
+    from kvtool.bench.runner import AllRequestsFailed, RunProgress, run_benchmark
+
+    progress = RunProgress(total=config.num_prompts)
+    stderr = Console(stderr=True)
+    try:
+        with Live(get_renderable=lambda: live_line(progress, label), console=stderr, transient=True, refresh_per_second=4):
+            return asyncio.run(run_benchmark(config, progress))
+    except AllRequestsFailed as err:
+        stderr.print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.NEGATIVE) from None
+
+
+def _bench_offline(config, vs_hf: bool, json_path: Path | None) -> None:
+    from kvtool.bench import export
+    from kvtool.bench.offline import offline_table, run_offline
+
+    result = run_offline(config, vs_hf=vs_hf)
+    Console().print(offline_table(result))
+    if json_path:
+        export.write_json(json_path, result)

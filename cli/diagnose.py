@@ -1,8 +1,117 @@
-"""`kvtool diagnose` (being built)."""
+"""`kvtool diagnose`: paste or pipe a log; get each failure's cause, numbers and fixes."""
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from kvtool.cli.exit_codes import ExitCode
+
+PASTE_HINT = ("Paste the whole failure: the exception's last lines, the HTTP 400/404 body, or the server log from "
+              "start-up to the error (e.g. `kvtool diagnose server.log` or `docker logs vllm 2>&1 | kvtool diagnose`).")
+PLAN_PANEL = "Plan-based fixes"
 
 
-def diagnose() -> None:
-    """(being built)"""
-    raise typer.Exit(2)
+def diagnose(
+    log: Annotated[Path | None, typer.Argument(help="Log or error text to read; stdin when omitted or '-'.",
+                                               dir_okay=False, allow_dash=True, show_default=False)] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print {\"findings\": [...]} as JSON.")] = False,
+    model: Annotated[str | None, typer.Option(help="Model (catalog name, config.json, folder or .gguf) when the log does not name it.",
+                                              rich_help_panel=PLAN_PANEL)] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU name from the catalog (e.g. H100-80GB).", rich_help_panel=PLAN_PANEL)] = None,
+    gpu_mem: Annotated[float | None, typer.Option("--gpu-mem", min=1, help="GPU memory in GiB.",
+                                                  rich_help_panel=PLAN_PANEL)] = None,
+) -> None:
+    """Find memory and length failures in vLLM / PyTorch output and compute the fix.
+
+    Reads start-up logs, tracebacks, client exceptions, HTTP error bodies and /metrics scrapes, any size.
+    Exit status: 0 something diagnosed, 1 nothing recognised, 2 usage error.
+    """
+    from kvtool.engine.diagnosis import diagnose as run_diagnosis
+    from kvtool.engine.diagnosis.memory_model import resolve_spec
+
+    spec = resolve_spec(model) if model else None
+    total_gib = gpu_mem or (_catalog_gpu_gib(gpu) if gpu else None)
+    with _open_input(log) as stream:
+        result = run_diagnosis(stream, spec=spec, total_gpu_gib=total_gib)
+    if json_output:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        _render(result.findings)
+    raise typer.Exit(ExitCode.OK if result.findings else ExitCode.NEGATIVE)
+
+
+def _open_input(log: Path | None):
+    if log is None or str(log) == "-":
+        stdin = sys.stdin.buffer
+        if stdin.isatty():
+            Console(stderr=True).print("Paste the log, then press Ctrl-D.", style="dim")
+        return stdin
+    from kvtool.errors import UsageError
+
+    try:
+        return open(log, "rb")
+    except OSError as err:
+        raise UsageError(f"cannot read {log}: {err.strerror}.", "Check the path and its permissions.") from None
+
+
+def _catalog_gpu_gib(name: str) -> float:
+    from kvtool.engine.hardware import find_gpu
+    from kvtool.engine.units import GiB
+
+    return round(find_gpu(name).total_bytes / GiB, 2)
+
+
+def _render(findings) -> None:
+    console = Console()
+    if not findings:
+        console.print("[bold]No memory or length failure recognised.[/]")
+        console.print(PASTE_HINT, highlight=False)
+        return
+    for finding in findings:
+        console.print(_panel(finding))
+
+
+def _panel(finding) -> Panel:
+    parts = [Text(finding.summary, style="bold"), _evidence(finding)]
+    if finding.numbers:
+        parts.append(_numbers(finding.numbers))
+    if finding.fixes:
+        parts.append(_fixes(finding.fixes))
+    parts += [Text(note, style="dim") for note in finding.notes]
+    title = f"[bold]{finding.category}[/] [dim]({finding.stage})[/]"
+    return Panel(Group(*parts), title=title, title_align="left", border_style="red" if finding.stage != "runtime" else "yellow")
+
+
+def _evidence(finding) -> Text:
+    text = Text("▌ ", style="dim")
+    line = Text(finding.evidence, style="dim")
+    start, end = finding.span
+    if end > start:
+        line.stylize("bold yellow", start, end)
+    return text + line
+
+
+def _numbers(numbers: dict) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="cyan")
+    table.add_column(justify="right")
+    for name, value in numbers.items():
+        table.add_row(name, f"{value:,}" if isinstance(value, int) else f"{value:g}")
+    return table
+
+
+def _fixes(fixes) -> Table:
+    table = Table(title="Fixes, in order", title_justify="left", show_header=False, box=None, padding=(0, 1))
+    for index, fix in enumerate(fixes, 1):
+        knob = fix.flag or fix.param or ""
+        bare = fix.value is None or fix.value is True  # a switch such as --enforce-eager
+        value = "" if bare else (f" {fix.value}" if fix.flag else f" = {fix.value}")
+        table.add_row(f"{index}.", Text(knob + value, style="bold green"), fix.action)
+    return table

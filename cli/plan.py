@@ -1,8 +1,131 @@
-"""`kvtool plan` (being built)."""
+"""`kvtool plan`: KV bytes per token, the memory budget, the safe max_model_len and the flags to start with."""
+
+import json
+import sys
+from typing import Annotated
 
 import typer
+from rich.console import Console
+
+from kvtool.cli import plan_render
+from kvtool.cli.exit_codes import ExitCode
+from kvtool.engine.hardware import GpuInfo, resolve_gpus
+from kvtool.engine.modelspec import resolve_model_spec
+from kvtool.engine.planner import PlanRequest, Workload, make_plan, report_to_json
+from kvtool.engine.units import parse_bytes, parse_human_int
+from kvtool.errors import KvtoolError, UsageError
+
+MODEL, GPU, ENGINE, WORKLOAD, OUTPUT = "Model", "GPU", "Engine", "Workload", "Output"
+DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
 
 
-def plan() -> None:
-    """(being built)"""
-    raise typer.Exit(2)
+def plan(
+    model: Annotated[str, typer.Option("--model", "-m", help="Catalog name or alias, HF id, config.json, model folder "
+                                       "or .gguf file.", rich_help_panel=MODEL)] = "smollm2",
+    dtype: Annotated[str, typer.Option(help="Weights dtype: auto, bfloat16, float16, float32.", rich_help_panel=MODEL)] = "auto",
+    quantization: Annotated[str | None, typer.Option(help="Weights quantization: fp8, awq, gptq, mxfp4, ... "
+                                                     "\\[default: from the config].", rich_help_panel=MODEL)] = None,
+    gpu: Annotated[str | None, typer.Option(help="A GPU name (H100-80GB, L4, ...), device indices (0,1), or local "
+                                            "\\[default: the local devices].", rich_help_panel=GPU)] = None,
+    gpu_mem: Annotated[str | None, typer.Option(help="Memory of one GPU, e.g. 23.58GiB or 80GB.", rich_help_panel=GPU)] = None,
+    num_gpus: Annotated[int | None, typer.Option(help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)] = None,
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.", rich_help_panel=GPU)] = 1,
+    pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.", rich_help_panel=GPU)] = 1,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="Fraction of each GPU vLLM may use.", rich_help_panel=ENGINE)] = 0.92,
+    max_model_len: Annotated[str | None, typer.Option(help="Longest prompt + output: 20000, 8k, 8K, or auto (the "
+                                                      "largest that fits) \\[default: from the config].",
+                                                      rich_help_panel=ENGINE)] = None,
+    kv_cache_dtype: Annotated[str, typer.Option(help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2.",
+                                                rich_help_panel=ENGINE)] = "auto",
+    max_num_seqs: Annotated[int | None, typer.Option(help="Most sequences per step \\[default: vLLM's for the GPU].",
+                                                     rich_help_panel=ENGINE)] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(help="Most tokens per step \\[default: vLLM's for the GPU].",
+                                                               rich_help_panel=ENGINE)] = None,
+    kv_cache_memory: Annotated[str | None, typer.Option(help="KV-cache size given outright, e.g. 2GiB (vLLM's "
+                                                        "--kv-cache-memory-bytes; the CPU engine's budget).",
+                                                        rich_help_panel=ENGINE)] = None,
+    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block \\[default: 16; 64 for MLA models].",
+                                                   rich_help_panel=ENGINE)] = None,
+    enforce_eager: Annotated[bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).",
+                                                rich_help_panel=ENGINE)] = False,
+    workload: Annotated[list[str] | None, typer.Option(help="PROMPT:OUTPUT tokens, e.g. 6144:2048 (repeatable) "
+                                                       "\\[default: the shipped profiles].", rich_help_panel=WORKLOAD)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.", rich_help_panel=OUTPUT)] = False,
+    list_models: Annotated[bool, typer.Option("--list-models", help="List the model catalog and exit.",
+                                              rich_help_panel=OUTPUT)] = False,
+    list_gpus: Annotated[bool, typer.Option("--list-gpus", help="List the GPU catalog and exit.", rich_help_panel=OUTPUT)] = False,
+) -> None:
+    """How much KV cache a model gets on a GPU, the largest max_model_len that starts, and how many sequences fit.
+
+    Exit status: 0 it fits, 1 it does not, 2 bad input.
+    """
+    try:
+        if list_models or list_gpus:
+            plan_render.print_catalogs(list_models, list_gpus)
+            return
+        _check_sizes(tp=tp, pp=pp, block_size=block_size, max_num_seqs=max_num_seqs,
+                     max_num_batched_tokens=max_num_batched_tokens, num_gpus=num_gpus,
+                     gpu_memory_utilization=gpu_memory_utilization)
+        spec = resolve_model_spec(model)
+        kv_bytes = parse_bytes(kv_cache_memory, "--kv-cache-memory") if kv_cache_memory else None
+        gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_bytes))
+        request = PlanRequest(
+            gpus=gpus, model=model, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, dtype=dtype, quantization=quantization,
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+            enforce_eager=enforce_eager, kv_cache_memory=kv_bytes, workloads=parse_workloads(workload))
+        report = make_plan(spec, request)
+    except KvtoolError as err:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]kvtool: error:[/] {err}")
+        raise typer.Exit(ExitCode.USAGE) from None
+    if as_json:
+        sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
+    else:
+        plan_render.print_report(report)
+    raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
+
+
+def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
+    """With a KV budget given outright no GPU is needed (the CPU engine's case)."""
+    if kv_bytes is None:
+        return None
+    return GpuInfo(name="no GPU (given KV budget)", total_bytes=kv_bytes, source="kv-cache-memory")
+
+
+def _check_sizes(gpu_memory_utilization: float, **counts: int | None) -> None:
+    for name, value in counts.items():
+        if value is not None and value < 1:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} must be at least 1, got {value}.", f"Use a positive {flag}.")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}.",
+                         "Use e.g. --gpu-memory-utilization 0.9.")
+
+
+def parse_workloads(values: list[str] | None) -> list[Workload]:
+    """`6144:2048` or `rag=6144:2048`; without any, one row per shipped profile (or built-in defaults)."""
+    if not values:
+        return _profile_workloads() or [Workload(*row) for row in DEFAULT_WORKLOADS]
+    return [_parse_workload(value) for value in values]
+
+
+def _parse_workload(value: str) -> Workload:
+    name, _, sizes = value.rpartition("=")
+    prompt, sep, output = sizes.partition(":")
+    try:
+        tokens = (parse_human_int(prompt, "prompt"), parse_human_int(output, "output")) if sep else None
+    except UsageError:
+        tokens = None
+    if tokens is None or min(tokens) < 0 or sum(tokens) < 1:
+        raise UsageError(f"--workload '{value}' is not PROMPT:OUTPUT tokens.", "Use e.g. --workload 6144:2048.")
+    return Workload(name or sizes, *tokens)
+
+
+def _profile_workloads() -> list[Workload]:
+    try:
+        from kvtool.profiles.workload import list_profiles
+
+        profiles = list_profiles()
+    except (ImportError, KvtoolError):
+        return []
+    return [Workload(p.name, p.max_model_len - p.max_tokens, p.max_tokens) for p in profiles if p.max_model_len > p.max_tokens]

@@ -1,1 +1,48 @@
+"""Attention, KV-cache and fused ops: Triton kernels on CUDA, plain-PyTorch references elsewhere.
 
+`get_ops(device)` returns the six functions the model runner calls; both sets share signatures.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+OP_NAMES = ("store_kv", "paged_decode_attention", "prefill_attention",
+            "rms_norm", "rotary_embedding", "silu_and_mul")
+
+
+@dataclass(frozen=True)
+class KernelOps:
+    """One implementation of each op; `backend` is "triton" or "torch"."""
+
+    backend: str
+    store_kv: Callable
+    paged_decode_attention: Callable
+    prefill_attention: Callable
+    rms_norm: Callable
+    rotary_embedding: Callable
+    silu_and_mul: Callable
+
+
+def get_ops(device) -> KernelOps:
+    """Triton kernels for a CUDA device when triton imports; the torch references otherwise."""
+    if _device_type(device) == "cuda" and _triton_available():
+        from kvtool.kernels import triton_ops
+        return _ops_from("triton", triton_ops)
+    from kvtool.kernels import reference
+    return _ops_from("torch", reference)
+
+
+def _ops_from(backend, module) -> KernelOps:
+    return KernelOps(backend, *(getattr(module, name) for name in OP_NAMES))
+
+
+def _device_type(device) -> str:
+    return getattr(device, "type", None) or str(device).split(":")[0]
+
+
+def _triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,55 @@
+"""Paged attention as the model sees it: write the step's K/V into the cache, then attend.
+
+The batch is flattened with the decodes (one token per sequence) first and the prefill chunks
+after them; each part goes to its kernel from `kvtool.kernels`.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class AttentionMetadata:
+    slot_mapping: torch.Tensor            # [T] int64, where each token's K/V goes
+    num_decodes: int                      # the first num_decodes tokens are one-token decodes
+    decode_block_tables: torch.Tensor     # [num_decodes, max_blocks] int32
+    decode_context_lens: torch.Tensor     # [num_decodes] int32
+    prefill_block_tables: torch.Tensor    # [num_prefills, max_blocks] int32
+    prefill_cu_seqlens_q: torch.Tensor    # [num_prefills + 1] int32
+    prefill_context_lens: torch.Tensor    # [num_prefills] int32
+
+    @property
+    def num_prefills(self) -> int:
+        return len(self.prefill_context_lens)
+
+
+class PagedAttention:
+    """One layer's view of the KV cache; `k_cache` / `v_cache` are bound by the model runner."""
+
+    def __init__(self, ops, scale: float):
+        self.ops = ops
+        self.scale = scale
+        self.k_cache: torch.Tensor | None = None
+        self.v_cache: torch.Tensor | None = None
+        self.k_scale = 1.0
+        self.v_scale = 1.0
+
+    def __call__(self, query, key, value, meta: AttentionMetadata) -> torch.Tensor:
+        self.ops.store_kv(key, value, self.k_cache, self.v_cache, meta.slot_mapping, self.k_scale, self.v_scale)
+        nd = meta.num_decodes
+        if meta.num_prefills == 0:
+            return self._decode(query, meta)
+        if nd == 0:
+            return self._prefill(query, meta)
+        return torch.cat((self._decode(query[:nd], meta), self._prefill(query[nd:], meta)))
+
+    def _decode(self, query, meta):
+        return self.ops.paged_decode_attention(
+            query, self.k_cache, self.v_cache, meta.decode_block_tables, meta.decode_context_lens,
+            self.scale, self.k_scale, self.v_scale)
+
+    def _prefill(self, query, meta):
+        return self.ops.prefill_attention(
+            query, self.k_cache, self.v_cache, meta.prefill_block_tables, meta.prefill_cu_seqlens_q,
+            meta.prefill_context_lens, self.scale, self.k_scale, self.v_scale)

@@ -1,0 +1,134 @@
+"""The KV cache pool: blocks of block_size tokens, ref counts, a free queue and the prefix cache.
+
+As in vLLM v1, block 0 is a null block that is never handed out (padding in block tables points at
+it), only full blocks are cached, a cached block is found by the chained hash of its tokens and
+every block before it, and a freed block keeps its hash until it is reused (LRU eviction).
+"""
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kvtool.engine.sequence import Sequence
+
+NULL_BLOCK = 0
+
+
+@dataclass
+class Block:
+    block_id: int
+    ref_count: int = 0
+    block_hash: int | None = None
+    token_ids: tuple[int, ...] = ()
+
+
+class BlockManager:
+    """`num_blocks` blocks as the KV cache holds them; block 0 is the null block, never handed out."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+        self.block_size = block_size
+        self.num_blocks = num_blocks
+        self.enable_prefix_caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
+        self.cached: dict[int, int] = {}     # block hash -> block id
+        self.prefix_cache_queries = 0        # tokens looked up
+        self.prefix_cache_hits = 0           # tokens found
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_queue)
+
+    @property
+    def usage(self) -> float:
+        """vLLM's kv_cache_usage_perc: 1 - free / (num_blocks - 1), the null block left out."""
+        return 1.0 - self.num_free_blocks / max(1, self.num_blocks - 1)
+
+    def get_computed_blocks(self, seq: Sequence) -> list[int]:
+        """Block ids of the cached full blocks that start this sequence (never its last token).
+
+        Counts one prefix-cache query of len(seq) tokens and its hits, as vLLM does.
+        """
+        if not self.enable_prefix_caching:
+            return []
+        hits = []
+        max_blocks = (len(seq) - 1) // self.block_size
+        for i, block_hash in enumerate(self._block_hashes(seq, max_blocks)):
+            block_id = self.cached.get(block_hash)
+            if block_id is None or self.blocks[block_id].token_ids != self._block_tokens(seq, i):
+                break
+            hits.append(block_id)
+        self.prefix_cache_queries += len(seq)
+        self.prefix_cache_hits += len(hits) * self.block_size
+        return hits
+
+    def allocate_slots(self, seq: Sequence, num_new_tokens: int, computed_blocks: list[int] = ()) -> bool:
+        """Give `seq` blocks for `num_new_tokens` more tokens; False (and no change) when they don't fit.
+
+        `computed_blocks` (from get_computed_blocks, for a sequence without blocks yet) are shared
+        and move `seq.num_computed_tokens` forward past them.
+        """
+        num_computed = seq.num_computed_tokens + len(computed_blocks) * self.block_size
+        num_have = len(seq.block_table) + len(computed_blocks)
+        num_needed = max(0, self._blocks_for(num_computed + num_new_tokens) - num_have)
+        num_revived = sum(1 for b in computed_blocks if self.blocks[b].ref_count == 0)
+        if num_needed + num_revived > self.num_free_blocks:
+            return False
+        seq.block_table.extend(self._take(block_id) for block_id in computed_blocks)
+        seq.block_table.extend(self._take(self._pop_free()) for _ in range(num_needed))
+        if computed_blocks:
+            seq.num_computed_tokens = num_computed
+            seq.num_cached_tokens = max(seq.num_cached_tokens, num_computed)
+        return True
+
+    def free(self, seq: Sequence) -> None:
+        """Drop the sequence's references; tail blocks go first in line for eviction."""
+        for block_id in reversed(seq.block_table):
+            block = self.blocks[block_id]
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.free_queue[block_id] = None
+                if block.block_hash is None:
+                    self.free_queue.move_to_end(block_id, last=False)
+        seq.block_table = []
+
+    def cache_full_blocks(self, seq: Sequence) -> None:
+        """Register the blocks that computed tokens have filled, so later prompts can reuse them."""
+        if not self.enable_prefix_caching:
+            return
+        num_full = seq.num_computed_tokens // self.block_size
+        hashes = self._block_hashes(seq, num_full)
+        for i in range(num_full):
+            block = self.blocks[seq.block_table[i]]
+            if block.block_hash is None and hashes[i] not in self.cached:
+                block.block_hash = hashes[i]
+                block.token_ids = self._block_tokens(seq, i)
+                self.cached[hashes[i]] = block.block_id
+
+    def _block_hashes(self, seq: Sequence, num_blocks: int) -> list[int]:
+        while len(seq.block_hashes) < num_blocks:
+            parent = seq.block_hashes[-1] if seq.block_hashes else None
+            tokens = self._block_tokens(seq, len(seq.block_hashes))
+            seq.block_hashes.append(hash((parent, tokens)))
+        return seq.block_hashes[:num_blocks]
+
+    def _block_tokens(self, seq: Sequence, i: int) -> tuple[int, ...]:
+        return tuple(seq.token_ids[i * self.block_size:(i + 1) * self.block_size])
+
+    def _blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def _pop_free(self) -> int:
+        block_id, _ = self.free_queue.popitem(last=False)
+        block = self.blocks[block_id]
+        if block.block_hash is not None:
+            if self.cached.get(block.block_hash) == block_id:
+                del self.cached[block.block_hash]
+            block.block_hash, block.token_ids = None, ()
+        return block_id
+
+    def _take(self, block_id: int) -> int:
+        block = self.blocks[block_id]
+        if block.ref_count == 0:
+            self.free_queue.pop(block_id, None)
+        block.ref_count += 1
+        return block_id

@@ -1,0 +1,139 @@
+"""EngineConfig and SamplingParams: what the engine is asked to do, checked before anything loads."""
+
+from dataclasses import dataclass, fields
+
+from kvtool.errors import UsageError
+
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2")
+OVERFLOW_POLICIES = ("reject", "clamp")
+LOAD_FORMATS = ("auto", "dummy")
+
+
+@dataclass
+class EngineConfig:
+    """Engine settings, named as vLLM's engine arguments.
+
+    `max_model_len`, `max_num_seqs` and `max_num_batched_tokens` left as None are resolved when the
+    model loads (from its config and the device), as vLLM does.
+    """
+
+    model: str = "smollm2"
+    dtype: str = "auto"
+    device: str = "auto"
+    max_model_len: int | None = None
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.92
+    kv_cache_memory: int | None = None   # bytes for the KV cache; the CPU budget
+    kv_cache_dtype: str = "auto"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = False
+    seed: int = 0
+    load_format: str = "auto"
+    overflow: str = "reject"
+    tensor_parallel_size: int = 1
+
+    def __post_init__(self):
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        _check_choice("overflow", self.overflow, OVERFLOW_POLICIES)
+        _check_choice("load_format", self.load_format, LOAD_FORMATS)
+        _check_positive("block_size", self.block_size)
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory"):
+            if getattr(self, name) is not None:
+                _check_positive(name, getattr(self, name))
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",
+                             fix="Pass a fraction such as 0.92.")
+        if self.tensor_parallel_size != 1:
+            raise UsageError(f"The embedded engine runs on one device; tensor_parallel_size={self.tensor_parallel_size}.",
+                             fix="Use tensor_parallel_size=1, or serve with --backend vllm for several GPUs.")
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "EngineConfig":
+        """An EngineConfig from keyword arguments, naming any that it does not know."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise UsageError(f"Unknown engine argument(s): {', '.join(unknown)}.",
+                             fix=f"Known arguments: {', '.join(sorted(known))}.")
+        return cls(**kwargs)
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one request, with vLLM's names and defaults.
+
+    Mind the default `max_tokens=16`, as in vLLM: a request that does not set it stops after 16
+    tokens with finish_reason "length". `max_tokens=None` means "the rest of the context".
+    """
+
+    n: int = 1
+    max_tokens: int | None = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1          # -1 or 0: all tokens
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logprobs: int | None = None
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+
+    def __post_init__(self):
+        self.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        self.stop_token_ids = list(self.stop_token_ids or [])
+        self.top_k = -1 if self.top_k in (0, None) else self.top_k
+        self._check()
+
+    def _check(self):
+        if self.n < 1:
+            raise UsageError(f"n must be at least 1, got {self.n}.")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.min_tokens < 0:
+            raise UsageError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise UsageError(f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, "
+                             f"got {self.min_tokens}.")
+        if self.temperature < 0:
+            raise UsageError(f"temperature must be non-negative, got {self.temperature}.")
+        if not 0.0 < self.top_p <= 1.0:
+            raise UsageError(f"top_p must be in (0, 1], got {self.top_p}.")
+        if self.top_k < -1:
+            raise UsageError(f"top_k must be -1 (disable), or at least 1, got {self.top_k}.")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise UsageError(f"min_p must be in [0, 1], got {self.min_p}.")
+        self._check_penalties()
+
+    def _check_penalties(self):
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2.0 <= getattr(self, name) <= 2.0:
+                raise UsageError(f"{name} must be in [-2, 2], got {getattr(self, name)}.")
+        if self.repetition_penalty <= 0:
+            raise UsageError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
+        if self.logprobs is not None and self.logprobs < 0:
+            raise UsageError(f"logprobs must be non-negative, got {self.logprobs}.")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < 1e-5
+
+
+def _check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise UsageError(f"Unknown {name} {value!r}.", fix=f"Choose one of: {', '.join(choices)}.")
+
+
+def _check_positive(name: str, value) -> None:
+    if not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name} must be a positive integer, got {value!r}.")

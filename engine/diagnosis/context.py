@@ -1,0 +1,146 @@
+"""What a log says about the server that wrote it: launch flags, model, memory profile, KV size.
+
+Fixes are computed from these facts; the command line (`--model`, `--gpu-mem`) may add or
+override them.
+"""
+
+import re
+from dataclasses import dataclass, field, fields
+
+_SIZE = r"(-?[\d.]+) ?Gi?B"
+# flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
+_KEY_FIELDS = {
+    "max_model_len": "max_model_len", "max_seq_len": "max_model_len",
+    "gpu_memory_utilization": "gpu_memory_utilization", "block_size": "block_size",
+    "kv_cache_dtype": "kv_cache_dtype", "tensor_parallel_size": "tensor_parallel_size",
+    "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
+    "served_model_name": "served_model_name", "enable_chunked_prefill": "enable_chunked_prefill",
+}
+_KEY_VALUE = re.compile(
+    r"(?<![\w-])(?:--)?(" + "|".join(k.replace("_", "[-_]") for k in _KEY_FIELDS) + r"|-tp)"
+    r"""['"]?(?:\s*[:=]\s*|\s+)\[?['"]?([\w./:-]+)""")
+_MODEL = re.compile(r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])""")
+_VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)|\(v(\d+\.\d+[\w.+]*)\) with config")
+_READINGS = [  # (gate, pattern, field)
+    ("weights t", re.compile(r"model weights (?:took|take) " + _SIZE), "weights_gib"),
+    ("loading took", re.compile(r"Model loading took " + _SIZE), "weights_gib"),
+    ("total_gpu_memory", re.compile(r"total_gpu_memory \(" + _SIZE), "total_gpu_gib"),
+    ("total_gpu_memory", re.compile(r"gpu_memory_utilization \(([\d.]+)\)"), "gpu_memory_utilization"),
+    ("non_torch", re.compile(r"non_torch_memory takes " + _SIZE), "non_torch_gib"),
+    ("activation peak", re.compile(r"activation peak memory takes " + _SIZE), "activation_peak_gib"),
+    ("reserved for KV", re.compile(r"reserved for KV Cache is " + _SIZE), "available_kv_gib"),
+    ("KV cache memory:", re.compile(r"Available KV cache memory: " + _SIZE), "available_kv_gib"),
+    (" blocks: ", re.compile(r"# (?:GPU|cuda|CUDA|\w+) blocks: (\d+)"), "num_gpu_blocks"),
+    ("KV cache size", re.compile(r"KV cache size: ([\d,]+) tokens"), "kv_cache_tokens"),
+    ("oncurrency", re.compile(r"concurrency for ([\d,]+) tokens per request: ([\d.]+)x"), "max_concurrency"),
+    ("max model len", re.compile(r"Using max model len (\d+)"), "max_model_len"),
+    ("total capac", re.compile(r"total capaci?ty of " + _SIZE), "total_gpu_gib"),
+    ("Free memory on device", re.compile(r"Free memory on device[^(]{0,40}\(" + r"[\d.]+/" + _SIZE), "total_gpu_gib"),
+]
+_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'")  # flags and config dumps
+_SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
+_STARTUP_PHASES = (  # (marker, phase) looked for in tracebacks and INFO lines before an OOM
+    ("_dummy_sampler_run", "sampler warm-up"), ("warming up sampler", "sampler warm-up"),
+    ("capture_model", "CUDA graph capture"), ("apturing CUDA graph", "CUDA graph capture"),
+    ("Graph capturing", "CUDA graph capture"), ("profile_run", "memory profiling"),
+    ("determine_available_memory", "memory profiling"), ("determine_num_available_blocks", "memory profiling"),
+    ("load_model", "weight loading"), ("load_weights", "weight loading"), ("Starting to load model", "weight loading"),
+)
+
+
+@dataclass
+class LogContext:
+    """Facts read from the log (or given on the command line); None when unknown."""
+
+    model: str | None = None
+    served_model_name: str | None = None
+    version: str | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    weights_gib: float | None = None
+    total_gpu_gib: float | None = None
+    non_torch_gib: float | None = None
+    activation_peak_gib: float | None = None
+    available_kv_gib: float | None = None
+    num_gpu_blocks: int | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    server_up: bool = False
+    startup_phase: str | None = None
+    lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
+
+    def read(self, line: str) -> None:
+        """Take every fact `line` states; later lines win."""
+        if any(marker in line for marker in _LAUNCH_MARKERS):
+            self._read_keys(line)
+        self._read_model(line)
+        for gate, pattern, name in _READINGS:
+            if gate in line and (match := pattern.search(line)):
+                self._set(name, match.group(match.lastindex))
+                self.lines[name] = line
+                if name == "max_concurrency":
+                    self._set("max_model_len", match.group(1))
+        self._read_stage(line)
+
+    def _read_keys(self, line: str) -> None:
+        for match in _KEY_VALUE.finditer(line):
+            key = match.group(1).replace("-", "_")
+            self._set("tensor_parallel_size" if key == "_tp" or key == "-tp" else _KEY_FIELDS.get(key, ""), match.group(2))
+        if "--enable-chunked-prefill" in line and "--no-enable-chunked-prefill" not in line:
+            self.enable_chunked_prefill = True
+        if "--no-enable-chunked-prefill" in line:
+            self.enable_chunked_prefill = False
+
+    def _read_model(self, line: str) -> None:
+        if "model" in line or "serve " in line:
+            if match := _MODEL.search(line):
+                self.model = match.group(1)
+        if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
+            self.version = match.group(1) or match.group(2)
+
+    def _read_stage(self, line: str) -> None:
+        if any(marker in line for marker in _SERVER_UP):
+            self.server_up, self.startup_phase = True, None
+        for marker, phase in _STARTUP_PHASES:
+            if marker in line:
+                self.startup_phase = phase
+
+    def _set(self, name: str, text: str) -> None:
+        kind = _FIELD_TYPES.get(name)
+        if kind is None:
+            return
+        value = _convert(kind, text)
+        if value is not None:
+            setattr(self, name, value)
+
+    def update(self, **facts) -> None:
+        """Facts from the command line override the log."""
+        for name, value in facts.items():
+            if value is not None:
+                setattr(self, name, value)
+
+
+def _convert(kind: str, text: str):
+    text = text.replace(",", "").strip("'\"")
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+    except ValueError:
+        return None
+    if kind == "bool":
+        return {"true": True, "false": False}.get(text.lower())
+    return text if text.lower() not in ("none", "null", "auto") or kind == "str_auto" else None
+
+
+_TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
+_FIELD_TYPES = {f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext)
+                if f.name not in ("server_up", "startup_phase", "lines")}
+_FIELD_TYPES["kv_cache_dtype"] = "str_auto"

@@ -1,0 +1,68 @@
+"""From observations to findings: each category's explainer, plus the failures only the log's
+numbers reveal (a KV cache smaller than max_model_len, a negative KV budget)."""
+
+from kvtool.engine.diagnosis import explain_config, explain_length, explain_runtime, explain_startup
+from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.findings import Finding, Observation
+from kvtool.engine.diagnosis.memory_model import MemoryModel
+
+EXPLAINERS = {
+    "request_too_long": explain_length.request_too_long,
+    "max_tokens_default_truncation": explain_length.default_truncation,
+    "kv_cache_too_small_at_startup": explain_startup.kv_cache_too_small,
+    "no_cache_blocks": explain_startup.no_cache_blocks,
+    "gpu_memory_held_by_others": explain_startup.gpu_memory_held_by_others,
+    "cuda_oom_startup": explain_runtime.cuda_oom,
+    "cuda_oom_runtime": explain_runtime.cuda_oom,
+    "preemption": explain_runtime.kv_pressure,
+    "kv_cache_near_full": explain_runtime.kv_pressure,
+    "batched_tokens_lt_model_len": explain_config.batched_tokens_lt_model_len,
+    "batched_tokens_lt_num_seqs": explain_config.batched_tokens_lt_num_seqs,
+    "max_model_len_above_derived": explain_config.max_model_len_above_derived,
+    "missing_chat_template": explain_config.missing_chat_template,
+    "tool_choice_auto_without_flags": explain_config.tool_choice_auto_without_flags,
+    "model_not_found": explain_config.model_not_found,
+}
+
+
+def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
+    observations = observations + inferred_observations(observations, context, memory)
+    findings = []
+    for obs in observations:
+        try:
+            finding = EXPLAINERS[obs.category](obs, context, memory)
+        except (ArithmeticError, ValueError, KeyError):  # numbers no real server prints (0 GiB GPUs, 1e308 tokens)
+            finding = Finding(obs.category, obs.stage, "Recognised, but its numbers are out of range, so no fix is "
+                              "computed.", dict(obs.numbers), [], obs.evidence, obs.span)
+        if obs.count > 1:
+            finding.numbers["occurrences"] = obs.count
+        findings.append(finding)
+    return findings
+
+
+def inferred_observations(seen: list[Observation], context: LogContext, memory: MemoryModel) -> list[Observation]:
+    """Failures the log implies without vLLM saying so (e.g. only `# GPU blocks: N` was printed)."""
+    categories = {obs.category for obs in seen}
+    if categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
+        return []
+    if context.available_kv_gib is not None and context.available_kv_gib <= 0:
+        line = context.lines["available_kv_gib"]
+        return [Observation("no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line)))]
+    tokens, source = _kv_cache_tokens(context, memory)
+    if tokens is None or not context.max_model_len or tokens >= context.max_model_len:
+        return []
+    line = context.lines[source]
+    numbers = {"max_model_len": context.max_model_len, "kv_cache_tokens": tokens}
+    if source == "num_gpu_blocks":
+        numbers["num_gpu_blocks"] = context.num_gpu_blocks
+    return [Observation("kv_cache_too_small_at_startup", "startup", numbers, line, (0, len(line)))]
+
+
+def _kv_cache_tokens(context: LogContext, memory: MemoryModel) -> tuple[int | None, str]:
+    if context.num_gpu_blocks is not None:
+        return memory.kv_tokens(context.num_gpu_blocks), "num_gpu_blocks"
+    if context.kv_cache_tokens is not None:
+        return context.kv_cache_tokens, "kv_cache_tokens"
+    if context.max_concurrency is not None and context.max_model_len:
+        return int(context.max_concurrency * context.max_model_len), "max_concurrency"
+    return None, ""

@@ -1,0 +1,232 @@
+"""THE memory and length model (vLLM 0.33 v1 arithmetic): KV bytes, blocks, capacity, length checks.
+
+`kvtool plan`, the engine's start-up and `kvtool diagnose` all size the KV cache with these functions.
+"""
+
+from dataclasses import dataclass
+
+from kvtool.engine.hf_config import DTYPE_NAMES
+from kvtool.engine.modelspec import ModelSpec
+from kvtool.engine.request_limits import RequestTooLongError, check_request_length  # noqa: F401 (re-exported)
+from kvtool.engine.units import GiB, format_gib, parse_human_int  # noqa: F401 (GiB is part of this API)
+from kvtool.errors import KvtoolError, UsageError
+
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048  # vLLM 0.33 SchedulerConfig default (server default on < 70 GiB GPUs)
+FP8_KV_CACHE_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", *FP8_KV_CACHE_DTYPES)
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+ATTENTION_KINDS = ("full_attention", "sliding_attention")
+CONSERVING_MEMORY_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+
+
+class KVCacheTooSmallError(KvtoolError):
+    """The KV cache cannot hold one request of max_model_len tokens (vLLM's start-up failure)."""
+
+    def __init__(self, message: str, needed_bytes: int, available_bytes: int, estimated_max_model_len: int):
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+        self.estimated_max_model_len = estimated_max_model_len
+
+
+def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
+    """Bytes per cached element: `auto` follows the model dtype; every fp8 flavour is 1 byte."""
+    if kv_cache_dtype in FP8_KV_CACHE_DTYPES:
+        return 1
+    name = DTYPE_NAMES.get(model_dtype if kv_cache_dtype == "auto" else kv_cache_dtype)
+    if name is None:
+        raise UsageError(f"unknown kv-cache dtype '{kv_cache_dtype}'.", f"Use one of: {', '.join(KV_CACHE_DTYPES)}.")
+    return DTYPE_BYTES[name]
+
+
+def kv_heads_per_rank(spec: ModelSpec, tp: int = 1) -> int:
+    """KV heads each tensor-parallel rank stores; heads are replicated when tp exceeds them."""
+    return 1 if spec.is_mla else max(1, spec.num_key_value_heads // tp)
+
+
+def layer_bytes_per_token(spec: ModelSpec, kv_cache_dtype: str = "auto", tp: int = 1) -> int:
+    """One token in one attention layer: K and V heads, or MLA's single latent (no factor 2, no TP split)."""
+    dtype_bytes = kv_cache_dtype_bytes(kv_cache_dtype, spec.dtype)
+    if spec.is_mla:
+        return (spec.kv_lora_rank + spec.qk_rope_head_dim) * dtype_bytes
+    return 2 * kv_heads_per_rank(spec, tp) * spec.head_dim * dtype_bytes
+
+
+def stage_layer_counts(spec: ModelSpec, pp: int = 1) -> tuple[int, int]:
+    """(full, sliding) attention layers on the pipeline stage that stores the most KV."""
+    base, extra = divmod(len(spec.layer_types), pp)
+    stages, start = [], 0
+    for stage in range(pp):
+        kinds = spec.layer_types[start:start + base + (stage < extra)]
+        start += base + (stage < extra)
+        stages.append((kinds.count("full_attention"), kinds.count("sliding_attention")))
+    return max(stages, key=sum)
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1) -> int:
+    """KV bytes one more cached token costs on one GPU, over every attention layer of its stage."""
+    return sum(stage_layer_counts(spec, pp)) * layer_bytes_per_token(spec, kv_cache_dtype, tp)
+
+
+def block_bytes(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto",
+                tp: int = 1, pp: int = 1) -> int:
+    """One block of block_size tokens across all attention layers of a GPU."""
+    return block_size * kv_bytes_per_token(spec, kv_cache_dtype, tp, pp)
+
+
+def num_blocks_for(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
+                   kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1) -> int:
+    size = block_bytes(spec, block_size, kv_cache_dtype, tp, pp)
+    return max(0, int(available_bytes) // size) if size else 0
+
+
+def request_kv_bytes(spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
+                     kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
+                     max_num_batched_tokens: int | None = None) -> int:
+    """Worst-case KV of one request of max_model_len tokens; sliding layers keep only their window."""
+    full, sliding = stage_layer_counts(spec, pp)
+    page = block_size * layer_bytes_per_token(spec, kv_cache_dtype, tp)
+    full_blocks = _cdiv(max_model_len, block_size)
+    if not sliding or not spec.sliding_window:
+        return (full + sliding) * full_blocks * page
+    batched = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    window_tokens = min(spec.sliding_window - 1 + batched, max_model_len)
+    return full * full_blocks * page + sliding * (_cdiv(window_tokens, block_size) + 1) * page
+
+
+def estimate_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
+                           kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
+                           max_num_batched_tokens: int | None = None, limit: int | None = None) -> int:
+    """Largest length in [1, limit] (default: the model's context) whose request fits; 0 if none does."""
+    usable = available_bytes - block_bytes(spec, block_size, kv_cache_dtype, tp, pp)  # the null block
+
+    def fits(length: int) -> bool:
+        return request_kv_bytes(spec, length, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens) <= usable
+
+    low, high = 0, limit or spec.derived_max_model_len
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low
+
+
+def check_kv_cache_fits(spec: ModelSpec, available_bytes: int, max_model_len: int,
+                        block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto", tp: int = 1,
+                        pp: int = 1, max_num_batched_tokens: int | None = None) -> None:
+    """Raise KVCacheTooSmallError, worded like vLLM 0.33, unless one max_model_len request fits."""
+    if available_bytes <= 0:
+        raise KVCacheTooSmallError(no_memory_message(), 0, int(available_bytes), 0)
+    args = (block_size, kv_cache_dtype, tp, pp)
+    needed = request_kv_bytes(spec, max_model_len, *args, max_num_batched_tokens)
+    if needed <= available_bytes - block_bytes(spec, *args):
+        return
+    estimate = estimate_max_model_len(available_bytes, spec, *args, max_num_batched_tokens, limit=max_model_len)
+    raise KVCacheTooSmallError(too_small_message(max_model_len, needed, available_bytes, estimate),
+                               needed, int(available_bytes), estimate)
+
+
+def no_memory_message() -> str:
+    return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
+            f"See {CONSERVING_MEMORY_URL} for more details.")
+
+
+def too_small_message(max_model_len: int, needed: int, available: int, estimate: int) -> str:
+    return (f"To serve at least one request with the model's max seq len ({max_model_len}), ({format_gib(needed)} GiB "
+            f"KV cache is needed, which is larger than the available KV cache memory ({format_gib(available)} GiB). "
+            f"Based on the available memory, the estimated maximum model length is {estimate}. Try increasing "
+            "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+            f"`max_model_len` when initializing the engine. See {CONSERVING_MEMORY_URL} for more details.")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KVCachePlan:
+    """What a KV budget buys: the numbers `kvtool plan` prints and the engine allocates."""
+
+    available_bytes: int
+    block_size: int
+    kv_bytes_per_token: int
+    block_bytes: int
+    num_blocks: int
+    max_model_len: int
+    request_bytes: int  # worst-case KV of one max_model_len request
+    max_concurrency: float
+    kv_cache_tokens: int
+    safe_max_model_len: int
+    fits: bool
+
+    def log_line(self, device: str = "GPU") -> str:
+        return format_kv_cache_log(self.kv_cache_tokens, self.max_model_len, self.max_concurrency, device)
+
+
+def plan_kv_cache(available_bytes: int, spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
+                  kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
+                  max_num_batched_tokens: int | None = None) -> KVCachePlan:
+    """Blocks, tokens, concurrency and the safe length for a KV budget (vLLM 0.33 formulas)."""
+    args = (block_size, kv_cache_dtype, tp, pp)
+    num_blocks = num_blocks_for(available_bytes, spec, *args)
+    size = block_bytes(spec, *args)
+    request = request_kv_bytes(spec, max_model_len, *args, max_num_batched_tokens)
+    concurrency = num_blocks * size / request if request else 0.0
+    return KVCachePlan(
+        available_bytes=int(available_bytes), block_size=block_size, kv_bytes_per_token=size // block_size,
+        block_bytes=size, num_blocks=num_blocks, max_model_len=max_model_len, request_bytes=request,
+        max_concurrency=concurrency, kv_cache_tokens=int(concurrency * max_model_len),
+        safe_max_model_len=safe_max_model_len(available_bytes, spec, *args, max_num_batched_tokens),
+        fits=available_bytes > 0 and request <= available_bytes - size,
+    )
+
+
+def safe_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
+                       kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
+                       max_num_batched_tokens: int | None = None) -> int:
+    """The largest length that fits, rounded down to a whole block, capped by the model's context."""
+    length = estimate_max_model_len(available_bytes, spec, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens)
+    if length == spec.derived_max_model_len or length < block_size:
+        return length
+    return length // block_size * block_size
+
+
+def format_kv_cache_log(kv_cache_tokens: int, max_model_len: int, max_concurrency: float, device: str = "GPU") -> str:
+    """vLLM 0.33's start-up line."""
+    return (f"{device} KV cache size: {kv_cache_tokens:,} tokens, Maximum concurrency for {max_model_len:,} "
+            f"tokens per request: {max_concurrency:.2f}x")
+
+
+def resolve_max_model_len(spec: ModelSpec, requested: str | int | None, available_bytes: int | None = None,
+                          **kv_args) -> int:
+    """None -> the config's derived length; `auto` / -1 -> the largest that fits; `8k` / `8K` / 8192 as given."""
+    if requested is None:
+        return spec.derived_max_model_len
+    if str(requested).strip().lower() in ("auto", "-1"):
+        if available_bytes is None:
+            raise UsageError("max_model_len 'auto' needs a KV-cache budget.", "Give a GPU or a memory size, or a number.")
+        length = estimate_max_model_len(available_bytes, spec, **kv_args)
+        if length < 1:
+            raise UsageError("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                             "token.", "Try increasing `gpu_memory_utilization`.")
+        return length
+    length = parse_human_int(requested, "max_model_len")
+    if length < 1:
+        raise UsageError(f"max_model_len must be positive, got {length}.", "Give e.g. 8192, 8k or auto.")
+    return length
+
+
+def check_parallel_sizes(spec: ModelSpec, tp: int = 1, pp: int = 1) -> None:
+    """vLLM's divisibility rules for tensor and pipeline parallelism."""
+    if tp < 1 or pp < 1:
+        raise UsageError(f"parallel sizes must be >= 1 (got tp={tp}, pp={pp}).", "Use --tp 1 or more.")
+    if spec.num_attention_heads % tp:
+        raise UsageError(f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor "
+                         f"parallel size ({tp}).", f"Use a --tp that divides {spec.num_attention_heads}.")
+    kv = spec.num_key_value_heads
+    if not spec.is_mla and (kv % tp if kv >= tp else tp % kv):
+        raise UsageError(f"{kv} KV heads cannot be split over tensor parallel size {tp}.",
+                         f"Use a --tp that divides {kv} or a multiple of it.")
+    if pp > spec.num_hidden_layers:
+        raise UsageError(f"pipeline parallel size {pp} exceeds the {spec.num_hidden_layers} layers.", "Use a smaller --pp.")

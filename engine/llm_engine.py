@@ -1,0 +1,110 @@
+"""LLMEngine: requests in, one scheduled model step at a time, RequestOutputs out."""
+
+import logging
+import time
+
+from kvtool.engine import startup
+from kvtool.engine.block_manager import BlockManager
+from kvtool.engine.config import EngineConfig, SamplingParams
+from kvtool.engine.limits import check_request_length
+from kvtool.engine.loader import load_hf_config, resolve_dtype, resolve_model_source
+from kvtool.engine.model_runner import ModelRunner
+from kvtool.engine.output_processor import OutputProcessor
+from kvtool.engine.outputs import RequestOutput
+from kvtool.engine.scheduler import Scheduler, SchedulerStats
+from kvtool.engine.sequence import Sequence
+from kvtool.engine.tokenizer import eos_token_ids, load_tokenizer
+from kvtool.errors import UsageError
+
+logger = logging.getLogger("kvtool.engine")
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig):
+        source = resolve_model_source(config.model)
+        hf_config = load_hf_config(source.folder)
+        self.model_name = source.name
+        self.tokenizer = load_tokenizer(source.folder)
+        self.device = startup.resolve_device(config.device)
+        dtype = resolve_dtype(config.dtype, hf_config, self.device)
+        self.spec = startup.engine_spec(hf_config, source.name, dtype)
+        max_model_len = startup.resolve_max_model_len(config, self.spec)
+        batched_tokens, max_seqs = startup.resolve_scheduler_limits(config, max_model_len, self.device)
+        self.config = config.__class__(**{**vars(config), "max_model_len": max_model_len,
+                                          "max_num_batched_tokens": batched_tokens, "max_num_seqs": max_seqs})
+        eos = eos_token_ids(self.tokenizer, hf_config)
+        self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)
+        self.kv_cache_info = startup.plan_kv_cache(self.config, self.spec, self.model_runner.available_kv_bytes(),
+                                                   max_model_len, batched_tokens)
+        self.model_runner.allocate_kv_cache(self.kv_cache_info.num_blocks)
+        block_manager = BlockManager(self.kv_cache_info.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(block_manager, max_seqs, batched_tokens, max_model_len,
+                                   config.enable_chunked_prefill, eos)
+        self.output_processor = OutputProcessor(self.tokenizer)
+        self.seqs_by_request: dict[str, list[Sequence]] = {}
+        logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
+
+    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
+                    arrival_time: float | None = None) -> None:
+        """Queue a request; RequestTooLongError (vLLM's wording) when it cannot fit max_model_len."""
+        if request_id in self.seqs_by_request:
+            raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
+        prompt_text, prompt_ids = self._tokenize(prompt)
+        max_tokens = check_request_length(len(prompt_ids), params.max_tokens, self.config.max_model_len,
+                                          self.config.overflow)
+        arrival = arrival_time if arrival_time is not None else time.monotonic()
+        seqs = [Sequence(request_id, prompt_ids, params, max_tokens, i, arrival) for i in range(params.n)]
+        self.seqs_by_request[request_id] = seqs
+        self.output_processor.add_request(request_id, prompt_text, prompt_ids, seqs)
+        for seq in seqs:
+            self.scheduler.add(seq)
+
+    def abort_request(self, request_id: str) -> RequestOutput | None:
+        """Stop a request and free its blocks; returns its final output (finish_reason "abort")."""
+        seqs = self.seqs_by_request.pop(request_id, None)
+        if seqs is None:
+            return None
+        for seq in seqs:
+            self.scheduler.finish(seq, "abort")
+        return self.output_processor.abort(request_id)
+
+    def step(self) -> list[RequestOutput]:
+        scheduled = self.scheduler.schedule()
+        if not scheduled.seqs:
+            return []
+        self._mark_scheduled(scheduled.seqs)
+        result = self.model_runner.execute(scheduled)
+        updated = self.scheduler.update_from_output(scheduled, result.sampled)
+        outputs = self.output_processor.process(updated, result.logprobs, self.scheduler.finish)
+        for output in outputs:
+            if output.finished:
+                self.seqs_by_request.pop(output.request_id, None)
+        return outputs
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    def stats(self) -> SchedulerStats:
+        return self.scheduler.stats()
+
+    def _mark_scheduled(self, seqs: list[Sequence]) -> None:
+        now = time.monotonic()
+        for seq in seqs:
+            state = self.output_processor.requests.get(seq.request_id)
+            if state is not None and state.metrics.first_scheduled_time is None:
+                state.metrics.first_scheduled_time = now
+
+    def _tokenize(self, prompt: str | list[int]) -> tuple[str | None, list[int]]:
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise UsageError("This model has no tokenizer, so prompts must be token-id lists.",
+                                 fix="Pass a list of token ids, or a model folder with tokenizer files.")
+            return prompt, self._checked_ids(self.tokenizer.encode(prompt))
+        return None, self._checked_ids(list(prompt))
+
+    def _checked_ids(self, ids: list[int]) -> list[int]:
+        if not ids:
+            raise UsageError("The decoder prompt cannot be empty.", fix="Send at least one token.")
+        if not all(isinstance(t, int) and 0 <= t < self.spec.vocab_size for t in ids):
+            raise UsageError(f"Prompt token ids must be integers in [0, {self.spec.vocab_size}).")
+        return ids

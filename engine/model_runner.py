@@ -1,0 +1,143 @@
+"""Runs one scheduled step on the device: flatten the batch, run the model, sample.
+
+Hooks for the GPU path: `available_kv_bytes()` sizes the KV cache, and `run_model()` is the
+forward a CUDA-graph runner can capture and replace for decode batches.
+"""
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from kvtool.engine.attention import AttentionMetadata
+from kvtool.engine.loader import load_model
+from kvtool.engine.sampler import Sampler
+from kvtool.engine.scheduler import SchedulerOutput
+from kvtool.engine.sequence import Sequence
+from kvtool.kernels import get_ops
+
+GiB = 1 << 30
+CPU_KV_CACHE_CAP = 4 * GiB
+FP8_KV_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+
+
+@dataclass
+class ModelInput:
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    meta: AttentionMetadata
+    logits_indices: torch.Tensor
+    sample_seqs: list[Sequence]
+
+
+@dataclass
+class ModelRunnerOutput:
+    sampled: dict[int, int]        # seq_id -> new token
+    logprobs: dict[int, dict]      # seq_id -> {token_id: Logprob}, for requests that asked
+
+
+class ModelRunner:
+    def __init__(self, config, hf_config, source, device: torch.device, dtype: torch.dtype,
+                 max_model_len: int, eos_token_ids: set[int]):
+        self.config = config
+        self.device = device
+        self.dtype = dtype
+        self.block_size = config.block_size
+        self.ops = get_ops(device)
+        self.model = load_model(source, hf_config, self.ops, dtype, device, max(
+            max_model_len, getattr(hf_config, "max_position_embeddings", 0)), config.load_format, config.seed)
+        self.sampler = Sampler(eos_token_ids, config.seed, device)
+        self.kv_cache: torch.Tensor | None = None
+
+    @property
+    def kv_cache_dtype(self) -> torch.dtype:
+        name = self.config.kv_cache_dtype
+        return self.dtype if name == "auto" else FP8_KV_DTYPES.get(name) or getattr(torch, name)
+
+    def available_kv_bytes(self) -> int:
+        """Bytes the KV cache may take: `kv_cache_memory` when set, else a device-specific budget."""
+        if self.config.kv_cache_memory is not None:
+            return self.config.kv_cache_memory
+        if self.device.type == "cuda":
+            return self._cuda_kv_bytes()
+        return min(_available_ram() // 4, CPU_KV_CACHE_CAP)
+
+    def _cuda_kv_bytes(self) -> int:
+        """total × gpu_memory_utilization minus what the process holds at its activation peak."""
+        torch.cuda.reset_peak_memory_stats(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
+        used_by_others = total - free - torch.cuda.memory_reserved(self.device)
+        peak = torch.cuda.max_memory_allocated(self.device)
+        return max(0, int(total * self.config.gpu_memory_utilization) - used_by_others - peak)
+
+    def allocate_kv_cache(self, num_blocks: int) -> None:
+        """One tensor [2, layers, num_blocks, block_size, kv_heads, head_dim]; block 0 is the null block."""
+        cfg = self.model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        shape = (2, cfg.num_hidden_layers, num_blocks, self.block_size, cfg.num_key_value_heads, head_dim)
+        self.kv_cache = torch.zeros(shape, dtype=self.kv_cache_dtype, device=self.device)
+        self.model.bind_kv_cache(self.kv_cache[0], self.kv_cache[1])
+
+    @torch.inference_mode()
+    def execute(self, scheduled: SchedulerOutput) -> ModelRunnerOutput:
+        batch = self.prepare_inputs(scheduled)
+        hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
+        if not batch.sample_seqs:
+            return ModelRunnerOutput({}, {})
+        logits = self.model.compute_logits(hidden[batch.logits_indices])
+        result = self.sampler(logits, batch.sample_seqs)
+        ids = [seq.seq_id for seq in batch.sample_seqs]
+        logprobs = {i: lp for i, lp in zip(ids, result.logprobs) if lp is not None}
+        return ModelRunnerOutput(dict(zip(ids, result.token_ids)), logprobs)
+
+    def run_model(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        return self.model(input_ids, positions, meta)
+
+    def prepare_inputs(self, scheduled: SchedulerOutput) -> ModelInput:
+        input_ids, positions, slots, logits_indices, sample_seqs = [], [], [], [], []
+        for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
+            start, end = seq.num_computed_tokens, seq.num_computed_tokens + num_new
+            input_ids.extend(seq.token_ids[start:end])
+            positions.extend(range(start, end))
+            slots.extend(self._slots(seq.block_table, start, end))
+            if end == len(seq):
+                logits_indices.append(len(input_ids) - 1)
+                sample_seqs.append(seq)
+        meta = self._attention_metadata(scheduled, slots)
+        return ModelInput(self._tensor(input_ids, torch.long), self._tensor(positions, torch.long), meta,
+                          self._tensor(logits_indices, torch.long), sample_seqs)
+
+    def _slots(self, block_table: list[int], start: int, end: int) -> list[int]:
+        bs = self.block_size
+        if end - start == 1:
+            return [block_table[start // bs] * bs + start % bs]
+        return [block_table[p // bs] * bs + p % bs for p in range(start, end)]
+
+    def _attention_metadata(self, scheduled: SchedulerOutput, slots: list[int]) -> AttentionMetadata:
+        nd = scheduled.num_decodes
+        decodes, prefills = scheduled.seqs[:nd], scheduled.seqs[nd:]
+        chunk_lens = scheduled.num_new_tokens[nd:]
+        cu_seqlens = [0]
+        for n in chunk_lens:
+            cu_seqlens.append(cu_seqlens[-1] + n)
+        return AttentionMetadata(
+            slot_mapping=self._tensor(slots, torch.long),
+            num_decodes=nd,
+            decode_block_tables=self._block_tables(decodes),
+            decode_context_lens=self._tensor([s.num_computed_tokens + 1 for s in decodes], torch.int32),
+            prefill_block_tables=self._block_tables(prefills),
+            prefill_cu_seqlens_q=self._tensor(cu_seqlens, torch.int32),
+            prefill_context_lens=self._tensor([s.num_computed_tokens + n for s, n in zip(prefills, chunk_lens)],
+                                              torch.int32))
+
+    def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
+        width = max((len(s.block_table) for s in seqs), default=0)
+        rows = [s.block_table + [0] * (width - len(s.block_table)) for s in seqs]
+        return self._tensor(rows, torch.int32).view(len(seqs), width)
+
+    def _tensor(self, data, dtype) -> torch.Tensor:
+        return torch.tensor(data, dtype=dtype).to(self.device, non_blocking=True)
+
+
+def _available_ram() -> int:
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -1,0 +1,139 @@
+"""The Llama-family decoder (Llama, Mistral, Qwen2, SmolLM) on the paged KV cache.
+
+Weights keep HF names, except that q/k/v and gate/up projections are packed into one matrix each
+(`qkv_proj`, `gate_up_proj`) so that a layer runs two matmuls fewer.
+"""
+
+import torch
+from torch import nn
+
+from kvtool.engine.attention import AttentionMetadata, PagedAttention
+from kvtool.engine.models.rotary import build_cos_sin_cache
+
+# HF weight name -> (packed parameter, shard index)
+PACKED_SHARDS = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
+                 "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size: int, eps: float, ops):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+        self.ops = ops
+
+    def forward(self, x, residual=None):
+        return self.ops.rms_norm(x, self.weight, self.eps, residual)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, config, ops, cos_sin_cache):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        self.shard_sizes = [self.num_heads * self.head_dim] + [self.num_kv_heads * self.head_dim] * 2
+        qkv_bias = config.model_type == "qwen2" or getattr(config, "attention_bias", False)
+        self.qkv_proj = nn.Linear(config.hidden_size, sum(self.shard_sizes), bias=qkv_bias)
+        o_bias = getattr(config, "attention_bias", False) and config.model_type != "qwen2"
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=o_bias)
+        self.attn = PagedAttention(ops, self.head_dim ** -0.5)
+        self.ops = ops
+        self.cos_sin_cache = cos_sin_cache
+
+    def forward(self, positions, x, meta: AttentionMetadata):
+        q, k, v = self.qkv_proj(x).split(self.shard_sizes, dim=-1)
+        q = q.view(-1, self.num_heads, self.head_dim)
+        k = k.view(-1, self.num_kv_heads, self.head_dim)
+        v = v.view(-1, self.num_kv_heads, self.head_dim)
+        q, k = self.ops.rotary_embedding(positions, q, k, self.cos_sin_cache)
+        out = self.attn(q, k, v, meta)
+        return self.o_proj(out.reshape(len(x), -1))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, config, ops):
+        super().__init__()
+        bias = getattr(config, "mlp_bias", False)
+        self.shard_sizes = [config.intermediate_size] * 2
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=bias)
+        self.ops = ops
+
+    def forward(self, x):
+        return self.down_proj(self.ops.silu_and_mul(self.gate_up_proj(x)))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, config, ops, cos_sin_cache):
+        super().__init__()
+        self.self_attn = LlamaAttention(config, ops, cos_sin_cache)
+        self.mlp = LlamaMLP(config, ops)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops)
+
+    def forward(self, positions, x, residual, meta):
+        if residual is None:
+            residual, x = x, self.input_layernorm(x)
+        else:
+            x, residual = self.input_layernorm(x, residual)
+        x = self.self_attn(positions, x, meta)
+        x, residual = self.post_attention_layernorm(x, residual)
+        return self.mlp(x), residual
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config, ops, cos_sin_cache):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, ops, cos_sin_cache)
+                                    for _ in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops)
+
+    def forward(self, input_ids, positions, meta):
+        x, residual = self.embed_tokens(input_ids), None
+        for layer in self.layers:
+            x, residual = layer(positions, x, residual, meta)
+        return x + residual   # the final norm runs in compute_logits, on the rows that need logits
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, config, ops, max_positions: int):
+        super().__init__()
+        self.config = config
+        self.cos_sin_cache = build_cos_sin_cache(config, max_positions)   # fp32, kept out of .to(dtype)
+        self.model = LlamaModel(config, ops, self.cos_sin_cache)
+        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        if not self.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def forward(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        return self.model(input_ids, positions, meta)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        head = self.model.embed_tokens if self.tie_word_embeddings else self.lm_head
+        return torch.nn.functional.linear(self.model.norm(hidden), head.weight).float()
+
+    def bind_kv_cache(self, k_caches, v_caches, k_scale=1.0, v_scale=1.0) -> None:
+        for layer, k_cache, v_cache in zip(self.model.layers, k_caches, v_caches):
+            attn = layer.self_attn.attn
+            attn.k_cache, attn.v_cache, attn.k_scale, attn.v_scale = k_cache, v_cache, k_scale, v_scale
+
+    def load_weights(self, weights) -> None:
+        """Copy (HF name, tensor) pairs in, packing q/k/v and gate/up; a tied lm_head is skipped."""
+        params = dict(self.named_parameters())
+        for name, tensor in weights:
+            if name == "lm_head.weight" and self.tie_word_embeddings:
+                continue
+            target, offset = self._locate(name, params)
+            target.data[offset:offset + tensor.shape[0]].copy_(tensor)
+
+    def _locate(self, name, params):
+        for hf_part, (packed, shard) in PACKED_SHARDS.items():
+            if f".{hf_part}." in name:
+                module = self.get_submodule(name.rsplit(f".{hf_part}.", 1)[0])
+                sizes = getattr(module, "shard_sizes")
+                return params[name.replace(hf_part, packed)], sum(sizes[:shard])
+        if name not in params:
+            raise KeyError(f"unexpected weight {name}")
+        return params[name], 0

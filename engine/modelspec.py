@@ -1,0 +1,166 @@
+"""Architecture facts of a model, from the catalog, a config.json, a model folder or a GGUF file."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvtool.engine import hf_config as hf
+from kvtool.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    model_type: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    intermediate_size: int
+    max_position_embeddings: int
+    derived_max_model_len: int
+    dtype: str
+    tie_word_embeddings: bool
+    num_parameters: int
+    layer_types: tuple[str, ...]
+    sliding_window: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    num_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    quantization: str | None = None
+    source: str = ""
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def num_attention_layers(self) -> int:
+        return sum(kind in ("full_attention", "sliding_attention") for kind in self.layer_types)
+
+
+def spec_from_hf_config(config: dict, name: str = "", source: str = "") -> ModelSpec:
+    """Read a ModelSpec from an HF config dict (text_config nesting, layer types, MLA, MoE, quantization)."""
+    text = hf.text_config(config)
+    try:
+        return _spec_from_text_config(text, name or text.get("_name_or_path") or text.get("model_type", "model"), source)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+        raise UsageError(f"config of {name or 'the model'} is missing or has a bad architecture field ({err}).",
+                         "Give an HF config.json with num_hidden_layers, hidden_size and num_attention_heads.") from None
+
+
+def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
+    layers = int(hf.first(text, "num_hidden_layers", "n_layer", "num_layers"))
+    hidden = int(hf.first(text, "hidden_size", "n_embd", "d_model"))
+    heads = int(hf.first(text, "num_attention_heads", "n_head", "num_heads"))
+    kv_heads = hf.num_kv_heads(text, heads)
+    dim = hf.head_dim(text, hidden, heads)
+    vocab = int(text.get("vocab_size") or 0)
+    intermediate = int(hf.first(text, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden))
+    tied = bool(text.get("tie_word_embeddings", False))
+    kv_lora_rank = text.get("kv_lora_rank")
+    return ModelSpec(
+        name=name, model_type=str(text.get("model_type", "")), num_hidden_layers=layers, hidden_size=hidden,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=dim, vocab_size=vocab,
+        intermediate_size=intermediate,
+        max_position_embeddings=int(hf.first(text, *hf.MAX_LEN_KEYS, default=hf.DEFAULT_MAX_MODEL_LEN)),
+        derived_max_model_len=hf.derive_max_model_len(text), dtype=hf.dtype_name(text),
+        tie_word_embeddings=tied,
+        num_parameters=int(text.get("num_parameters") or hf.count_parameters(
+            text, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied)),
+        layer_types=hf.layer_types(text, layers), sliding_window=_sliding_window(text),
+        kv_lora_rank=int(kv_lora_rank) if kv_lora_rank else None,
+        qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0) if kv_lora_rank else None,
+        num_experts=hf.num_experts(text), num_experts_per_tok=text.get("num_experts_per_tok"),
+        quantization=hf.quantization(text), source=source,
+    )
+
+
+def _sliding_window(text: dict) -> int | None:
+    window = text.get("sliding_window")
+    if isinstance(window, list):  # some configs give one per layer
+        window = min((w for w in window if w), default=None)
+    return int(window) if window and text.get("use_sliding_window") is not False else None
+
+
+def spec_from_config_file(path: str | Path, name: str = "") -> ModelSpec:
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"cannot read {path}: {err.__class__.__name__}.", "Check the path and its permissions.") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).",
+                         "Fix the file or point --model at a valid config.json.") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path} holds no JSON object.", "Point --model at an HF config.json.")
+    return spec_from_hf_config(config, name or (path.parent.name if path.name == "config.json" else path.stem), str(path))
+
+
+def resolve_model_spec(model: str) -> ModelSpec:
+    """A catalog id or alias, a config.json, a model folder, a .gguf file, or a name transformers can resolve."""
+    from kvtool.engine import model_catalog
+
+    path = Path(model).expanduser()
+    if path.exists():
+        return _spec_from_path(path)
+    entry = model_catalog.find(model)
+    if entry is not None:
+        return entry.spec()
+    return _spec_from_transformers(model) or _unknown_model(model)
+
+
+def resolve_model_path(model: str) -> Path | None:
+    """The local files behind `model`: a path as given, or the file a catalog entry ships with (e.g. smollm2)."""
+    from kvtool.engine import model_catalog
+
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    entry = model_catalog.find(model)
+    return entry.local_file() if entry is not None else None
+
+
+def _spec_from_path(path: Path) -> ModelSpec:
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return spec_from_config_file(path / "config.json", path.name)
+        ggufs = sorted(path.glob("*.gguf"))
+        if ggufs:
+            return _spec_from_gguf(ggufs[0])
+        raise UsageError(f"{path} holds neither a config.json nor a .gguf file.",
+                         "Point --model at a model folder, a config.json or a .gguf file.")
+    if path.suffix.lower() == ".gguf":
+        return _spec_from_gguf(path)
+    return spec_from_config_file(path)
+
+
+def _spec_from_gguf(path: Path) -> ModelSpec:
+    from kvtool.engine.gguf_spec import spec_from_gguf
+
+    return spec_from_gguf(path)
+
+
+def _spec_from_transformers(model: str) -> ModelSpec | None:
+    """A local HF cache may know names the catalog does not; never reaches the network."""
+    if "/" not in model:
+        return None
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=False)
+    except Exception:  # not cached, not installed, or not a model id: the caller reports it
+        return None
+    return spec_from_hf_config(config.to_dict(), model, f"transformers:{model}")
+
+
+def _unknown_model(model: str) -> ModelSpec:
+    from kvtool.engine import model_catalog
+
+    close = model_catalog.suggestions(model)
+    hint = f"Did you mean {', '.join(close)}? " if close else ""
+    raise UsageError(f"unknown model '{model}'.",
+                     f"{hint}Give a catalog name (kvtool plan --list-models), a config.json, a model folder or a .gguf file.")

@@ -1,0 +1,152 @@
+"""`kvtool plan` as a library: model + GPU + settings in, memory budget and KV-cache plan out."""
+
+from dataclasses import asdict, dataclass, field, replace
+
+from kvtool.engine import limits
+from kvtool.engine.hardware import GpuInfo
+from kvtool.engine.memory_budget import (DEFAULT_GPU_MEMORY_UTILIZATION, MemoryBudget, default_scheduler_limits,
+                                         memory_budget, resolve_dtype)
+from kvtool.engine.modelspec import ModelSpec
+from kvtool.engine.plan_advice import recommendations, warnings
+from kvtool.engine.units import GiB
+
+CONCURRENCY_COLUMNS = (16, 64)
+MLA_BLOCK_SIZE = 64  # FlashMLA's block size, forced by vLLM for MLA models on Hopper
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    gpus: list[GpuInfo]
+    model: str = ""  # as the user named it (an alias or path), for the serve commands
+    tp: int = 1
+    pp: int = 1
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    max_model_len: str | int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None  # vLLM's: 16, or 64 for MLA models (FlashMLA)
+    enforce_eager: bool = False
+    kv_cache_memory: int | None = None  # bytes for the KV cache, given outright (the CPU engine's budget)
+    workloads: list[Workload] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorkloadFit:
+    workload: Workload
+    kv_bytes_per_sequence: int
+    sequences_that_fit: int
+    vram_bytes: dict[int, int]  # concurrent sequences -> GPU memory they need (non-KV + their KV), per GPU
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    spec: ModelSpec
+    request: PlanRequest
+    dtype: str
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    budget: MemoryBudget
+    kv: limits.KVCachePlan
+    fp8_kv: limits.KVCachePlan
+    workloads: list[WorkloadFit]
+    recommendations: dict
+    warnings: list[str]
+
+    @property
+    def fits(self) -> bool:
+        """Would the engine start: one max_model_len request fits, within the model's context."""
+        return self.kv.fits and self.kv.max_model_len <= self.spec.derived_max_model_len
+
+
+def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
+    limits.check_parallel_sizes(spec, request.tp, request.pp)
+    request = _fill_defaults(request, spec)
+    gpu = min(request.gpus, key=lambda g: g.total_bytes)
+    batched, seqs = _scheduler_limits(request, gpu)
+    budget = memory_budget(spec, gpu.total_bytes, request.gpu_memory_utilization, request.tp, request.pp,
+                           request.dtype, request.quantization, batched, seqs, request.enforce_eager,
+                           request.kv_cache_memory)
+    dtype = resolve_dtype(request.dtype, spec)
+    kv_args = dict(block_size=request.block_size, tp=request.tp, pp=request.pp, max_num_batched_tokens=batched)
+    run_spec = replace(spec, dtype=dtype)
+    max_model_len = limits.resolve_max_model_len(run_spec, request.max_model_len, budget.kv_cache_bytes,
+                                                 kv_cache_dtype=request.kv_cache_dtype, **kv_args)
+    kv = limits.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
+    fp8 = limits.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype="fp8", **kv_args)
+    fits = [_workload_fit(run_spec, w, budget, request, kv_args) for w in request.workloads]
+    report = PlanReport(run_spec, request, dtype, seqs, batched, budget, kv, fp8, fits, {}, [])
+    return replace(report, recommendations=recommendations(report), warnings=warnings(report, gpu))
+
+
+def _fill_defaults(request: PlanRequest, spec: ModelSpec) -> PlanRequest:
+    """vLLM's block size for the model; a named GPU or size stands for every GPU of the tp x pp group."""
+    if request.block_size is None:
+        request = replace(request, block_size=MLA_BLOCK_SIZE if spec.is_mla else limits.DEFAULT_BLOCK_SIZE)
+    if len(request.gpus) < request.tp * request.pp:
+        request = replace(request, gpus=[request.gpus[0]] * (request.tp * request.pp))
+    return request
+
+
+def _scheduler_limits(request: PlanRequest, gpu: GpuInfo) -> tuple[int, int]:
+    default_batched, default_seqs = default_scheduler_limits(gpu.total_bytes, gpu.name)
+    return request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
+
+
+def _workload_fit(spec: ModelSpec, workload: Workload, budget: MemoryBudget, request: PlanRequest, kv_args) -> WorkloadFit:
+    length = workload.prompt_tokens + workload.output_tokens
+    per_sequence = limits.request_kv_bytes(spec, length, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
+    block = limits.block_bytes(spec, request.block_size, request.kv_cache_dtype, request.tp, request.pp)
+    usable = max(0, budget.kv_cache_bytes - block)
+    vram = {n: budget.non_kv_cache_bytes + n * per_sequence for n in CONCURRENCY_COLUMNS}
+    return WorkloadFit(workload, per_sequence, usable // per_sequence if per_sequence else 0, vram)
+
+
+def report_to_json(report: PlanReport) -> dict:
+    """The `kvtool plan --json` contract (docs/design.md)."""
+    kv, budget, spec = report.kv, report.budget, report.spec
+    gpu = min(report.request.gpus, key=lambda g: g.total_bytes)
+    return {
+        "kv_bytes_per_token": kv.kv_bytes_per_token, "kv_bytes_per_token_fp8": report.fp8_kv.kv_bytes_per_token,
+        "block_size": kv.block_size, "block_bytes": kv.block_bytes, "num_blocks": kv.num_blocks,
+        "kv_cache_tokens": kv.kv_cache_tokens, "max_model_len": kv.max_model_len,
+        "safe_max_model_len": kv.safe_max_model_len, "fits": report.fits,
+        "max_concurrency": round(kv.max_concurrency, 4), "request_kv_bytes": kv.request_bytes,
+        "max_num_seqs": report.max_num_seqs, "max_num_batched_tokens": report.max_num_batched_tokens,
+        "memory": {"total_bytes": budget.total_bytes, "gpu_memory_utilization": budget.gpu_memory_utilization,
+                   "requested_bytes": budget.requested_bytes, "budget_bytes": budget.requested_bytes,
+                   "weights_bytes": budget.weights_bytes, "activation_bytes": budget.activation_bytes,
+                   "non_torch_bytes": budget.non_torch_bytes, "cudagraph_bytes": budget.cudagraph_bytes,
+                   "kv_cache_bytes": budget.kv_cache_bytes, "kv_cache_gib": round(budget.kv_cache_bytes / GiB, 2)},
+        "model": _model_json(spec, report),
+        "gpu": {**{k: v for k, v in asdict(gpu).items() if k != "processes"}, "count": len(report.request.gpus),
+                "tensor_parallel_size": report.request.tp, "pipeline_parallel_size": report.request.pp,
+                "processes": [asdict(p) for p in gpu.processes]},
+        "workloads": [_workload_json(fit) for fit in report.workloads],
+        "recommendations": report.recommendations, "warnings": report.warnings,
+    }
+
+
+def _model_json(spec: ModelSpec, report: PlanReport) -> dict:
+    fields = ("name", "model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+              "head_dim", "vocab_size", "max_position_embeddings", "derived_max_model_len", "num_parameters",
+              "sliding_window", "kv_lora_rank", "num_experts", "quantization", "source")
+    facts = {name: getattr(spec, name) for name in fields}
+    kinds = {kind: spec.layer_types.count(kind) for kind in dict.fromkeys(spec.layer_types)}
+    return {**facts, "dtype": report.dtype, "kv_cache_dtype": report.request.kv_cache_dtype, "layer_types": kinds}
+
+
+def _workload_json(fit: WorkloadFit) -> dict:
+    return {"name": fit.workload.name, "prompt_tokens": fit.workload.prompt_tokens,
+            "output_tokens": fit.workload.output_tokens, "kv_bytes_per_sequence": fit.kv_bytes_per_sequence,
+            "sequences_that_fit": fit.sequences_that_fit,
+            "vram_bytes": {str(n): b for n, b in fit.vram_bytes.items()}}

@@ -1,0 +1,133 @@
+"""From last-position logits to one token per sequence, batched.
+
+Order as in vLLM: raw logprobs, penalties, min_tokens masking, temperature, top-k / top-p / min-p,
+then a draw. Greedy rows take the argmax; random rows draw by the exponential-race trick
+(argmax of probs / Exp(1) noise), with a per-request generator when the request has a seed.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from kvtool.engine.outputs import Logprob
+from kvtool.engine.sequence import Sequence
+
+
+@dataclass
+class SamplerOutput:
+    token_ids: list[int]
+    logprobs: list[dict[int, Logprob] | None]
+
+
+class Sampler:
+    def __init__(self, eos_token_ids: set[int], seed: int, device):
+        self.eos_token_ids = sorted(eos_token_ids)
+        self.device = device
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> SamplerOutput:
+        raw_logprobs = logits.log_softmax(-1) if any(s.params.logprobs is not None for s in seqs) else None
+        logits = self._apply_penalties(logits, seqs)
+        logits = self._mask_stops_before_min_tokens(logits, seqs)
+        if all(s.params.greedy for s in seqs):
+            tokens = logits.argmax(-1)
+        else:
+            tokens = self._sample(logits, seqs)
+        token_ids = tokens.tolist()
+        return SamplerOutput(token_ids, self._logprobs(raw_logprobs, seqs, token_ids))
+
+    def _sample(self, logits, seqs):
+        greedy = torch.tensor([s.params.greedy for s in seqs], device=logits.device)
+        temperature = torch.tensor([s.params.temperature for s in seqs], device=logits.device)
+        logits = logits / torch.where(greedy, 1.0, temperature)[:, None]
+        logits = _top_k_top_p(logits, seqs)
+        probs = logits.softmax(-1)
+        probs = _min_p(probs, seqs)
+        drawn = (probs / self._exponential_noise(probs, seqs)).argmax(-1)
+        return torch.where(greedy, logits.argmax(-1), drawn)
+
+    def _exponential_noise(self, probs, seqs):
+        noise = torch.empty_like(probs).exponential_(generator=self.generator)
+        for i, seq in enumerate(seqs):
+            if seq.params.seed is not None:
+                if seq.generator is None:
+                    seq.generator = torch.Generator(device=probs.device).manual_seed(seq.params.seed + seq.index)
+                noise[i].exponential_(generator=seq.generator)
+        return noise
+
+    def _apply_penalties(self, logits, seqs):
+        rows = [i for i, s in enumerate(seqs) if _has_penalties(s.params)]
+        if not rows:
+            return logits
+        logits = logits.clone()
+        for i in rows:
+            logits[i] = _penalize(logits[i], seqs[i])
+        return logits
+
+    def _mask_stops_before_min_tokens(self, logits, seqs):
+        rows = [i for i, s in enumerate(seqs) if s.num_output_tokens < s.params.min_tokens]
+        if not rows:
+            return logits
+        logits = logits.clone()
+        for i in rows:
+            stops = list(seqs[i].params.stop_token_ids) + ([] if seqs[i].params.ignore_eos else self.eos_token_ids)
+            logits[i, stops] = -float("inf")
+        return logits
+
+    def _logprobs(self, raw_logprobs, seqs, token_ids):
+        if raw_logprobs is None:
+            return [None] * len(seqs)
+        return [None if s.params.logprobs is None else _top_logprobs(raw_logprobs[i], token_ids[i], s.params.logprobs)
+                for i, s in enumerate(seqs)]
+
+
+def _has_penalties(params) -> bool:
+    return params.repetition_penalty != 1.0 or params.presence_penalty != 0.0 or params.frequency_penalty != 0.0
+
+
+def _penalize(row: torch.Tensor, seq: Sequence) -> torch.Tensor:
+    """vLLM's penalties: repetition over prompt and output, presence / frequency over output only."""
+    params, vocab = seq.params, row.shape[-1]
+    if params.repetition_penalty != 1.0:
+        seen = torch.tensor(sorted(set(seq.token_ids)), dtype=torch.long, device=row.device)
+        picked = row[seen]
+        row[seen] = torch.where(picked > 0, picked / params.repetition_penalty, picked * params.repetition_penalty)
+    output = torch.tensor(seq.output_token_ids, dtype=torch.long, device=row.device)
+    counts = torch.bincount(output, minlength=vocab)[:vocab].to(row.dtype)
+    return row - params.frequency_penalty * counts - params.presence_penalty * (counts > 0).to(row.dtype)
+
+
+def _top_k_top_p(logits, seqs):
+    top_k = [s.params.top_k for s in seqs]
+    top_p = [s.params.top_p for s in seqs]
+    if all(k == -1 for k in top_k) and all(p >= 1.0 for p in top_p):
+        return logits
+    vocab = logits.shape[-1]
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    k = torch.tensor([vocab if v == -1 else min(v, vocab) for v in top_k], device=logits.device)
+    ranks = torch.arange(vocab, device=logits.device)[None, :]
+    sorted_logits = sorted_logits.masked_fill(ranks >= k[:, None], -float("inf"))
+    probs = sorted_logits.softmax(-1)
+    before = probs.cumsum(-1) - probs   # mass of the tokens ranked above this one
+    drop = before >= torch.tensor(top_p, device=logits.device)[:, None]
+    drop[:, 0] = False
+    sorted_logits = sorted_logits.masked_fill(drop, -float("inf"))
+    return torch.empty_like(logits).scatter_(-1, order, sorted_logits)
+
+
+def _min_p(probs, seqs):
+    min_p = [s.params.min_p for s in seqs]
+    if all(p == 0.0 for p in min_p):
+        return probs
+    threshold = torch.tensor(min_p, device=probs.device)[:, None] * probs.max(-1, keepdim=True).values
+    return probs.masked_fill(probs < threshold, 0.0)
+
+
+def _top_logprobs(row: torch.Tensor, token_id: int, num: int) -> dict[int, Logprob]:
+    chosen = row[token_id]
+    result = {token_id: Logprob(float(chosen), int((row > chosen).sum()) + 1)}
+    if num > 0:
+        values, ids = row.topk(num)
+        for rank, (value, tid) in enumerate(zip(values.tolist(), ids.tolist()), start=1):
+            result.setdefault(tid, Logprob(value, rank))
+    return result

@@ -1,0 +1,126 @@
+"""Profile + command-line flags + the device at hand -> the EngineConfig `kvtool serve` starts.
+
+When the profile asks for something this device cannot do (tensor parallel 4 on one device, an fp8
+KV cache on a CPU, a GPU memory fraction without a GPU), the plan takes the nearest thing that
+works and keeps a note saying what was chosen instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvtool.engine import limits
+from kvtool.engine.config import EngineConfig
+from kvtool.engine.modelspec import ModelSpec
+from kvtool.errors import UsageError
+from kvtool.profiles.workload import WorkloadProfile
+
+CPU_KV_CACHE_CAP = 2 * limits.GiB  # the most the CPU path allocates for the KV cache unless told otherwise
+CPU_DEFAULT_MAX_NUM_SEQS = 128  # vLLM's CPU-backend server default
+PROFILE_ENGINE_KEYS = ("max_model_len", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
+                       "gpu_memory_utilization", "tensor_parallel_size", "overflow")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str  # "cuda" | "cpu"
+    count: int = 1
+    name: str = "CPU"
+
+
+def detect_device(requested: str = "auto") -> DeviceInfo:
+    import torch  # serve needs torch anyway; keep it out of `--help`
+
+    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+        return DeviceInfo("cpu")
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for, but no CUDA device is visible.", "Use --device cpu or auto.")
+    return DeviceInfo("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0))
+
+
+@dataclass
+class ServePlan:
+    engine_config: EngineConfig
+    default_max_tokens: int | None
+    notes: list[str] = field(default_factory=list)  # "what was chosen instead", one line each
+
+
+def build_serve_plan(profile: WorkloadProfile | None, overrides: dict, device: DeviceInfo, spec: ModelSpec) -> ServePlan:
+    """`overrides` holds the EngineConfig fields given on the command line (None = not given)."""
+    settings, sources = _merge(profile, overrides)
+    plan = ServePlan(EngineConfig(), overrides.get("default_max_tokens") or (profile.max_tokens if profile else None))
+    settings["device"] = device.kind
+    _fit_max_model_len(settings, sources, spec, plan)
+    _fit_parallelism(settings, sources, device, plan)
+    _fit_kv_cache(settings, sources, device, spec, plan)
+    _fit_batch(settings, sources, plan)
+    if plan.default_max_tokens is not None and settings.get("max_model_len"):
+        plan.default_max_tokens = min(plan.default_max_tokens, settings["max_model_len"])
+    plan.engine_config = EngineConfig.from_kwargs(**settings)
+    return plan
+
+
+def _merge(profile: WorkloadProfile | None, overrides: dict) -> tuple[dict, dict]:
+    settings, sources = {}, {}
+    if profile is not None:
+        for key in PROFILE_ENGINE_KEYS:
+            settings[key], sources[key] = getattr(profile, key), f"profile {profile.name}"
+        if profile.model:
+            settings["model"], sources["model"] = profile.model, f"profile {profile.name}"
+    for key, value in overrides.items():
+        if value is not None and key != "default_max_tokens":
+            settings[key], sources[key] = value, "--" + key.replace("_", "-")
+    return settings, sources
+
+
+def _fit_max_model_len(settings: dict, sources: dict, spec: ModelSpec, plan: ServePlan) -> None:
+    asked, derived = settings.get("max_model_len"), spec.derived_max_model_len
+    if asked is None or asked <= derived:
+        return
+    if sources["max_model_len"].startswith("--"):
+        raise UsageError(f"User-specified max_model_len ({asked}) is greater than the derived max_model_len "
+                         f"({derived}) of {spec.name}.", f"Use --max-model-len {derived} or less.")
+    settings["max_model_len"] = derived
+    plan.notes.append(f"max_model_len {asked} ({sources['max_model_len']}) -> {derived}: the context of {spec.name}.")
+
+
+def _fit_parallelism(settings: dict, sources: dict, device: DeviceInfo, plan: ServePlan) -> None:
+    tp = settings.get("tensor_parallel_size", 1)
+    if tp == 1:
+        return
+    found = f"{device.count} CUDA device(s)" if device.kind == "cuda" else "a CPU"
+    settings["tensor_parallel_size"] = 1
+    plan.notes.append(f"tensor_parallel_size {tp} ({sources['tensor_parallel_size']}) -> 1: the embedded engine runs "
+                      f"on one device (found {found}); `--backend vllm` serves with tensor parallelism.")
+
+
+def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: ModelSpec, plan: ServePlan) -> None:
+    if device.kind != "cpu":
+        return
+    dtype = settings.get("kv_cache_dtype", "auto")
+    if dtype.startswith("fp8"):
+        settings["kv_cache_dtype"] = "auto"
+        plan.notes.append(f"kv_cache_dtype {dtype} ({sources['kv_cache_dtype']}) -> auto ({spec.dtype}): "
+                          "the fp8 KV cache needs a CUDA GPU.")
+    if settings.get("kv_cache_memory") is None:
+        settings["kv_cache_memory"] = _cpu_kv_budget(settings, spec)
+        util = settings.pop("gpu_memory_utilization", None)
+        asked = f"gpu_memory_utilization {util} is a fraction of GPU memory; " if util else ""
+        plan.notes.append(f"{asked}on CPU the KV cache gets {limits.format_gib(settings['kv_cache_memory'])} GiB "
+                          f"(max_num_seqs full-length sequences, at most {limits.format_gib(CPU_KV_CACHE_CAP)} GiB; "
+                          "set --kv-cache-memory to change).")
+
+
+def _cpu_kv_budget(settings: dict, spec: ModelSpec) -> int:
+    max_model_len = settings.get("max_model_len") or spec.derived_max_model_len
+    per_request = limits.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
+    one_block = limits.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
+    return min(CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_DEFAULT_MAX_NUM_SEQS) + one_block)
+
+
+def _fit_batch(settings: dict, sources: dict, plan: ServePlan) -> None:
+    seqs, batched = settings.get("max_num_seqs"), settings.get("max_num_batched_tokens")
+    if seqs is not None and batched is not None and batched < seqs:
+        settings["max_num_seqs"] = batched
+        plan.notes.append(f"max_num_seqs {seqs} ({sources['max_num_seqs']}) -> {batched}: it cannot exceed "
+                          f"max_num_batched_tokens ({batched}).")

@@ -1,0 +1,111 @@
+"""build_app(engine, settings): the OpenAI-compatible FastAPI app around a running AsyncLLM."""
+
+from __future__ import annotations
+
+import contextlib
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from kvtool import __version__
+from kvtool.engine.server.chat import chat_prompt_ids, create_chat_completion
+from kvtool.engine.server.completions import create_completion
+from kvtool.engine.server.errors import APIError, error_body, install_error_handlers
+from kvtool.engine.server.metrics import ServerMetrics
+from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from kvtool.engine.server.serving import ServerSettings, ServerState
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def build_app(engine, settings: ServerSettings) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await state.abort_all()
+        await engine.shutdown()
+
+    state = ServerState(engine, settings, ServerMetrics(engine, settings.model_name))
+    app = FastAPI(title="kvtool", version=__version__, lifespan=lifespan)
+    app.state.server = state
+    install_error_handlers(app)
+    _add_routes(app, state)
+    app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
+    return app
+
+
+def _add_routes(app: FastAPI, state: ServerState) -> None:
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/version")
+    async def version() -> dict:
+        return {"version": __version__}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        name = state.settings.model_name
+        card = {"id": name, "object": "model", "created": state.started, "owned_by": "kvtool", "root": name,
+                "parent": None, "max_model_len": state.settings.max_model_len, "permission": []}
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, raw_request: Request):
+        return await create_completion(state, body, raw_request)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, raw_request: Request):
+        return await create_chat_completion(state, body, raw_request)
+
+    @app.post("/tokenize")
+    async def tokenize(body: TokenizeRequest) -> dict:
+        state.check_model(body.model)
+        tokens = _tokenize(state.engine.tokenizer, body)
+        return {"count": len(tokens), "max_model_len": state.settings.max_model_len, "tokens": tokens}
+
+    @app.post("/detokenize")
+    async def detokenize(body: DetokenizeRequest) -> dict:
+        state.check_model(body.model)
+        return {"prompt": state.engine.tokenizer.decode(body.tokens)}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+
+def _tokenize(tokenizer, body: TokenizeRequest) -> list[int]:
+    if body.messages is not None:
+        return chat_prompt_ids(tokenizer, body.messages, body.add_generation_prompt)
+    if body.prompt is None:
+        raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")
+    return tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+
+
+class ApiKeyAndRequestId:
+    """ASGI middleware: a Bearer key on /v1 routes (as vLLM's --api-key), and x-request-id on every reply."""
+
+    def __init__(self, app, api_key: str | None):
+        self.app, self.api_key = app, api_key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.api_key and scope["path"].startswith("/v1") and headers.get("authorization") != f"Bearer {self.api_key}":
+            body = error_body("Unauthorized: send the server's API key as `Authorization: Bearer <key>`.",
+                              "AuthenticationError", 401)
+            return await JSONResponse(body, status_code=HTTPStatus.UNAUTHORIZED)(scope, receive, send)
+        return await self.app(scope, receive, _with_request_id(send, headers.get("x-request-id")))
+
+
+def _with_request_id(send, request_id: str | None):
+    async def send_with_id(message):
+        if message["type"] == "http.response.start" and request_id:
+            names = {name.lower() for name, _ in message.get("headers", [])}
+            if b"x-request-id" not in names:
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("latin-1"))]
+        await send(message)
+    return send_with_id
+

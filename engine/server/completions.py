@@ -1,0 +1,56 @@
+"""POST /v1/completions: text prompts (or token ids, or a batch of either), streamed or not."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from kvtool.engine.outputs import CompletionOutput
+from kvtool.engine.server.generation import Choice
+from kvtool.engine.server.job import GenerationJob
+from kvtool.engine.server.logprobs import completion_logprobs
+from kvtool.engine.server.protocol import CompletionRequest
+from kvtool.engine.server.serving import ServerState, resolve_max_tokens, warn_if_default_truncated
+
+
+class CompletionJob(GenerationJob):
+    id_prefix = "cmpl"
+    object_name = chunk_object_name = "text_completion"
+
+    def __init__(self, state: ServerState, body: CompletionRequest, header_id: str | None):
+        self.prompts = body.prompts()
+        prompt_ids = [p if isinstance(p, list) else state.engine.tokenizer.encode(p) for p in self.prompts]
+        defaulted = not body.max_tokens_given()
+        max_tokens = [resolve_max_tokens(state.settings, len(ids), body.max_tokens, defaulted) for ids in prompt_ids]
+        super().__init__(state, body, header_id, prompt_ids, max_tokens, body.logprobs)
+
+    def echo(self, choice: Choice) -> str:
+        if not self.body.echo:
+            return ""
+        prompt = self.prompts[choice.prompt_index]
+        return prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt)
+
+    def choice_body(self, choice: Choice, completion: CompletionOutput, text: str, token_ids, logprobs, offset: int) -> dict:
+        if self.body.logprobs is not None and logprobs is not None:
+            logprobs = completion_logprobs(self.tokenizer, token_ids, logprobs, self.body.logprobs, offset)
+        return {"index": choice.index, "text": text, "logprobs": logprobs,
+                "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason}
+
+    def final_choice(self, choice: Choice, completion: CompletionOutput) -> dict:
+        echo = self.echo(choice)
+        return self.choice_body(choice, completion, echo + completion.text, completion.token_ids,
+                                completion.logprobs, len(echo))
+
+    def stream_choices(self, choice: Choice, completion: CompletionOutput, first: bool) -> list[dict]:
+        echo = self.echo(choice) if first else ""
+        offset = len(completion.text) - len(completion.delta_text)
+        return [self.choice_body(choice, completion, echo + completion.delta_text, completion.delta_token_ids,
+                                 completion.delta_logprobs, offset)]
+
+    def on_finished(self, choice: Choice, completion: CompletionOutput) -> None:
+        warn_if_default_truncated(choice.request_id, self.max_tokens[choice.prompt_index],
+                                  len(completion.token_ids), completion.finish_reason)
+
+
+async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):
+    state.check_model(body.model)
+    return await CompletionJob(state, body, raw_request.headers.get("x-request-id")).respond(raw_request)

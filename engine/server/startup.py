@@ -1,0 +1,101 @@
+"""From `kvtool serve` flags to a running server: the plan, the engine, uvicorn; or `vllm serve` argv."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvtool.engine.modelspec import ModelSpec, resolve_model_spec
+from kvtool.engine.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
+from kvtool.engine.server.serving import ServerSettings
+from kvtool.engine.units import parse_bytes
+from kvtool.errors import KvtoolError
+from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
+from kvtool.profiles.workload import WorkloadProfile, load_profile
+
+DEFAULT_MODEL = "smollm2"
+VLLM_ONLY_KEYS = ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
+                  "gpu_memory_utilization", "seed")
+
+
+@dataclass
+class ServeRequest:
+    """What `kvtool serve` was asked for; None means "not given" (the profile or the default decides)."""
+
+    profile: str | None = None
+    model: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    served_model_name: str | None = None
+    default_max_tokens: int | None = None
+    kv_cache_memory: str | None = None
+    engine_overrides: dict = field(default_factory=dict)
+
+    def load_profile(self) -> WorkloadProfile | None:
+        return load_profile(self.profile) if self.profile else None
+
+
+@dataclass
+class StartupPlan:
+    request: ServeRequest
+    profile: WorkloadProfile | None
+    spec: ModelSpec
+    device: DeviceInfo
+    serve_plan: ServePlan
+
+    @property
+    def engine_config(self):
+        return self.serve_plan.engine_config
+
+
+def plan_startup(request: ServeRequest) -> StartupPlan:
+    profile = request.load_profile()
+    model = request.model or (profile.model if profile else None) or DEFAULT_MODEL
+    spec = resolve_model_spec(model)
+    device = detect_device(request.engine_overrides.get("device", "auto"))
+    overrides = {**request.engine_overrides, "model": model, "default_max_tokens": request.default_max_tokens}
+    if request.kv_cache_memory is not None:
+        overrides["kv_cache_memory"] = parse_bytes(request.kv_cache_memory, "--kv-cache-memory")
+    return StartupPlan(request, profile, spec, device, build_serve_plan(profile, overrides, device, spec))
+
+
+def vllm_argv(request: ServeRequest) -> list[str]:
+    """`vllm serve` with the profile's settings, the flags given, and the server options."""
+    profile = request.load_profile()
+    settings = vllm_engine_settings(profile) if profile else {}
+    settings |= {k: v for k, v in request.engine_overrides.items() if k in VLLM_ONLY_KEYS and v is not None}
+    settings |= {"host": request.host, "port": request.port, "api_key": request.api_key,
+                 "served_model_name": request.served_model_name}
+    model = request.model or (profile.model if profile else None) or DEFAULT_HF_MODEL
+    if shutil.which("vllm") is None:
+        raise KvtoolError("--backend vllm needs vLLM, and `vllm` is not on PATH.",
+                          "Install it (pip install vllm) on a machine it supports, or use --backend embedded.")
+    return vllm_serve_argv(model, settings)
+
+
+def server_settings(plan: StartupPlan, engine) -> ServerSettings:
+    return ServerSettings(model_name=plan.request.served_model_name or engine.model_name,
+                          max_model_len=engine.config.max_model_len, api_key=plan.request.api_key,
+                          overflow=plan.engine_config.overflow, default_max_tokens=plan.serve_plan.default_max_tokens)
+
+
+def run(plan: StartupPlan, on_ready: Callable[[object, ServerSettings], None]) -> None:
+    """Load the engine (KVCacheTooSmallError when it cannot start), call on_ready, serve until a signal."""
+    asyncio.run(_run(plan, on_ready))
+
+
+async def _run(plan: StartupPlan, on_ready) -> None:
+    from kvtool.engine.async_llm import AsyncLLM
+    from kvtool.engine.server.launcher import configure_logging, serve_engine
+
+    engine = AsyncLLM.from_config(plan.engine_config)
+    if inspect.isawaitable(engine):
+        engine = await engine
+    settings = server_settings(plan, engine)
+    on_ready(engine, settings)
+    configure_logging()
+    await serve_engine(engine, settings, plan.request.host, plan.request.port)

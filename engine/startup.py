@@ -1,0 +1,70 @@
+"""Start-up decisions: device, context length, scheduler limits, and the KV-cache size check.
+
+The KV arithmetic is `kvtool.engine.limits`, the same functions `kvtool plan` uses, so that the
+engine allocates exactly what plan predicts for the same budget.
+"""
+
+import dataclasses
+
+from kvtool.engine import limits
+from kvtool.engine.config import EngineConfig
+from kvtool.engine.modelspec import ModelSpec, spec_from_hf_config
+from kvtool.errors import UsageError
+
+# (max_num_batched_tokens, max_num_seqs) when not given: vLLM's CPU-backend server values on CPU.
+CPU_SCHEDULER_DEFAULTS = (2048, 128)
+CUDA_SCHEDULER_DEFAULTS = (8192, 256)
+
+
+def resolve_device(name: str):
+    import torch
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {name!r} was asked for, but no CUDA device is visible.", fix="Use device='cpu' or 'auto'.")
+    return device
+
+
+def engine_spec(hf_config, name: str, dtype) -> ModelSpec:
+    """The model's ModelSpec, with the dtype the engine actually runs in (which "auto" KV follows)."""
+    spec = spec_from_hf_config(hf_config.to_dict(), name)
+    return dataclasses.replace(spec, dtype=str(dtype).removeprefix("torch."))
+
+
+def resolve_max_model_len(config: EngineConfig, spec: ModelSpec) -> int:
+    derived = spec.derived_max_model_len
+    if config.max_model_len is None:
+        return derived
+    if config.max_model_len > derived:
+        raise UsageError(f"User-specified max_model_len ({config.max_model_len}) is greater than the derived "
+                         f"max_model_len ({derived}) of the model's config.json.",
+                         fix=f"Use max_model_len <= {derived}.")
+    return config.max_model_len
+
+
+def resolve_scheduler_limits(config: EngineConfig, max_model_len: int, device) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs), with vLLM's rules between them and max_model_len."""
+    default_tokens, default_seqs = CUDA_SCHEDULER_DEFAULTS if device.type == "cuda" else CPU_SCHEDULER_DEFAULTS
+    tokens = config.max_num_batched_tokens
+    if tokens is None:
+        tokens = default_tokens if config.enable_chunked_prefill else max(max_model_len, default_tokens)
+    seqs = config.max_num_seqs or min(default_seqs, tokens)
+    if not config.enable_chunked_prefill and tokens < max_model_len:
+        raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({max_model_len}). This "
+                         "effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
+                         "reject longer sequences.",
+                         fix="Please increase max_num_batched_tokens or decrease max_model_len.")
+    if tokens < seqs:
+        raise UsageError(f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}).",
+                         fix=f"Raise max_num_batched_tokens to {seqs} or lower max_num_seqs.")
+    return tokens, seqs
+
+
+def plan_kv_cache(config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int,
+                  max_num_batched_tokens: int) -> limits.KVCachePlan:
+    """The start-up check (vLLM's message when one max_model_len request does not fit), then the plan."""
+    args = dict(block_size=config.block_size, kv_cache_dtype=config.kv_cache_dtype,
+                max_num_batched_tokens=max_num_batched_tokens)
+    limits.check_kv_cache_fits(spec, available_bytes, max_model_len, **args)
+    return limits.plan_kv_cache(available_bytes, spec, max_model_len, **args)

@@ -1,0 +1,123 @@
+"""Plain-PyTorch versions of every kernel: the CPU inference path and the tests' ground truth.
+
+Shapes and meanings are the contract of `kvtool.kernels`; the Triton kernels take the same arguments.
+Caches are [num_blocks, block_size, num_kv_heads, head_dim]; fp8 caches hold x / scale.
+"""
+
+import torch
+import torch.nn.functional as F
+
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.0) -> None:
+    """Write each token's K and V at its slot (block_id * block_size + offset); slot -1 is skipped."""
+    keep = slot_mapping >= 0
+    if not bool(keep.all()):
+        key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
+    _write_slots(k_cache, slot_mapping, _quantize(key, k_cache.dtype, k_scale))
+    _write_slots(v_cache, slot_mapping, _quantize(value, v_cache.dtype, v_scale))
+
+
+def _write_slots(cache, slot_mapping, x):
+    cache.view(-1, *cache.shape[2:])[slot_mapping] = x
+
+
+def _quantize(x, cache_dtype, scale):
+    if cache_dtype in FP8_DTYPES:
+        x = x.float() / scale
+        finfo = torch.finfo(cache_dtype)
+        return x.clamp(finfo.min, finfo.max).to(cache_dtype)
+    return x.to(cache_dtype)
+
+
+def _dequantize(x, dtype, scale):
+    if x.dtype in FP8_DTYPES:
+        return (x.float() * scale).to(dtype)
+    return x.to(dtype)
+
+
+def _gather(cache, block_table, num_tokens, dtype, scale):
+    """[num_tokens, Hkv, D] for one sequence, read through its block table."""
+    block_size = cache.shape[1]
+    num_blocks = (num_tokens + block_size - 1) // block_size
+    blocks = cache[block_table[:num_blocks].long()].flatten(0, 1)[:num_tokens]
+    return _dequantize(blocks, dtype, scale)
+
+
+def prefill_attention(query, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
+                      k_scale=1.0, v_scale=1.0):
+    """Causal attention of each sequence's chunk over its cached prefix plus the chunk itself."""
+    out = torch.empty_like(query)
+    starts, lens = cu_seqlens_q.tolist(), context_lens.tolist()
+    for b, context_len in enumerate(lens):
+        # 4-D inputs: with 3-D ones SDPA falls back to its slow math path on CPU.
+        q = query[starts[b]:starts[b + 1]].transpose(0, 1)[None]
+        k = _gather(k_cache, block_tables[b], context_len, query.dtype, k_scale).transpose(0, 1)[None]
+        v = _gather(v_cache, block_tables[b], context_len, query.dtype, v_scale).transpose(0, 1)[None]
+        out[starts[b]:starts[b + 1]] = _causal_attention(q, k, v, scale)[0].transpose(0, 1)
+    return out
+
+
+def _causal_attention(q, k, v, scale):
+    """q [1, Hq, L, D] over k/v [1, Hkv, S, D]; query i sits at position S - L + i."""
+    q_len, context_len = q.shape[2], k.shape[2]
+    if q_len == context_len:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
+    q_pos = torch.arange(context_len - q_len, context_len, device=q.device)
+    mask = torch.arange(context_len, device=q.device)[None, :] <= q_pos[:, None]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+
+
+def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
+                           k_scale=1.0, v_scale=1.0):
+    """One query token per sequence over its whole context, batched with a padding mask."""
+    batch, num_heads, head_dim = query.shape
+    num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
+    max_len = int(context_lens.max())
+    num_blocks = (max_len + block_size - 1) // block_size
+    table = block_tables[:, :num_blocks].long()
+    k = _dequantize(k_cache[table].flatten(1, 2), query.dtype, k_scale)  # [B, S, Hkv, D]
+    v = _dequantize(v_cache[table].flatten(1, 2), query.dtype, v_scale)
+    group = num_heads // num_kv_heads
+    q = query.view(batch, num_kv_heads, group, head_dim)
+    k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [B, Hkv, S, D]
+    positions = torch.arange(k.shape[2], device=query.device)
+    mask = (positions[None, :] < context_lens[:, None].to(query.device))[:, None, None, :]
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    return out.reshape(batch, num_heads, head_dim)
+
+
+def rms_norm(x, weight, eps, residual=None):
+    """RMSNorm in fp32; with a residual, adds it to x first and also returns the sum."""
+    if residual is not None:
+        x = x + residual
+        residual = x
+    xf = x.float()
+    normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    out = (normed.to(x.dtype) * weight).to(x.dtype)
+    return out if residual is None else (out, residual)
+
+
+def rotary_embedding(positions, query, key, cos_sin_cache):
+    """Rotate query and key (neox / "rotate_half" style) at their positions.
+
+    The arithmetic runs in the activations' dtype, as in HF transformers, so that greedy
+    outputs match it token for token.
+    """
+    cos, sin = cos_sin_cache[positions].chunk(2, dim=-1)
+    cos = torch.cat((cos, cos), dim=-1)[:, None, :]
+    sin = torch.cat((sin, sin), dim=-1)[:, None, :]
+    return _rotate(query, cos, sin), _rotate(key, cos, sin)
+
+
+def _rotate(x, cos, sin):
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def silu_and_mul(x):
+    """x [T, 2I] -> silu(x[:, :I]) * x[:, I:]"""
+    gate, up = x.chunk(2, dim=-1)
+    return F.silu(gate) * up

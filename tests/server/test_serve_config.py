@@ -1,0 +1,58 @@
+"""Profile + flags + device -> EngineConfig, with a note for every setting the device cannot honour."""
+
+import pytest
+
+from kvtool.engine import limits
+from kvtool.engine.modelspec import resolve_model_spec
+from kvtool.engine.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
+from kvtool.errors import UsageError
+from kvtool.profiles.workload import load_profile
+
+CPU = DeviceInfo("cpu")
+ONE_GPU = DeviceInfo("cuda", 1, "NVIDIA H100 80GB HBM3")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return resolve_model_spec("smollm2")
+
+
+def test_multi_gpu_profile_on_a_cpu_says_what_it_chose_instead(smollm2):
+    plan = build_serve_plan(load_profile("multi-gpu-synthesis"), {}, CPU, smollm2)
+    config = plan.engine_config
+    assert (config.tensor_parallel_size, config.kv_cache_dtype, config.max_model_len) == (1, "auto", 8192)
+    assert config.device == "cpu" and 0 < config.kv_cache_memory <= CPU_KV_CACHE_CAP
+    notes = "\n".join(plan.notes)
+    for fragment in ("tensor_parallel_size 4", "kv_cache_dtype fp8", "max_model_len 16384", "gpu_memory_utilization 0.92"):
+        assert fragment in notes
+    assert plan.default_max_tokens == 4096
+
+
+def test_on_one_gpu_only_tensor_parallelism_is_lowered(smollm2):
+    plan = build_serve_plan(load_profile("long-form-agent"), {}, ONE_GPU, smollm2)
+    assert plan.notes == []
+    assert plan.engine_config.kv_cache_dtype == "fp8" and plan.engine_config.kv_cache_memory is None
+    tp_plan = build_serve_plan(load_profile("multi-gpu-synthesis"), {}, ONE_GPU, smollm2)
+    assert any("found 1 CUDA device(s)" in note for note in tp_plan.notes)
+
+
+def test_flags_override_the_profile(smollm2):
+    overrides = {"max_model_len": 1024, "max_num_seqs": 4, "overflow": "reject", "kv_cache_memory": 64 << 20,
+                 "default_max_tokens": 64}
+    plan = build_serve_plan(load_profile("chat-gateway"), overrides, CPU, smollm2)
+    config = plan.engine_config
+    assert (config.max_model_len, config.max_num_seqs, config.overflow, config.kv_cache_memory) == (1024, 4, "reject", 64 << 20)
+    assert plan.default_max_tokens == 64
+    assert not any("gpu_memory_utilization" in note for note in plan.notes)
+
+
+def test_cpu_budget_is_what_max_num_seqs_full_sequences_need_when_small(smollm2):
+    plan = build_serve_plan(None, {"max_model_len": 512, "max_num_seqs": 2}, CPU, smollm2)
+    need = 2 * limits.request_kv_bytes(smollm2, 512) + limits.block_bytes(smollm2)
+    assert plan.engine_config.kv_cache_memory == need
+    assert plan.default_max_tokens is None
+
+
+def test_a_flag_longer_than_the_model_context_is_refused(smollm2):
+    with pytest.raises(UsageError, match=r"max_model_len \(9000\) is greater than the derived max_model_len \(8192\)"):
+        build_serve_plan(None, {"max_model_len": 9000}, CPU, smollm2)
