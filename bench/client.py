@@ -103,7 +103,12 @@ class _ChunkStream:
         data = line[5:].strip()
         if data == "[DONE]":
             return True
-        self._take_chunk(json.loads(data), time.perf_counter() - self.start)
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            self.error = f"unreadable stream chunk: {data[:80]}"
+            return True
+        self._take_chunk(chunk, time.perf_counter() - self.start)
         return bool(self.error)
 
     def _take_chunk(self, chunk: dict, now: float) -> None:

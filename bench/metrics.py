@@ -97,7 +97,7 @@ def summarize(
     summary = {
         "completed": len(done),
         "failed": len(records) - len(done),
-        "duration_s": duration_s,
+        "duration": duration_s,
         "total_input_tokens": input_tokens,
         "total_output_tokens": output_tokens,
         "request_throughput": len(done) / duration_s,

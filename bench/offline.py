@@ -75,7 +75,7 @@ def offline_table(result: dict) -> Table:
     table = Table(title=f"kvtool bench --offline: {result['model']}", title_justify="left")
     for heading in ("engine", "requests", "out tokens", "seconds", "out tok/s", "mean TTFT ms", "mean TPOT ms"):
         table.add_column(heading, justify="right")
-    table.add_row("kvtool", str(s["completed"]), str(s["total_output_tokens"]), f"{s['duration_s']:.2f}",
+    table.add_row("kvtool", str(s["completed"]), str(s["total_output_tokens"]), f"{s['duration']:.2f}",
                   f"{s['output_throughput']:.1f}", f"{s['mean_ttft_ms']:.0f}", f"{s['mean_tpot_ms']:.1f}")
     if "hf" in result:
         hf = result["hf"]

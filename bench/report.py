@@ -40,7 +40,7 @@ def _totals_table(result: BenchResult) -> Table:
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("Successful / failed requests", f"{s['completed']} / {s['failed']}")
-    table.add_row("Duration (s)", f"{s['duration_s']:.2f}")
+    table.add_row("Duration (s)", f"{s['duration']:.2f}")
     table.add_row("Input / output tokens (server usage)", f"{s['total_input_tokens']} / {s['total_output_tokens']}")
     table.add_row("Request throughput (req/s)", f"{s['request_throughput']:.2f}")
     if "request_goodput" in s:

@@ -11,7 +11,11 @@ def load(folder: Path, name: str) -> dict | None:
 
 
 def main(folder: Path) -> None:
-    equality, hf = load(folder, "equality"), load(folder, "hf")
+    equality, hf, kernels = load(folder, "equality"), load(folder, "hf"), load(folder, "kernels")
+    for r in kernels or []:
+        rate = f"{r['kv_read_GBps']:,.0f} GB/s of KV" if "kv_read_GBps" in r else f"{r['TFLOPs']:.0f} TFLOP/s"
+        print(f"{r['op']} {r.get('cache_dtype', '')} batch {r['batch']}: {r['triton_ms']:.3f} ms, {rate}, "
+              f"{r['speedup']:.1f}x the torch reference")
     if equality:
         for dtype, r in equality.items():
             if isinstance(r, dict) and "equal" in r:

@@ -38,9 +38,19 @@ def _root(
     """kvtool: the tool for when length and memory limits bite."""
 
 
+def _bare_gpu_means_local(argv: list[str]) -> list[str]:
+    """`--gpu` with no value reads the local devices, as `--gpu local` does."""
+    out = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--gpu" and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append("local")
+    return out
+
+
 def main() -> None:
     try:
-        app()
+        app(args=_bare_gpu_means_local(sys.argv[1:]), prog_name="kvtool")
     except KvtoolError as err:
         Console(stderr=True).print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(ExitCode.USAGE)

@@ -24,9 +24,10 @@ def diagnose(
     json_output: Annotated[bool, typer.Option("--json", help="Print {\"findings\": [...]} as JSON.")] = False,
     model: Annotated[str | None, typer.Option(help="Model (catalog name, config.json, folder or .gguf) when the log does not name it.",
                                               rich_help_panel=PLAN_PANEL)] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU name from the catalog (e.g. H100-80GB).", rich_help_panel=PLAN_PANEL)] = None,
-    gpu_mem: Annotated[float | None, typer.Option("--gpu-mem", min=1, help="GPU memory in GiB.",
-                                                  rich_help_panel=PLAN_PANEL)] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU from the catalog (H100-80GB, L4, ...), or a local device index.",
+                                            rich_help_panel=PLAN_PANEL)] = None,
+    gpu_mem: Annotated[str | None, typer.Option(help="Memory of the GPU, e.g. 23.58GiB or 80GB.",
+                                                rich_help_panel=PLAN_PANEL)] = None,
 ) -> None:
     """Find memory and length failures in vLLM / PyTorch output and compute the fix.
 
@@ -37,7 +38,7 @@ def diagnose(
     from kvtool.engine.diagnosis.memory_model import resolve_spec
 
     spec = resolve_spec(model) if model else None
-    total_gib = gpu_mem or (_catalog_gpu_gib(gpu) if gpu else None)
+    total_gib = _gpu_gib(gpu, gpu_mem) if gpu or gpu_mem else None
     with _open_input(log) as stream:
         result = run_diagnosis(stream, spec=spec, total_gpu_gib=total_gib)
     if json_output:
@@ -61,11 +62,11 @@ def _open_input(log: Path | None):
         raise UsageError(f"cannot read {log}: {err.strerror}.", "Check the path and its permissions.") from None
 
 
-def _catalog_gpu_gib(name: str) -> float:
-    from kvtool.engine.hardware import find_gpu
+def _gpu_gib(gpu: str | None, gpu_mem: str | None) -> float:
+    from kvtool.engine.hardware import resolve_gpus
     from kvtool.engine.units import GiB
 
-    return round(find_gpu(name).total_bytes / GiB, 2)
+    return round(resolve_gpus(gpu, gpu_mem, None)[0].total_bytes / GiB, 2)
 
 
 def _render(findings) -> None:

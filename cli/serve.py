@@ -78,8 +78,9 @@ def serve(
         startup.run(plan, lambda engine, settings: _render_ready(plan, engine, settings))
     except KVCacheTooSmallError as err:
         console.print(f"[bold red]kvtool: error:[/] {err}")
+        more = "--kv-cache-memory" if plan.device.kind == "cpu" else "--gpu-memory-utilization"
         console.print(f"kvtool: the estimated safe length is {err.estimated_max_model_len} tokens: "
-                      f"restart with --max-model-len {err.estimated_max_model_len} (or give the KV cache more memory).")
+                      f"restart with --max-model-len {err.estimated_max_model_len}, or raise {more}.")
         raise typer.Exit(ExitCode.STARTUP_FAILED)
     console.print("kvtool serve: stopped.")
 
@@ -92,13 +93,17 @@ def _exec_vllm(argv: list[str]) -> None:
 def _render_plan(plan) -> None:
     config, where = plan.engine_config, f"profile {plan.profile.name}" if plan.profile else "no profile"
     console.print(f"[bold]kvtool serve[/] ({where}): model {plan.spec.name} on {plan.device.name}")
-    budget = (f"kv_cache_memory {format_gib(config.kv_cache_memory)} GiB" if config.kv_cache_memory
+    budget = (f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}" if config.kv_cache_memory
               else f"gpu_memory_utilization {config.gpu_memory_utilization}")
     console.print(f"  max_model_len {config.max_model_len or 'model default'}, max_num_seqs {config.max_num_seqs or 'default'}, "
                   f"max_num_batched_tokens {config.max_num_batched_tokens or 'default'}, kv_cache_dtype {config.kv_cache_dtype}, "
                   f"{budget}, overflow {config.overflow}, default max_tokens {plan.serve_plan.default_max_tokens or 'as vLLM'}")
     for note in plan.serve_plan.notes:
         console.print(f"  [yellow]instead:[/] {note}")
+
+
+def _format_bytes(num_bytes: int) -> str:
+    return f"{format_gib(num_bytes)} GiB" if num_bytes >= 1 << 30 else f"{num_bytes / (1 << 20):.0f} MiB"
 
 
 def _render_ready(plan, engine, settings) -> None:

@@ -7,11 +7,15 @@ write nothing (slot -1) and attend to nothing (context length 0). Prefill steps 
 eagerly. `enforce_eager` turns all of this off.
 """
 
+import logging
+import time
 from dataclasses import dataclass
 
 import torch
 
 from kvtool.engine.attention import AttentionMetadata
+
+logger = logging.getLogger("kvtool.engine")
 
 
 def capture_sizes(max_num_seqs: int) -> list[int]:
@@ -88,6 +92,8 @@ class CUDAGraphRunner:
         """The graph size for this step, or None when it must run eagerly (prefills, too large)."""
         if meta.num_prefills or meta.num_decodes != num_tokens:
             return None
+        if meta.decode_block_tables.shape[1] > self.buffers.block_tables.shape[1]:
+            return None
         return next((s for s in self.sizes if s >= num_tokens), None)
 
     def run(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor | None:
@@ -99,3 +105,15 @@ class CUDAGraphRunner:
         self.buffers.fill(input_ids, positions, meta, size)
         self.graphs[size].replay()
         return self.outputs[size][:batch]
+
+
+def capture_decode_graphs(model, config, device) -> CUDAGraphRunner | None:
+    """Captured decode graphs on CUDA unless `enforce_eager`; None elsewhere (steps run eagerly)."""
+    if device.type != "cuda" or config.enforce_eager:
+        return None
+    start, free_before = time.perf_counter(), torch.cuda.mem_get_info(device)[0]
+    runner = CUDAGraphRunner(model, config.max_num_seqs, config.max_model_len, config.block_size, device)
+    runner.capture()
+    took = (free_before - torch.cuda.mem_get_info(device)[0]) / (1 << 30)
+    logger.info("Graph capturing finished in %.0f secs, took %.2f GiB", time.perf_counter() - start, took)
+    return runner

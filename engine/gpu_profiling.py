@@ -8,8 +8,8 @@
 
 The profile run is one forward at max_num_batched_tokens (spread over up to max_num_seqs
 prefills) plus the logits of max_num_seqs rows, on a throw-away one-block cache. Memory other
-processes held before start-up does not shrink the budget; it only makes start-up fail when free
-memory is below the request.
+processes held before start-up does not shrink the budget; it only makes start-up fail (with
+vLLM's message) when free memory is below the request.
 """
 
 import math
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from kvtool.engine.attention import AttentionMetadata
+from kvtool.errors import KvtoolError
 
 GiB = 1 << 30
 
@@ -55,10 +56,23 @@ def kv_memory_profile(before_model: MemorySnapshot, after_profile: MemorySnapsho
     return KVMemoryProfile(requested, non_kv, max(0, requested - non_kv))
 
 
+def check_free_memory(before_model: MemorySnapshot, gpu_memory_utilization: float, device) -> None:
+    """Start-up fails, in vLLM's words, when other processes leave less free than total × utilization."""
+    requested = math.ceil(before_model.total_bytes * gpu_memory_utilization)
+    if before_model.free_bytes >= requested:
+        return
+    free, total = round(before_model.free_bytes / GiB, 2), round(before_model.total_bytes / GiB, 2)
+    raise KvtoolError(
+        f"Free memory on device {device} ({free}/{total} GiB) on startup is less than desired GPU memory "
+        f"utilization ({gpu_memory_utilization}, {round(requested / GiB, 2)} GiB).",
+        fix="Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+
+
 def profile_kv_cache_bytes(model, before_model: MemorySnapshot, gpu_memory_utilization: float,
                            max_num_batched_tokens: int, max_num_seqs: int, block_size: int,
                            kv_cache_dtype: torch.dtype, device) -> KVMemoryProfile:
     """Run the profile forward and return what is left of total × utilization for the KV cache."""
+    check_free_memory(before_model, gpu_memory_utilization, device)
     torch.cuda.reset_peak_memory_stats(device)
     profile_forward(model, max_num_batched_tokens, max_num_seqs, block_size, kv_cache_dtype, device)
     after = MemorySnapshot.take(device)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from kvtool.engine.attention import AttentionMetadata
+from kvtool.engine.cuda_graph import capture_decode_graphs
+from kvtool.engine.gpu_profiling import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.loader import load_model
 from kvtool.engine.sampler import Sampler
 from kvtool.engine.scheduler import SchedulerOutput
@@ -44,6 +46,8 @@ class ModelRunner:
         self.dtype = dtype
         self.block_size = config.block_size
         self.ops = get_ops(device)
+        self.memory_before_model = MemorySnapshot.take(device) if device.type == "cuda" else None
+        self.graph_runner = None
         self.model = load_model(source, hf_config, self.ops, dtype, device, max(
             max_model_len, getattr(hf_config, "max_position_embeddings", 0)), config.load_format, config.seed)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
@@ -63,12 +67,12 @@ class ModelRunner:
         return min(_available_ram() // 4, CPU_KV_CACHE_CAP)
 
     def _cuda_kv_bytes(self) -> int:
-        """total × gpu_memory_utilization minus what the process holds at its activation peak."""
-        torch.cuda.reset_peak_memory_stats(self.device)
-        free, total = torch.cuda.mem_get_info(self.device)
-        used_by_others = total - free - torch.cuda.memory_reserved(self.device)
-        peak = torch.cuda.max_memory_allocated(self.device)
-        return max(0, int(total * self.config.gpu_memory_utilization) - used_by_others - peak)
+        """total × gpu_memory_utilization minus what loading and one profile forward consumed (vLLM v1)."""
+        cfg = self.config
+        profile = profile_kv_cache_bytes(self.model, self.memory_before_model, cfg.gpu_memory_utilization,
+                                         cfg.max_num_batched_tokens, cfg.max_num_seqs, self.block_size,
+                                         self.kv_cache_dtype, self.device)
+        return profile.available_kv_cache_bytes
 
     def allocate_kv_cache(self, num_blocks: int) -> None:
         """One tensor [2, layers, num_blocks, block_size, kv_heads, head_dim]; block 0 is the null block."""
@@ -77,6 +81,7 @@ class ModelRunner:
         shape = (2, cfg.num_hidden_layers, num_blocks, self.block_size, cfg.num_key_value_heads, head_dim)
         self.kv_cache = torch.zeros(shape, dtype=self.kv_cache_dtype, device=self.device)
         self.model.bind_kv_cache(self.kv_cache[0], self.kv_cache[1])
+        self.graph_runner = capture_decode_graphs(self.model, self.config, self.device)
 
     @torch.inference_mode()
     def execute(self, scheduled: SchedulerOutput) -> ModelRunnerOutput:
@@ -91,6 +96,10 @@ class ModelRunner:
         return ModelRunnerOutput(dict(zip(ids, result.token_ids)), logprobs)
 
     def run_model(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
+        if self.graph_runner is not None:
+            hidden = self.graph_runner.run(input_ids, positions, meta)
+            if hidden is not None:
+                return hidden
         return self.model(input_ids, positions, meta)
 
     def prepare_inputs(self, scheduled: SchedulerOutput) -> ModelInput:
@@ -136,7 +145,9 @@ class ModelRunner:
         return self._tensor(rows, torch.int32).view(len(seqs), width)
 
     def _tensor(self, data, dtype) -> torch.Tensor:
-        return torch.tensor(data, dtype=dtype).to(self.device, non_blocking=True)
+        """A host tensor copied to the device; pinned on CUDA so that the copy is truly asynchronous."""
+        pinned = self.device.type == "cuda"
+        return torch.tensor(data, dtype=dtype, pin_memory=pinned).to(self.device, non_blocking=True)
 
 
 def _available_ram() -> int:

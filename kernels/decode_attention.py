@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kvtool.kernels.triton_common import dot_dtype, dot_precision
+from kvtool.kernels.triton_common import dot_dtype, dot_precision, load_paged_tile
 
 BLOCK_N = 64            # keys per inner step
 PARTITION_SIZE = 512    # keys per split
@@ -22,10 +22,10 @@ TARGET_PROGRAMS = 264   # about two waves on an H200's 132 multiprocessors
 def _decode_split_kernel(
         q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr,
         out_ptr, part_out_ptr, part_max_ptr, part_sum_ptr,
-        scale, k_scale, v_scale, q_stride_b, q_stride_h, out_stride_b, out_stride_h, table_stride,
+        scale, k_scale, v_scale, q_stride_b, q_stride_h, out_stride_b, out_stride_h, table_stride, num_splits,
         NUM_KV_HEADS: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
         HEAD_DIM: tl.constexpr, HEAD_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-        BLOCK_N: tl.constexpr, PARTITION: tl.constexpr, NUM_SPLITS: tl.constexpr,
+        BLOCK_N: tl.constexpr, PARTITION: tl.constexpr, SPLIT: tl.constexpr,
         DOT_DTYPE: tl.constexpr, PRECISION: tl.constexpr):
     seq, kv_head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     context_len = tl.load(context_lens_ptr + seq)
@@ -41,17 +41,16 @@ def _decode_split_kernel(
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_PAD], tl.float32)
+    table_row = block_tables_ptr + seq * table_stride
     split_start = split * PARTITION
     split_end = tl.minimum(split_start + PARTITION, context_len)
     for start in range(split_start, split_end, BLOCK_N):
         tokens = start + tl.arange(0, BLOCK_N)
         valid = tokens < split_end
-        pages = tl.load(block_tables_ptr + seq * table_stride + tokens // BLOCK_SIZE, mask=valid, other=0)
-        slots = pages.to(tl.int64) * BLOCK_SIZE + tokens % BLOCK_SIZE
-        kv_offs = (slots[:, None] * NUM_KV_HEADS + kv_head) * HEAD_DIM + dims[None, :]
-        kv_mask = valid[:, None] & dim_mask[None, :]
-        k = tl.load(k_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32) * k_scale
-        v = tl.load(v_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32) * v_scale
+        k = load_paged_tile(k_cache_ptr, table_row, tokens, valid, kv_head, dims, dim_mask, k_scale,
+                            NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE)
+        v = load_paged_tile(v_cache_ptr, table_row, tokens, valid, kv_head, dims, dim_mask, v_scale,
+                            NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE)
         scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=PRECISION) * qk_scale
         scores = tl.where(valid[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, 1))
@@ -62,12 +61,12 @@ def _decode_split_kernel(
         m_i = m_new
 
     store_mask = head_mask[:, None] & dim_mask[None, :]
-    if NUM_SPLITS == 1:
+    if not SPLIT:
         out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
         out_offs = seq * out_stride_b + heads[:, None] * out_stride_h + dims[None, :]
         tl.store(out_ptr + out_offs, out.to(out_ptr.dtype.element_ty), mask=store_mask)
     else:
-        part = (seq * NUM_KV_HEADS * GROUP + heads) * NUM_SPLITS + split   # [B, Hq, splits]
+        part = (seq * NUM_KV_HEADS * GROUP + heads) * num_splits + split   # [B, Hq, splits]
         tl.store(part_out_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc, mask=store_mask)
         tl.store(part_max_ptr + part, m_i, mask=head_mask)
         tl.store(part_sum_ptr + part, l_i, mask=head_mask)
@@ -75,12 +74,12 @@ def _decode_split_kernel(
 
 @triton.jit
 def _decode_reduce_kernel(out_ptr, part_out_ptr, part_max_ptr, part_sum_ptr, out_stride_b, out_stride_h,
-                          NUM_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_PAD: tl.constexpr,
-                          NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr):
+                          num_splits, NUM_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_PAD: tl.constexpr,
+                          SPLITS_PAD: tl.constexpr):
     seq, head = tl.program_id(0), tl.program_id(1)
     splits = tl.arange(0, SPLITS_PAD)
-    split_mask = splits < NUM_SPLITS
-    part = (seq * NUM_HEADS + head) * NUM_SPLITS + splits
+    split_mask = splits < num_splits
+    part = (seq * NUM_HEADS + head) * num_splits + splits
     m = tl.load(part_max_ptr + part, mask=split_mask, other=float("-inf"))
     l = tl.load(part_sum_ptr + part, mask=split_mask, other=0.0)
     m_max = tl.max(m, 0)
@@ -109,15 +108,15 @@ def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, 
     _decode_split_kernel[(batch, num_kv_heads, num_splits)](
         query, k_cache, v_cache, block_tables, context_lens, out, *parts,
         float(scale), float(k_scale), float(v_scale), query.stride(0), query.stride(1),
-        out.stride(0), out.stride(1), block_tables.stride(0),
+        out.stride(0), out.stride(1), block_tables.stride(0), num_splits,
         NUM_KV_HEADS=num_kv_heads, GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)),
         HEAD_DIM=head_dim, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, BLOCK_N=BLOCK_N,
-        PARTITION=PARTITION_SIZE, NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype),
+        PARTITION=PARTITION_SIZE, SPLIT=num_splits > 1, DOT_DTYPE=dot_dtype(query.dtype),
         PRECISION=dot_precision(query.dtype))
     if num_splits > 1:
         _decode_reduce_kernel[(batch, num_heads)](
-            out, *parts, out.stride(0), out.stride(1), NUM_HEADS=num_heads, HEAD_DIM=head_dim,
-            HEAD_PAD=head_pad, NUM_SPLITS=num_splits, SPLITS_PAD=triton.next_power_of_2(num_splits))
+            out, *parts, out.stride(0), out.stride(1), num_splits, NUM_HEADS=num_heads, HEAD_DIM=head_dim,
+            HEAD_PAD=head_pad, SPLITS_PAD=triton.next_power_of_2(num_splits))
     return out
 
 

@@ -1,7 +1,8 @@
 """Fused elementwise ops of the decoder layer: RMSNorm (+ residual add), rotary embedding, SiLU-and-mul.
 
-Each reads its inputs once and writes its outputs once; math runs in fp32 and rounds where the
-torch reference rounds, so both give the same numbers up to the last bit of fp32 arithmetic.
+Each reads its inputs once and writes its outputs once; math runs in fp32 and rounds to the
+activation dtype where the torch reference (and HF transformers) rounds, so on a GPU the kernels
+reproduce the reference's bf16 / fp16 results, not merely approximate them.
 """
 
 import torch
@@ -35,10 +36,11 @@ def rms_norm(x, weight, eps, residual=None):
     out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
     new_residual = torch.empty_like(out) if residual is not None else out
     res_rows = _rows(residual) if residual is not None else rows
+    block = triton.next_power_of_2(hidden)
     if rows.shape[0]:
         _rms_norm_kernel[(rows.shape[0],)](
             rows, res_rows, weight, out, new_residual, float(eps), rows.stride(0), res_rows.stride(0),
-            HIDDEN=hidden, BLOCK=triton.next_power_of_2(hidden), ADD_RESIDUAL=residual is not None)
+            HIDDEN=hidden, BLOCK=block, ADD_RESIDUAL=residual is not None, num_warps=min(16, max(1, block // 512)))
     if residual is None:
         return out.view(x.shape)
     return out.view(x.shape), new_residual.view(x.shape)
@@ -58,10 +60,20 @@ def _rotate_heads(src_ptr, dst_ptr, token, src_stride, cos, sin,
     mask = (heads < NUM_HEADS) & (cols < HALF)
     src = src_ptr + token * src_stride + heads * (2 * HALF) + cols
     dst = dst_ptr + token * NUM_HEADS * 2 * HALF + heads * (2 * HALF) + cols
+    dtype = dst_ptr.dtype.element_ty
     x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
-    tl.store(dst, (x1 * cos - x2 * sin).to(dst_ptr.dtype.element_ty), mask=mask)
-    tl.store(dst + HALF, (x2 * cos + x1 * sin).to(dst_ptr.dtype.element_ty), mask=mask)
+    # Rounded after each product as in the reference (HF's arithmetic in the activation dtype).
+    out1 = _round(x1 * cos, dtype) - _round(x2 * sin, dtype)
+    out2 = _round(x2 * cos, dtype) + _round(x1 * sin, dtype)
+    tl.store(dst, out1.to(dtype), mask=mask)
+    tl.store(dst + HALF, out2.to(dtype), mask=mask)
+
+
+@triton.jit
+def _round(x, dtype: tl.constexpr):
+    """x rounded to `dtype` and back to fp32."""
+    return x.to(dtype).to(tl.float32)
 
 
 @triton.jit
@@ -71,8 +83,10 @@ def _rotary_kernel(positions_ptr, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_sin_pt
     token = tl.program_id(0).to(tl.int64)
     position = tl.load(positions_ptr + token).to(tl.int64)
     cols = tl.arange(0, HALF_PAD)[None, :]
-    cos = tl.load(cos_sin_ptr + position * 2 * HALF + cols, mask=cols < HALF, other=0.0).to(tl.float32)
-    sin = tl.load(cos_sin_ptr + position * 2 * HALF + HALF + cols, mask=cols < HALF, other=0.0).to(tl.float32)
+    dtype = q_out_ptr.dtype.element_ty
+    cos = tl.load(cos_sin_ptr + position * 2 * HALF + cols, mask=cols < HALF, other=0.0)
+    sin = tl.load(cos_sin_ptr + position * 2 * HALF + HALF + cols, mask=cols < HALF, other=0.0)
+    cos, sin = _round(cos.to(tl.float32), dtype), _round(sin.to(tl.float32), dtype)
     _rotate_heads(q_ptr, q_out_ptr, token, q_stride, cos, sin, NUM_Q_HEADS, Q_HEADS_PAD, HALF, HALF_PAD)
     _rotate_heads(k_ptr, k_out_ptr, token, k_stride, cos, sin, NUM_K_HEADS, K_HEADS_PAD, HALF, HALF_PAD)
 

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kvtool.kernels.triton_common import dot_dtype, dot_precision
+from kvtool.kernels.triton_common import dot_dtype, dot_precision, load_paged_tile
 
 BLOCK_M = 64   # query rows per program
 BLOCK_N = 64   # keys per inner step
@@ -43,15 +43,14 @@ def _prefill_kernel(
     # Keys past the tile's last query position are never seen; an empty tile runs no step.
     key_end = context_len - q_len + tl.minimum((tile + 1) * BLOCK_M, q_len)
     key_end = tl.where(tile * BLOCK_M < q_len, key_end, 0)
+    table_row = block_tables_ptr + seq * table_stride
     for start in range(0, key_end, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)
         key_mask = keys < key_end
-        pages = tl.load(block_tables_ptr + seq * table_stride + keys // BLOCK_SIZE, mask=key_mask, other=0)
-        slots = pages.to(tl.int64) * BLOCK_SIZE + keys % BLOCK_SIZE
-        kv_offs = (slots[:, None] * NUM_KV_HEADS + kv_head) * HEAD_DIM + dims[None, :]
-        kv_mask = key_mask[:, None] & dim_mask[None, :]
-        k = tl.load(k_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32) * k_scale
-        v = tl.load(v_cache_ptr + kv_offs, mask=kv_mask, other=0.0).to(tl.float32) * v_scale
+        k = load_paged_tile(k_cache_ptr, table_row, keys, key_mask, kv_head, dims, dim_mask, k_scale,
+                            NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE)
+        v = load_paged_tile(v_cache_ptr, table_row, keys, key_mask, kv_head, dims, dim_mask, v_scale,
+                            NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE)
         scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=PRECISION) * qk_scale
         visible = (keys[None, :] <= q_pos[:, None]) & key_mask[None, :]
         scores = tl.where(visible, scores, float("-inf"))

@@ -78,10 +78,16 @@ def kvtool_server_process():
 
 
 @pytest.fixture(scope="session")
-def kvtool_server(tmp_path_factory, smollm2_dir):
-    """Base URL of one real `kvtool serve` (SmolLM2, max_model_len 512, a 64 MiB KV cache) for the session."""
+def kvtool_server_handle(tmp_path_factory, smollm2_dir):
+    """The session's `kvtool serve` process (SmolLM2, max_model_len 512, a 64 MiB KV cache), with its log."""
     server = KvtoolServerProcess(tmp_path_factory.mktemp("kvtool_server") / "serve.log", *KVTOOL_SERVER_ARGS)
     try:
-        yield server.base_url
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def kvtool_server(kvtool_server_handle):
+    """Base URL of the session's real `kvtool serve`."""
+    return kvtool_server_handle.base_url

@@ -1,31 +1,21 @@
 """`kvtool diagnose`: failure text in, cause and computed fixes out.
 
     reader   -> only the lines that can matter, cleaned (streamed, bounded memory)
-    scanner  -> the log's context and what each line matches (patterns of length_, memory_, api_patterns)
+    scanner  -> the log's context and what each line matches (length_, memory_, api_patterns, truncation)
     explain  -> findings with numbers read and computed (through kvtool.engine.limits) and fixes
 """
 
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain import explain
-from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
+from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
 from kvtool.engine.modelspec import ModelSpec
 
 __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose", "diagnose_text"]
-
-
-@dataclass
-class Diagnosis:
-    findings: list[Finding]
-    context: LogContext
-
-    def to_dict(self) -> dict:
-        return {"findings": [finding.to_dict() for finding in self.findings]}
 
 
 def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: float | None = None) -> Diagnosis:

@@ -8,6 +8,6 @@ PATTERNS = [
         r"|must provide a chat template|Cannot use chat template functions")),
     Pattern("tool_choice_auto_without_flags", "request", "tool choice requires", compile_(
         r"\\?\"auto\\?\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set")),
-    Pattern("model_not_found", "request", "does not exist", compile_(r"The model `(?P<requested_model>[^`]{1,300})` does not exist"),
+    Pattern("model_not_found", "request", "The model `", compile_(r"The model `(?P<requested_model>[^`]{1,300})` does not exist"),
             detail="requested_model"),
 ]

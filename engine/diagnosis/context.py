@@ -75,55 +75,64 @@ class LogContext:
     startup_phase: str | None = None
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
-    def read(self, line: str) -> None:
-        """Take every fact `line` states; later lines win."""
+    def read(self, line: str) -> dict:
+        """Take every fact `line` states (later lines win); returns them for `apply` to replay."""
+        facts = {}
         if any(marker in line for marker in _LAUNCH_MARKERS):
-            self._read_keys(line)
-        self._read_model(line)
-        for gate, pattern, name in _READINGS:
-            if gate in line and (match := pattern.search(line)):
-                self._set(name, match.group(match.lastindex))
-                self.lines[name] = line
-                if name == "max_concurrency":
-                    self._set("max_model_len", match.group(1))
-        self._read_stage(line)
+            self._read_keys(line, facts)
+        self._read_model(line, facts)
+        self._read_readings(line, facts)
+        self._read_stage(line, facts)
+        self.apply(facts)
+        return facts
 
-    def _read_keys(self, line: str) -> None:
+    def apply(self, facts: dict) -> None:
+        for name, value in facts.items():
+            if name.startswith("line:"):
+                self.lines[name[5:]] = value
+            else:
+                setattr(self, name, value)
+
+    def _read_keys(self, line: str, facts: dict) -> None:
         for match in _KEY_VALUE.finditer(line):
             key = match.group(1).replace("-", "_")
-            self._set("tensor_parallel_size" if key == "_tp" or key == "-tp" else _KEY_FIELDS.get(key, ""), match.group(2))
-        if "--enable-chunked-prefill" in line and "--no-enable-chunked-prefill" not in line:
-            self.enable_chunked_prefill = True
-        if "--no-enable-chunked-prefill" in line:
-            self.enable_chunked_prefill = False
+            _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
+        if "-enable-chunked-prefill" in line:
+            facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
 
-    def _read_model(self, line: str) -> None:
-        if "model" in line or "serve " in line:
-            if match := _MODEL.search(line):
-                self.model = match.group(1)
+    def _read_model(self, line: str, facts: dict) -> None:
+        if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
+            facts["model"] = match.group(1)
         if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
-            self.version = match.group(1) or match.group(2)
+            facts["version"] = match.group(1) or match.group(2)
 
-    def _read_stage(self, line: str) -> None:
+    def _read_readings(self, line: str, facts: dict) -> None:
+        for gate, pattern, name in _READINGS:
+            if gate in line and (match := pattern.search(line)):
+                _convert_into(facts, name, match.group(match.lastindex))
+                facts["line:" + name] = line
+                if name == "max_concurrency":
+                    _convert_into(facts, "max_model_len", match.group(1))
+
+    def _read_stage(self, line: str, facts: dict) -> None:
         if any(marker in line for marker in _SERVER_UP):
-            self.server_up, self.startup_phase = True, None
+            facts.update(server_up=True, startup_phase=None)
         for marker, phase in _STARTUP_PHASES:
             if marker in line:
-                self.startup_phase = phase
-
-    def _set(self, name: str, text: str) -> None:
-        kind = _FIELD_TYPES.get(name)
-        if kind is None:
-            return
-        value = _convert(kind, text)
-        if value is not None:
-            setattr(self, name, value)
+                facts["startup_phase"] = phase
 
     def update(self, **facts) -> None:
         """Facts from the command line override the log."""
         for name, value in facts.items():
             if value is not None:
                 setattr(self, name, value)
+
+
+def _convert_into(facts: dict, name: str, text: str) -> None:
+    kind = _FIELD_TYPES.get(name)
+    value = None if kind is None else _convert(kind, text)
+    if value is not None:
+        facts[name] = value
 
 
 def _convert(kind: str, text: str):

@@ -43,8 +43,8 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
 def inferred_observations(seen: list[Observation], context: LogContext, memory: MemoryModel) -> list[Observation]:
     """Failures the log implies without vLLM saying so (e.g. only `# GPU blocks: N` was printed)."""
     categories = {obs.category for obs in seen}
-    if categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
-        return []
+    if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
+        return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
         line = context.lines["available_kv_gib"]
         return [Observation("no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line)))]

@@ -7,6 +7,8 @@ from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.request_limits import RequestTooLongError, check_request_length
 
+V0_SCHEDULER_NOTE = ("vLLM's v0 scheduler dropped the request (finish_reason \"length\"); with chunked prefill off "
+                     "the limit is min(max_model_len, max_num_batched_tokens).")
 CLAMP_NOTE = "vLLM 0.32 and later (and `kvtool serve --overflow clamp`) lower max_tokens to the room left instead of rejecting."
 
 
@@ -30,32 +32,45 @@ def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel)
 
 def _prompt_and_output(obs: Observation, n: dict, context: LogContext, memory: MemoryModel) -> Finding:
     limit, prompt, max_tokens = n["max_model_len"], n["prompt_tokens"], n.get("max_tokens")
-    try:
-        room = check_request_length(prompt, max_tokens, limit, overflow="reject")
+    param = _rejected_param(prompt, max_tokens, limit)
+    if param is None:
         return _finding(obs, n, f"The prompt ({prompt} tokens) fits max_model_len {limit} when sent alone; "
                         "the server in the log counted a different budget.", [])
-    except RequestTooLongError as err:
-        over_by_prompt = err.param == "input_tokens" and prompt >= limit
-    if over_by_prompt:
-        n["prompt_overflow_tokens"], n["trim_tokens"] = prompt - limit, prompt - limit + 1
-        summary = (f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
-                   f"token fits. Trim at least {n['trim_tokens']} tokens.")
-        fixes = [_trim(n["trim_tokens"])]
-    else:
-        room = limit - prompt
-        n["overflow_tokens"], n["largest_max_tokens"] = prompt + max_tokens - limit, room
-        summary = (f"The request needs {prompt + max_tokens} tokens ({prompt} prompt + {max_tokens} max_tokens) "
-                   f"but max_model_len is {limit}: {n['overflow_tokens']} too many. max_tokens {room} would have fit.")
-        fixes = [Fix("lower max_tokens", param="max_tokens", value=room), _trim(n["overflow_tokens"])]
-    fixes += [Fix("budget each request: max_tokens = max_model_len - prompt tokens (count them with the model's "
-                  "tokenizer), or omit max_tokens on /v1/chat/completions", param="max_tokens",
-                  value=f"{limit} - prompt_tokens")]
+    over_by_prompt = param == "input_tokens" and prompt >= limit
+    summary, fixes = _prompt_alone(n) if over_by_prompt else _prompt_plus_output(n)
+    fixes.append(Fix("budget each request: max_tokens = max_model_len - prompt tokens (count them with the "
+                     "model's tokenizer), or omit max_tokens on /v1/chat/completions", param="max_tokens",
+                     value=f"{limit} - prompt_tokens"))
     fixes += _longer_context(prompt + max(max_tokens or 0, 1), context, memory, n)
-    notes = [CLAMP_NOTE] if not over_by_prompt else []
+    notes = [] if over_by_prompt else [CLAMP_NOTE]
     if "is too long and exceeds limit" in obs.evidence:
-        notes.append("vLLM's v0 scheduler dropped the request (finish_reason \"length\"); with chunked prefill off "
-                     "the limit is min(max_model_len, max_num_batched_tokens).")
+        notes.append(V0_SCHEDULER_NOTE)
     return _finding(obs, n, summary, fixes, notes)
+
+
+def _rejected_param(prompt: int, max_tokens: int | None, limit: int) -> str | None:
+    """The field vLLM's length rule blames ("input_tokens" | "max_tokens"), or None when the request fits."""
+    try:
+        check_request_length(prompt, max_tokens, limit, overflow="reject")
+    except RequestTooLongError as err:
+        return err.param
+    return None
+
+
+def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
+    prompt, limit = n["prompt_tokens"], n["max_model_len"]
+    n["prompt_overflow_tokens"], n["trim_tokens"] = prompt - limit, prompt - limit + 1
+    summary = (f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
+               f"token fits. Trim at least {n['trim_tokens']} tokens.")
+    return summary, [_trim(n["trim_tokens"])]
+
+
+def _prompt_plus_output(n: dict) -> tuple[str, list[Fix]]:
+    prompt, limit, max_tokens = n["prompt_tokens"], n["max_model_len"], n["max_tokens"]
+    n["overflow_tokens"], n["largest_max_tokens"] = prompt + max_tokens - limit, limit - prompt
+    summary = (f"The request needs {prompt + max_tokens} tokens ({prompt} prompt + {max_tokens} max_tokens) but "
+               f"max_model_len is {limit}: {n['overflow_tokens']} too many. max_tokens {limit - prompt} would have fit.")
+    return summary, [Fix("lower max_tokens", param="max_tokens", value=limit - prompt), _trim(n["overflow_tokens"])]
 
 
 def _longer_context(length: int, context: LogContext, memory: MemoryModel, n: dict) -> list[Fix]:

@@ -14,7 +14,6 @@ HEADROOM_GIB = 0.5
 
 def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = dict(obs.numbers)
-    n.pop("gpu_index", None)
     phase = obs.detail
     where = f"during {phase}" if phase else ("while serving" if obs.stage == "runtime" else "at start-up")
     summary = f"CUDA ran out of memory {where}"
@@ -89,6 +88,10 @@ def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> F
     else:
         usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
         summary = f"The KV cache reached {usage:.1f}% use: new requests wait and preemption is next."
+    return Finding(obs.category, obs.stage, summary, n, _pressure_fixes(n, context, memory), obs.evidence, obs.span)
+
+
+def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
     tokens = context.kv_cache_tokens or (context.num_gpu_blocks and memory.kv_tokens(context.num_gpu_blocks))
     fixes = []
     if tokens and context.max_model_len:
@@ -98,8 +101,7 @@ def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> F
                          value=n["max_num_seqs_without_preemption"]))
     elif "num_running" in n:
         fixes.append(Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, int(n["num_running"] * 3 // 4))))
-    current = default_utilization(context)
-    if current < 0.95:
+    if (current := default_utilization(context)) < 0.95:
         fixes.append(Fix("give the KV cache more of the GPU", flag="--gpu-memory-utilization", value=round(min(0.95, current + 0.05), 2)))
     if (factor := memory.fp8_factor()) > 1:
         action = f"store the KV cache in fp8: {factor}x the tokens"
@@ -108,4 +110,4 @@ def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> F
             action += f" ({tokens * factor} instead of {tokens})"
         fixes.append(Fix(action, flag="--kv-cache-dtype", value="fp8"))
     fixes.append(Fix("shard over more GPUs for more KV memory", flag="--tensor-parallel-size", value=memory.tp * 2))
-    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
+    return fixes

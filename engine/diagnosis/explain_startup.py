@@ -59,14 +59,16 @@ def _more_kv_memory(n: dict, context: LogContext, memory: MemoryModel) -> list[F
     if needed is None and memory.spec and context.available_kv_gib is not None:
         needed, available = memory.needed_gib(n["max_model_len"]), context.available_kv_gib
     total = context.total_gpu_gib
-    if needed is None or available is None or not total or total <= 0:
-        return [Fix("give the KV cache more of the GPU (raise in steps of 0.02 up to 0.95)", flag="--gpu-memory-utilization",
-                    value=None)]
-    n["kv_shortfall_gib"] = round(needed - available, 2)
+    if needed is not None and available is not None:
+        n["kv_shortfall_gib"] = round(needed - available, 2)
+    if "kv_shortfall_gib" not in n or not total or total <= 0:
+        more = f"{n['kv_shortfall_gib']} GiB " if "kv_shortfall_gib" in n else ""
+        return [Fix(f"give the KV cache {more}more of the GPU (give --gpu-mem to compute the value)",
+                    flag="--gpu-memory-utilization", value=None)]
     current = default_utilization(context)
     target = utilization_for(needed - available, total, current)
     n["gpu_memory_utilization_needed"] = target
-    if target > HIGHEST_UTILIZATION:
+    if target > HIGHEST_UTILIZATION:  # no headroom left for anything else: not a fix
         return []
     return [Fix(f"give the KV cache {n['kv_shortfall_gib']} GiB more of the {total} GiB GPU", flag="--gpu-memory-utilization",
                 value=target)]

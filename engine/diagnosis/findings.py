@@ -1,8 +1,13 @@
 """What `kvtool diagnose` reports: findings with the numbers read and computed, and ordered fixes."""
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvtool.engine.diagnosis.context import LogContext
 
 Number = int | float
+EVIDENCE_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,12 @@ class Observation:
     detail: str | None = None  # text the category needs: a model name, the start-up phase
     count: int = 1
 
+    def key(self, merged_by: tuple[str, ...] | None = None) -> tuple:
+        """What makes two observations the same failure: all numbers, or only `merged_by` ones."""
+        if merged_by is not None:
+            return (self.category, *(self.numbers.get(name) for name in merged_by))
+        return (self.category, self.detail, tuple(sorted(self.numbers.items())))
+
 
 @dataclass
 class Finding:
@@ -60,3 +71,21 @@ class Finding:
             "evidence": self.evidence,
             "notes": self.notes,
         }
+
+
+@dataclass
+class Diagnosis:
+    findings: list[Finding]
+    context: "LogContext"
+
+    def to_dict(self) -> dict:
+        return {"findings": [finding.to_dict() for finding in self.findings]}
+
+
+def evidence_window(line: str, span: tuple[int, int]) -> tuple[str, tuple[int, int]]:
+    """The line, or for a long one the stretch around the match; span re-based onto it."""
+    if len(line) <= EVIDENCE_CHARS:
+        return line, span
+    start = max(0, min(span[0] - 100, span[1] - EVIDENCE_CHARS))
+    end = min(len(line), max(span[1] + 100, start + EVIDENCE_CHARS))
+    return line[start:end], (span[0] - start, span[1] - start)

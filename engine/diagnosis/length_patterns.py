@@ -48,9 +48,4 @@ DEFAULT_TRUNCATION = [
     Pattern("max_tokens_default_truncation", "request", "max_tokens=16",
             compile_(r"SamplingParams\([^)]{0,4000}?\bmax_tokens=16[,)]")),
 ]
-# The response form spans lines (pretty-printed JSON): the scanner pairs these two.
-FINISH_REASON_LENGTH = compile_(r"""finish_reason['"]?\s*[:=]\s*['"]length['"]""")
-SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
-PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
-
 PATTERNS = REQUEST_TOO_LONG + DEFAULT_TRUNCATION

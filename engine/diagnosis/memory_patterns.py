@@ -39,7 +39,6 @@ _OOM_EXTRAS = tuple(re.compile(text) for text in (
     rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
     rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
     rf"(?P<reserved_gib>{SIZE}) reserved in total by PyTorch",
-    r"GPU (?P<gpu_index>\d+)",
 ))
 CUDA_OOM = [
     _startup("cuda_oom_startup", "out of memory occurred when warming up",
@@ -67,7 +66,8 @@ RUNTIME = [
     _runtime("preemption", "is preempted by",
              r"Sequence group \S+ is preempted by PreemptionMode\.\w+ mode because there is not enough KV cache space\.[^=]{0,300}total_num_cumulative_preemption=(?P<num_preemptions>\d+)",
              _preempted),
-    _runtime("preemption", "Preemptions: ", r"Preemptions: (?P<num_preemptions>\d+)", _preempted),
+    Pattern("preemption", "runtime", "Preemptions: ", compile_(r"Preemptions: (?P<num_preemptions>\d+)"),
+            extras=(re.compile(r"Running: (?P<num_running>\d+) reqs"),), accept=_preempted),
     _runtime("preemption", "vllm:num_preemptions", r"^vllm:num_preemptions(?:_total)?(?:\{[^}]*\})? (?P<num_preemptions>[\d.eE+]+)", _preempted),
     *(_runtime("kv_cache_near_full", gate,  # only 9x.x% and 100% readings reach the regex
                r"Running: (?P<num_running>\d+) reqs, (?:Swapped: \d+ reqs, )?(?:Pending|Waiting): (?P<num_waiting>\d+) reqs,[^%]{0,60}KV cache usage: (?P<kv_cache_usage_percent>[\d.]+)%",

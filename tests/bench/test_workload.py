@@ -106,3 +106,13 @@ def test_error_bodies_of_both_vllm_shapes():
     flat = b'{"object": "error", "message": "too long", "type": "BadRequestError", "code": 400}'
     assert error_message(nested) == error_message(flat) == "too long"
     assert error_message(b"<html>bad gateway</html>") == "<html>bad gateway</html>"
+
+
+def test_sse_error_event_and_unreadable_chunk_fail_the_request():
+    stream = _ChunkStream(start=0.0)
+    assert stream.feed('data: {"error": {"message": "engine died", "code": 500}}')
+    assert stream.finish(RequestRecord(0, "r0", 3)).error == "engine died"
+    garbled = _ChunkStream(start=0.0)
+    assert garbled.feed("data: {oops")
+    record = garbled.finish(RequestRecord(1, "r1", 3))
+    assert not record.success and record.error.startswith("unreadable stream chunk")

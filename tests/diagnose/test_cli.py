@@ -72,9 +72,10 @@ def test_gpu_from_the_catalog_sizes_the_longer_context():
 
 def test_usage_errors_name_the_problem():
     assert isinstance(invoke("/no/such/file.log").exception, UsageError)
-    assert invoke("--gpu-mem", "0", input="x").exit_code == 2
+    assert isinstance(invoke("--gpu-mem", "0GiB", input="x").exception, UsageError)
     unknown_model = invoke("--model", "no-such-model-xyz", input="x")
     assert isinstance(unknown_model.exception, UsageError) and "unknown model" in str(unknown_model.exception)
+    assert isinstance(invoke("--gpu", "no-such-gpu", input="x").exception, UsageError)
 
 
 def test_a_missing_file_is_one_line_and_exit_2():

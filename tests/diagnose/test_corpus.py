@@ -1,4 +1,5 @@
-"""Every example log in corpus/ gives exactly the findings its sidecar .json names, with those numbers."""
+"""Every example log in corpus/ gives exactly the findings its sidecar .json names, in order, with
+those numbers (and, where listed, those fixes)."""
 
 import json
 from pathlib import Path
@@ -29,3 +30,5 @@ def test_log_gives_expected_findings(log: Path):
         evidence = got["evidence"]
         assert evidence and "\x1b" not in evidence and "\r" not in evidence and "pid=" not in evidence[:40]
         assert got["fixes"], "every finding says what to change"
+        for fix in want.get("fixes", []):
+            assert any(fix.items() <= found.items() for found in got["fixes"]), fix

@@ -6,9 +6,14 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.scanner import ANCHORS, PATTERNS, Scanner
 
 
+def passes_prefilter(text: str) -> bool:
+    return any(anchor.decode() in text and (not refinements or any(r.decode() in text for r in refinements))
+               for anchor, refinements in ANCHORS.items())
+
+
 @pytest.mark.parametrize("pattern", PATTERNS, ids=[f"{p.category}:{p.gate}" for p in PATTERNS])
 def test_every_gate_survives_the_prefilter(pattern):
-    assert any(anchor.decode() in pattern.gate for anchor in ANCHORS), pattern.gate
+    assert passes_prefilter(pattern.gate), pattern.gate
 
 
 @pytest.mark.parametrize("line, facts", [
@@ -33,6 +38,7 @@ def test_every_gate_survives_the_prefilter(pattern):
     ("vLLM API server version 0.6.3.post1", dict(version="0.6.3.post1")),
 ])
 def test_context_reads_launch_flags_and_startup_lines(line, facts):
+    assert passes_prefilter(line)
     context = LogContext()
     context.read(line)
     assert {name: getattr(context, name) for name in facts} == facts
@@ -67,3 +73,14 @@ def test_finish_reason_and_sixteen_tokens_far_apart_are_not_paired():
 def test_a_healthy_cache_reading_is_not_a_failure():
     line = "Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 94.9%, Prefix cache hit rate: 0.0%"
     assert not Scanner().scan([line]).observations
+
+
+def test_many_rejected_requests_are_one_observation_keeping_the_longest():
+    lines = [f"ValueError: Input length ({n}) exceeds model's maximum context length (32768)." for n in (33000, 40000, 35000)]
+    [obs] = Scanner().scan(lines).observations.values()
+    assert obs.count == 3 and obs.numbers["prompt_tokens"] == 40000 and "40000" in obs.evidence
+
+
+def test_a_repeated_line_replays_its_context_facts():
+    scanner = Scanner().scan(["Using max model len 4096", "Using max model len 8192", "Using max model len 4096"])
+    assert scanner.context.max_model_len == 4096

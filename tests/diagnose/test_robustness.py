@@ -5,7 +5,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvtool.engine.diagnosis import diagnose, diagnose_text
+from kvtool.engine.diagnosis import diagnose, diagnose_text, reader
 
 KV_MESSAGE = ("ValueError: To serve at least one request with the model's max seq len (32768), (4.0 GiB KV cache is "
               "needed, which is larger than the available KV cache memory (2.5 GiB). Based on the available memory, "
@@ -54,6 +54,15 @@ def test_a_10_mb_line_with_the_message_at_its_end():
     assert [f.category for f in findings] == ["kv_cache_too_small_at_startup"]
     assert findings[0].numbers["estimated_max_model_len"] == 20464
     assert len(findings[0].evidence) < 2000
+
+
+def test_a_10_mb_line_made_of_messages_stays_bounded():
+    message = b"This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens. "
+    line = message * ((10 << 20) // len(message))
+    findings = diagnose_text(line).findings
+    assert [f.category for f in findings] == ["request_too_long"]
+    chunks = -(-len(line) // reader.CHUNK_BYTES)
+    assert findings[0].numbers["occurrences"] <= reader.MAX_WINDOWS * chunks  # windows per chunk are capped
 
 
 def test_extreme_numbers_do_not_break_the_arithmetic():

@@ -6,7 +6,8 @@ import torch
 from transformers import LlamaConfig
 
 from kvtool.engine.cuda_graph import CUDAGraphRunner, DecodeBuffers, capture_sizes
-from kvtool.engine.gpu_profiling import GiB, MemorySnapshot, kv_memory_profile, profile_forward
+from kvtool.engine.gpu_profiling import GiB, MemorySnapshot, check_free_memory, kv_memory_profile, profile_forward
+from kvtool.errors import KvtoolError
 from kvtool.engine.loader import load_model
 from kvtool.kernels import get_ops
 from paged_cases import BLOCK_SIZE
@@ -92,6 +93,16 @@ def test_kv_budget_is_utilization_of_total_minus_what_this_process_consumed():
     assert profile.non_kv_cache_bytes == 19 * GiB + 4 * GiB      # weights etc. + the activation peak
     assert profile.available_kv_cache_bytes == 126 * GiB - 23 * GiB
     assert profile.log_line() == "Available KV cache memory: 103.00 GiB"
+
+
+def test_start_up_fails_in_vllm_words_when_others_hold_the_requested_memory():
+    held = MemorySnapshot(free_bytes=100 * GiB, total_bytes=140 * GiB, torch_peak_bytes=0, torch_allocated_bytes=0)
+    check_free_memory(held, gpu_memory_utilization=0.7, device="cuda:0")       # 98 GiB requested: fits
+    with pytest.raises(KvtoolError) as err:
+        check_free_memory(held, gpu_memory_utilization=0.9, device="cuda:0")
+    assert str(err.value) == ("Free memory on device cuda:0 (100.0/140.0 GiB) on startup is less than desired "
+                              "GPU memory utilization (0.9, 126.0 GiB). Decrease GPU memory utilization or "
+                              "reduce GPU memory used by other processes.")
 
 
 @pytest.mark.gpu

@@ -23,7 +23,7 @@ def test_refuses_to_start_with_vllms_message_and_the_safe_length(smollm2_dir):
     safe = limits.estimate_max_model_len(budget, resolve_model_spec("smollm2"))
     assert "To serve at least one request with the model's max seq len (8192)" in output
     assert f"the estimated maximum model length is {safe}." in output
-    assert f"restart with --max-model-len {safe}" in output
+    assert f"restart with --max-model-len {safe}, or raise --kv-cache-memory" in output
 
 
 def run_kvtool(*args: str, path: str | None = None) -> subprocess.CompletedProcess:

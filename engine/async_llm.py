@@ -1,0 +1,132 @@
+"""AsyncLLM: the engine behind an asyncio front, for the server.
+
+A background task runs engine steps in a worker thread (so the event loop stays free for HTTP)
+and routes each RequestOutput to its request's queue. Closing a request's stream early aborts it.
+"""
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+from kvtool.engine.config import EngineConfig, SamplingParams
+from kvtool.engine.llm_engine import LLMEngine
+from kvtool.engine.outputs import RequestOutput
+from kvtool.engine.scheduler import SchedulerStats
+
+
+class AsyncLLM:
+    def __init__(self, engine: LLMEngine):
+        self.engine = engine
+        self._lock = threading.Lock()       # engine state is touched by the loop and the step thread
+        self._aborts: list[str] = []        # applied by the step thread, so aborting never blocks the loop
+        self._queues: dict[str, asyncio.Queue] = {}
+        self._wakeup: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._stopped = False
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> "AsyncLLM":
+        """Load the model and size the KV cache; KVCacheTooSmallError when max_model_len does not fit."""
+        return cls(LLMEngine(config))
+
+    @property
+    def tokenizer(self):
+        return self.engine.tokenizer
+
+    @property
+    def model_name(self) -> str:
+        return self.engine.model_name
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.engine.config
+
+    @property
+    def kv_cache_info(self):
+        return self.engine.kv_cache_info
+
+    async def generate(self, prompt: str | list[int], params: SamplingParams,
+                       request_id: str) -> AsyncIterator[RequestOutput]:
+        """Stream the request's outputs; RequestTooLongError before the first one when it cannot fit."""
+        queue: asyncio.Queue = asyncio.Queue()
+        with self._lock:
+            self.engine.add_request(request_id, prompt, params)
+        self._queues[request_id] = queue
+        self._start_loop()
+        finished = False
+        try:
+            while not finished:
+                output = await queue.get()
+                if isinstance(output, BaseException):
+                    raise output
+                finished = output.finished
+                yield output
+        finally:
+            self._queues.pop(request_id, None)
+            if not finished:
+                self._request_abort(request_id)
+
+    async def abort(self, request_id: str) -> None:
+        """Stop the request and free its blocks (before the next step); its stream ends with "abort"."""
+        self._request_abort(request_id)
+
+    def stats(self) -> SchedulerStats:
+        with self._lock:
+            return self.engine.stats()
+
+    async def shutdown(self) -> None:
+        """Abort what is still running and stop the step loop."""
+        with self._lock:
+            request_ids = list(self.engine.seqs_by_request)
+        for request_id in request_ids:
+            self._route(self._abort_now(request_id))
+        self._stopped = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+        if self._loop_task is not None:
+            await self._loop_task
+
+    def _abort_now(self, request_id: str) -> RequestOutput | None:
+        with self._lock:
+            return self.engine.abort_request(request_id)
+
+    def _request_abort(self, request_id: str) -> None:
+        self._aborts.append(request_id)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _route(self, output: RequestOutput | None) -> None:
+        queue = self._queues.get(output.request_id) if output is not None else None
+        if queue is not None:
+            queue.put_nowait(output)
+
+    def _start_loop(self) -> None:
+        if self._loop_task is None or self._loop_task.done():
+            self._wakeup = asyncio.Event()
+            self._loop_task = asyncio.get_running_loop().create_task(self._run())
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            if not self.engine.has_unfinished_requests() and not self._aborts:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                outputs = await asyncio.to_thread(self._step)
+            except Exception as err:   # the engine broke: every waiting stream gets the error
+                self._fail_all(err)
+                return
+            for output in outputs:
+                self._route(output)
+
+    def _step(self) -> list[RequestOutput]:
+        with self._lock:
+            aborts, self._aborts = self._aborts, []
+            aborted = [self.engine.abort_request(request_id) for request_id in aborts]
+            return [output for output in aborted if output is not None] + self.engine.step()
+
+    def _fail_all(self, err: Exception) -> None:
+        for request_id, queue in list(self._queues.items()):
+            queue.put_nowait(err)
+            self._abort_now(request_id)

@@ -1,0 +1,37 @@
+"""The 16-token default as seen in a response: `finish_reason` "length" and exactly 16 completion
+tokens, on one line (a repr) or on nearby lines (pretty-printed JSON)."""
+
+from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.patterns import compile_
+
+FINISH_REASON_LENGTH = compile_(r"""finish_reason['"]?\s*[:=]\s*['"]length['"]""")
+SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
+PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
+PAIRING_LINES = 40  # how far apart the two may be
+
+
+class TruncatedResponses:
+    def __init__(self):
+        self._reset()
+
+    def _reset(self) -> None:
+        self._length_at = self._sixteen_at = -PAIRING_LINES - 1
+        self._usage_line, self._usage_span = "", (0, 0)
+        self._prompt_tokens: int | None = None
+
+    def feed(self, line: str, index: int) -> Observation | None:
+        """An observation once both halves have been seen within PAIRING_LINES lines."""
+        if "finish_reason" in line and FINISH_REASON_LENGTH.search(line):
+            self._length_at = index
+        if "completion_tokens" in line and (match := SIXTEEN_COMPLETION_TOKENS.search(line)):
+            self._sixteen_at, self._usage_line, self._usage_span = index, line, match.span()
+        if "prompt_tokens" in line and (match := PROMPT_TOKENS.search(line)):
+            self._prompt_tokens = int(match.group("prompt_tokens"))
+        if min(self._length_at, self._sixteen_at) < 0 or abs(self._length_at - self._sixteen_at) > PAIRING_LINES:
+            return None
+        numbers = {"completion_tokens": 16}
+        if self._prompt_tokens is not None:
+            numbers["prompt_tokens"] = self._prompt_tokens
+        evidence, span = evidence_window(self._usage_line, self._usage_span)
+        self._reset()
+        return Observation("max_tokens_default_truncation", "request", numbers, evidence, span)
