@@ -86,8 +86,8 @@ def _failures_table(failures: dict[str, int]) -> Table:
 
 def sweep_table(parameter: str, values: tuple[float, ...], results: list[BenchResult], percentile: float = 99.0) -> Table:
     p = f"p{percentile:g}"
-    table = Table(title=f"Sweep over {parameter}", title_justify="left")
-    headings = [parameter, "ok/failed", "req/s", "out tok/s", f"{p} TTFT ms", f"{p} TPOT ms", f"{p} ITL ms", "preempted", "peak KV", "peak waiting"]
+    table = Table(title=f"Sweep over {parameter}", title_justify="left", caption="latencies in ms; the last three columns from /metrics")
+    headings = [parameter, "ok/fail", "req/s", "tok/s", f"{p} TTFT", f"{p} TPOT", f"{p} ITL", "preempt", "KV peak", "waiting"]
     for heading in headings:
         table.add_column(heading, justify="right")
     for value, result in zip(values, results):

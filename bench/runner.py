@@ -101,8 +101,10 @@ async def run_benchmark(config: BenchConfig, progress: RunProgress | None = None
         await warm_up(client, spec, samples, config.warmups)
         watcher = ServerWatcher(client, config.base_url)
         await watcher.start()
-        records, duration_s = await _Run(client, spec, config, progress).send_all(samples)
-        server = await watcher.stop()
+        try:
+            records, duration_s = await _Run(client, spec, config, progress).send_all(samples)
+        finally:
+            server = await watcher.stop()
     summary = summarize(records, duration_s, config.slo, config.percentiles)
     return BenchResult(config, model, records, summary, server)
 
@@ -154,7 +156,9 @@ class _Run:
             gathered.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             first = min((r for r in self.records if not r.success), key=lambda r: r.index)
-            raise AllRequestsFailed(f"every request failed; stopped after {len(self.records)}. First error: {first.error}")
+            raise AllRequestsFailed(f"every request failed ({len(self.records)} of {self.progress.total} finished); "
+                                    f"the run stopped early. First error: {first.error}")
+        await gathered
 
     async def _one(self, index: int, sample: SampleRequest, start: float) -> None:
         record = RequestRecord(index, f"kvtool-bench-{self.tag}-{index}", sample.max_tokens)

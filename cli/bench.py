@@ -92,15 +92,16 @@ def _bench_server(config, sweep_text: str | None, json_path: Path | None, csv_pa
     if sweep:
         console.print(sweep_table(sweep.parameter, sweep.values, results, max(config.percentiles)))
     extras = [{sweep.parameter: v} for v in sweep.values] if sweep else [{}]
+    rows = [export.summary_row(r, extra) for extra, r in zip(extras, results)]
     if json_path:
         runs = [{**extra, **export.result_dict(r)} for extra, r in zip(extras, results)]
         export.write_json(json_path, {"sweep": sweep.parameter, "runs": runs} if sweep else runs[0])
     if csv_path:
-        export.write_csv(csv_path, [export.summary_row(r, extra) for extra, r in zip(extras, results)])
+        export.write_csv(csv_path, rows)
     if chart and sweep:
         from kvtool.bench.chart import plot_sweep
 
-        plot_sweep(sweep.parameter, sweep.values, [r.summary for r in results], chart, max(config.percentiles))
+        plot_sweep(sweep.parameter, sweep.values, rows, chart, max(config.percentiles))
         console.print(f"chart: {chart}")
 
 

@@ -72,7 +72,12 @@ def serve(
                               seed=seed, overflow=overflow.value if overflow else None))
     if backend is Backend.vllm:
         _exec_vllm(startup.vllm_argv(request))
-    plan = startup.plan_startup(request)
+    _serve_embedded(startup.plan_startup(request))
+
+
+def _serve_embedded(plan) -> None:
+    from kvtool.engine.server import startup
+
     _render_plan(plan)
     try:
         startup.run(plan, lambda engine, settings: _render_ready(plan, engine, settings))

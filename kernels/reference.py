@@ -41,7 +41,7 @@ def _gather(cache, block_table, num_tokens, dtype, scale):
     """[num_tokens, Hkv, D] for one sequence, read through its block table."""
     block_size = cache.shape[1]
     num_blocks = (num_tokens + block_size - 1) // block_size
-    blocks = cache[block_table[:num_blocks].long()].flatten(0, 1)[:num_tokens]
+    blocks = cache.index_select(0, block_table[:num_blocks].long()).flatten(0, 1)[:num_tokens]
     return _dequantize(blocks, dtype, scale)
 
 
@@ -76,9 +76,10 @@ def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, 
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     max_len = int(context_lens.max())
     num_blocks = (max_len + block_size - 1) // block_size
-    table = block_tables[:, :num_blocks].long()
-    k = _dequantize(k_cache[table].flatten(1, 2), query.dtype, k_scale)  # [B, S, Hkv, D]
-    v = _dequantize(v_cache[table].flatten(1, 2), query.dtype, v_scale)
+    table = block_tables[:, :num_blocks].reshape(-1).long()
+    # index_select copies whole blocks; advanced indexing is several times slower on CPU.
+    k = _dequantize(k_cache.index_select(0, table), query.dtype, k_scale).view(batch, -1, num_kv_heads, head_dim)
+    v = _dequantize(v_cache.index_select(0, table), query.dtype, v_scale).view(batch, -1, num_kv_heads, head_dim)
     group = num_heads // num_kv_heads
     q = query.view(batch, num_kv_heads, group, head_dim)
     k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [B, Hkv, S, D]

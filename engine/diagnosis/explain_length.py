@@ -9,6 +9,8 @@ from kvtool.engine.request_limits import RequestTooLongError, check_request_leng
 
 V0_SCHEDULER_NOTE = ("vLLM's v0 scheduler dropped the request (finish_reason \"length\"); with chunked prefill off "
                      "the limit is min(max_model_len, max_num_batched_tokens).")
+COMPLETIONS_NOTE = ("On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "
+                    "\"maximum context length\": the real limit may be larger by the request's max_tokens.")
 CLAMP_NOTE = "vLLM 0.32 and later (and `kvtool serve --overflow clamp`) lower max_tokens to the room left instead of rejecting."
 
 
@@ -25,9 +27,21 @@ def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel)
     if "truncate_prompt_tokens" in n:
         return _finding(obs, n, "truncate_prompt_tokens is larger than the room the context leaves for the prompt.",
                         [Fix("lower truncate_prompt_tokens", param="truncate_prompt_tokens", value=n["max_input_tokens"])])
+    if "lookahead_slots" in n:
+        return _larger_than_the_cache(obs, n, context, memory)
     if prompt is not None and limit is not None:
         return _prompt_and_output(obs, n, context, memory)
     return _max_tokens_only(obs, n)
+
+
+def _larger_than_the_cache(obs: Observation, n: dict, context: LogContext, memory: MemoryModel) -> Finding:
+    tokens = context.kv_cache_tokens or (context.num_gpu_blocks and memory.kv_tokens(context.num_gpu_blocks))
+    summary = (f"The prompt ({n['prompt_tokens']} tokens) is larger than the whole KV cache, so vLLM's v0 scheduler "
+               "dropped it (finish_reason \"length\").")
+    fixes = [_trim(None), Fix("give the KV cache more of the GPU", flag="--gpu-memory-utilization",
+                              value=round(min(0.95, default_utilization(context) + 0.05), 2)),
+             Fix("cap the context at what the cache holds", flag="--max-model-len", value=tokens or None)]
+    return _finding(obs, n, summary, fixes)
 
 
 def _prompt_and_output(obs: Observation, n: dict, context: LogContext, memory: MemoryModel) -> Finding:
@@ -45,6 +59,8 @@ def _prompt_and_output(obs: Observation, n: dict, context: LogContext, memory: M
     notes = [] if over_by_prompt else [CLAMP_NOTE]
     if "is too long and exceeds limit" in obs.evidence:
         notes.append(V0_SCHEDULER_NOTE)
+    if "your request has" in obs.evidence and "is too large" not in obs.evidence:
+        notes.append(COMPLETIONS_NOTE)
     return _finding(obs, n, summary, fixes, notes)
 
 

@@ -91,7 +91,8 @@ def _fp8(n: dict, memory: MemoryModel, limit: int) -> list[Fix]:
 
 def _tensor_parallel(n: dict, memory: MemoryModel) -> Fix:
     tp = memory.tp * 2
-    action = f"shard the model over {tp} GPUs: each keeps 1/{tp} of the weights and of the KV heads"
+    split = "the weights (MLA's latent KV is not split)" if memory.spec and memory.spec.is_mla else "the weights and of the KV heads"
+    action = f"shard the model over {tp} GPUs: each keeps 1/{tp} of {split}"
     if memory.spec and "kv_available_gib" in n and (fits := memory.max_len_for(n["kv_available_gib"], tp=tp)):
         n[f"tp{tp}_estimated_max_model_len"] = fits
         action += f" (at least {memory.round_down(fits)[0]} tokens fit)"

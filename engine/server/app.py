@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import secrets
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request, Response
@@ -93,11 +94,14 @@ class ApiKeyAndRequestId:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.api_key and scope["path"].startswith("/v1") and headers.get("authorization") != f"Bearer {self.api_key}":
+        if self.api_key and scope["path"].startswith("/v1") and not self._authorized(headers.get("authorization", "")):
             body = error_body("Unauthorized: send the server's API key as `Authorization: Bearer <key>`.",
                               "AuthenticationError", 401)
             return await JSONResponse(body, status_code=HTTPStatus.UNAUTHORIZED)(scope, receive, send)
         return await self.app(scope, receive, _with_request_id(send, headers.get("x-request-id")))
+
+    def _authorized(self, authorization: str) -> bool:
+        return secrets.compare_digest(authorization.encode(), f"Bearer {self.api_key}".encode())
 
 
 def _with_request_id(send, request_id: str | None):

@@ -14,6 +14,7 @@ from kvtool.engine.outputs import CompletionOutput
 from kvtool.engine.server.errors import error_body
 from kvtool.engine.server.generation import Choice, final_outputs, merged_outputs
 from kvtool.engine.server.serving import MaxTokens, ServerState, clamp_headers, make_choices, request_id, usage
+from kvtool.errors import KvtoolError
 
 
 DISCONNECT_POLL_SECONDS = 0.5
@@ -84,7 +85,9 @@ class GenerationJob:
                 for body in self.stream_choices(choice, completion, choice.index not in started):
                     yield sse(self.response([body], None, chunk=True))
                 started.add(choice.index)
-        except Exception as err:  # the status line is sent already: report in the stream, as vLLM does
+        except KvtoolError as err:  # the status line is sent already: report in the stream, as vLLM does
+            yield sse(error_body(err.message, "BadRequestError", 400, getattr(err, "param", None)))
+        except Exception as err:
             yield sse(error_body(f"{type(err).__name__}: {err}", "InternalServerError", 500))
         if self.body.include_usage():
             yield sse(self.response([], self.usage(generated), chunk=True))

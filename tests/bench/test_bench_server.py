@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -67,9 +68,11 @@ def test_sweep_writes_a_row_per_point_and_a_chart(kvtool_server, tmp_path):
 
 def test_every_request_failing_stops_early_with_the_first_error(kvtool_server):
     # 600 words do not fit max_model_len 512: the server rejects each request with HTTP 400
-    result = bench(kvtool_server, "-n", "40", "--input-len", "600", "--output-len", "4")
+    result = bench(kvtool_server, "-n", "40", "--input-len", "600", "--output-len", "4", "--request-rate", "20")
     assert result.exit_code == 1
-    assert "every request failed; stopped after" in result.output
+    finished = int(re.search(r"\((\d+) of 40 finished\)", result.output)[1])
+    assert 5 <= finished < 40
+    assert "every request failed" in result.output and "the run stopped early" in result.output
     assert "HTTP 400" in result.output and "maximum context length is 512" in result.output
 
 
@@ -77,3 +80,13 @@ def test_unknown_model_lists_the_served_ones(kvtool_server):
     result = bench(kvtool_server, "--model", "no-such-model", "-n", "1")
     assert isinstance(result.exception, UsageError)
     assert "no-such-model" in str(result.exception) and "smollm2" in str(result.exception)
+
+
+def test_duration_stops_sending_on_a_poisson_schedule(kvtool_server, tmp_path):
+    out = tmp_path / "timed.json"
+    result = bench(kvtool_server, "-n", "50", *SMALL, "--request-rate", "4", "--duration", "1", "--warmups", "1", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    requests = json.loads(out.read_text())["requests"]
+    assert 1 <= len(requests) < 50
+    assert all(r["send_time"] <= 1.5 for r in requests)
+    assert [r["send_time"] for r in requests] == sorted(r["send_time"] for r in requests)

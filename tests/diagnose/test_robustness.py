@@ -1,11 +1,19 @@
 """Whatever comes in (nothing, garbage, huge lines, random text around real messages) never raises."""
 
+import importlib.util
 import io
+import tracemalloc
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvtool.engine.diagnosis import diagnose, diagnose_text, reader
+
+_spec = importlib.util.spec_from_file_location("large_log", Path(__file__).with_name("large_log.py"))
+large_log = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(large_log)
 
 KV_MESSAGE = ("ValueError: To serve at least one request with the model's max seq len (32768), (4.0 GiB KV cache is "
               "needed, which is larger than the available KV cache memory (2.5 GiB). Based on the available memory, "
@@ -73,3 +81,15 @@ def test_extreme_numbers_do_not_break_the_arithmetic():
             "larger than the available KV cache memory (0.00 GiB).")
     for finding in diagnose_text(text).findings:
         finding.to_dict()
+
+
+@pytest.mark.slow
+def test_a_50_mb_log_is_streamed_in_bounded_memory(tmp_path):
+    log = large_log.write_large_log(tmp_path / "server.log", megabytes=50)
+    tracemalloc.start()
+    with open(log, "rb") as stream:
+        findings = diagnose(stream).findings
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert [finding.category for finding in findings] == large_log.PLANTED_CATEGORIES
+    assert peak < 32 << 20, f"peak {peak >> 20} MiB while reading {log.stat().st_size >> 20} MiB"

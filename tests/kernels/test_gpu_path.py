@@ -5,6 +5,7 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
+from kvtool.engine.attention import AttentionMetadata
 from kvtool.engine.cuda_graph import CUDAGraphRunner, DecodeBuffers, capture_sizes
 from kvtool.engine.gpu_profiling import GiB, MemorySnapshot, check_free_memory, kv_memory_profile, profile_forward
 from kvtool.errors import KvtoolError
@@ -38,16 +39,16 @@ def test_capture_sizes_follow_vllm_and_end_at_max_num_seqs():
     assert capture_sizes(20) == [1, 2, 4, 8, 16, 20]
 
 
-def decode_step(model, context_lens, tables, generator):
+def decode_step(context_lens, tables, generator):
     """Metadata and inputs of one decode step: each sequence's new token at position len - 1."""
-    from kvtool.engine.attention import AttentionMetadata
     positions = torch.tensor([n - 1 for n in context_lens])
     slots = torch.stack([tables[b, p // BLOCK_SIZE].long() * BLOCK_SIZE + p % BLOCK_SIZE
                          for b, p in enumerate(positions.tolist())])
     meta = AttentionMetadata(
         slot_mapping=slots.to(DEVICE), num_decodes=len(context_lens), decode_block_tables=tables.to(DEVICE),
         decode_context_lens=torch.tensor(context_lens, dtype=torch.int32, device=DEVICE),
-        prefill_block_tables=tables[:0].to(DEVICE), prefill_cu_seqlens_q=torch.zeros(1, dtype=torch.int32, device=DEVICE),
+        prefill_block_tables=tables[:0].to(DEVICE),
+        prefill_cu_seqlens_q=torch.zeros(1, dtype=torch.int32, device=DEVICE),
         prefill_context_lens=torch.zeros(0, dtype=torch.int32, device=DEVICE))
     input_ids = torch.randint(0, 128, (len(context_lens),), generator=generator)
     return input_ids.to(DEVICE), positions.to(DEVICE), meta
@@ -58,7 +59,7 @@ def test_a_padded_decode_batch_gives_the_real_rows_the_eager_result(tiny_model):
     g = torch.Generator().manual_seed(0)
     bind_cache(tiny_model, num_blocks=12)
     tables = torch.tensor([[3, 7, 0], [5, 0, 0], [1, 2, 9]], dtype=torch.int32)
-    input_ids, positions, meta = decode_step(tiny_model, [20, 9, 40], tables, g)
+    input_ids, positions, meta = decode_step([20, 9, 40], tables, g)
     eager = tiny_model(input_ids, positions, meta)
     cache_after_eager = tiny_model.model.layers[0].self_attn.attn.k_cache.clone()
     buffers = DecodeBuffers.allocate(max_batch=8, max_blocks_per_seq=16, device=DEVICE)
@@ -72,7 +73,7 @@ def test_a_padded_decode_batch_gives_the_real_rows_the_eager_result(tiny_model):
 def test_graph_runner_sends_prefills_and_oversized_batches_to_eager(tiny_model):
     runner = CUDAGraphRunner(tiny_model, max_num_seqs=6, max_model_len=256, block_size=BLOCK_SIZE, device=DEVICE)
     tables = torch.zeros(3, 1, dtype=torch.int32)
-    _, _, meta = decode_step(tiny_model, [1, 1, 1], tables, torch.Generator().manual_seed(1))
+    _, _, meta = decode_step([1, 1, 1], tables, torch.Generator().manual_seed(1))
     assert runner.padded_size(meta, 3) == 4
     assert runner.padded_size(meta, 7) is None            # a mixed step: 3 decodes + 4 prefill tokens
     assert runner.run(torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), meta) is None  # not captured
@@ -111,7 +112,7 @@ def test_start_up_fails_in_vllm_words_when_others_hold_the_requested_memory():
 def test_captured_graph_replays_the_eager_decode(tiny_model):
     bind_cache(tiny_model, num_blocks=12)
     tables = torch.tensor([[3, 7, 0], [5, 0, 0], [1, 2, 9]], dtype=torch.int32)
-    input_ids, positions, meta = decode_step(tiny_model, [20, 9, 40], tables, torch.Generator().manual_seed(2))
+    input_ids, positions, meta = decode_step([20, 9, 40], tables, torch.Generator().manual_seed(2))
     runner = CUDAGraphRunner(tiny_model, max_num_seqs=4, max_model_len=48, block_size=BLOCK_SIZE, device=DEVICE)
     runner.capture()
     replayed = runner.run(input_ids, positions, meta).clone()

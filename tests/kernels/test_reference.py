@@ -1,13 +1,11 @@
 """The torch references against token-by-token ground truth: they are the CPU inference path."""
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from kvtool.kernels import get_ops, reference
-from paged_cases import BLOCK_SIZE, filled_caches, naive_attention, slots_for, random_block_tables
+from paged_cases import BLOCK_SIZE, filled_caches, naive_attention
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 

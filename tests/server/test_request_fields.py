@@ -38,14 +38,21 @@ def test_echo_puts_the_prompt_before_the_completion(client):
     assert reply.choices[0].text.startswith("Roses are red,")
 
 
-def test_stop_token_ids_and_min_tokens(client, kvtool_server):
+def test_stop_token_ids_end_the_output(client, kvtool_server):
     free = client.completions.create(model="smollm2", prompt="A, B, C,", max_tokens=6, temperature=0.0)
     second = httpx.post(f"{kvtool_server}/tokenize", json={"prompt": free.choices[0].text}).json()["tokens"][1]
     stopped = client.completions.create(model="smollm2", prompt="A, B, C,", max_tokens=6, temperature=0.0,
                                         extra_body={"stop_token_ids": [second]})
     assert stopped.choices[0].finish_reason == "stop" and stopped.choices[0].model_extra["stop_reason"] == second
-    eos = client.completions.create(model="smollm2", prompt="Hi", max_tokens=5, extra_body={"min_tokens": 5})
-    assert eos.usage.completion_tokens == 5
+
+
+def test_min_tokens_holds_back_the_end_of_sequence(client):
+    kwargs = dict(model="smollm2", messages=[{"role": "user", "content": "What is the capital of France?"}],
+                  max_tokens=24, temperature=0.0)
+    short = client.chat.completions.create(**kwargs)
+    assert short.choices[0].finish_reason == "stop" and short.usage.completion_tokens < 24
+    held = client.chat.completions.create(**kwargs, extra_body={"min_tokens": 24})
+    assert held.usage.completion_tokens == 24
 
 
 def test_tokenize_and_detokenize_round_trip(kvtool_server):
