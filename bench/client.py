@@ -63,11 +63,14 @@ def build_payload(spec: RequestSpec, sample: SampleRequest) -> dict:
     return payload
 
 
-async def send_request(client: httpx.AsyncClient, spec: RequestSpec, sample: SampleRequest, record: RequestRecord) -> RequestRecord:
+async def send_request(
+    client: httpx.AsyncClient, spec: RequestSpec, sample: SampleRequest, record: RequestRecord, on_tokens=None
+) -> RequestRecord:
+    """Stream one request into `record`; `on_tokens(n)` is called as chunks arrive (for live displays)."""
     url = spec.base_url.rstrip("/") + ENDPOINT_PATHS[spec.endpoint]
     headers = {"x-request-id": record.request_id}
     start = time.perf_counter()
-    stream = _ChunkStream(start)
+    stream = _ChunkStream(start, on_tokens)
     try:
         async with client.stream("POST", url, json=build_payload(spec, sample), headers=headers) as response:
             if response.status_code != 200:
@@ -86,8 +89,8 @@ async def send_request(client: httpx.AsyncClient, spec: RequestSpec, sample: Sam
 class _ChunkStream:
     """Reads SSE lines; keeps the time and running token count of each chunk that carried tokens."""
 
-    def __init__(self, start: float):
-        self.start = start
+    def __init__(self, start: float, on_tokens=None):
+        self.start, self.on_tokens = start, on_tokens
         self.times: list[float] = []
         self.texts: list[str] = []
         self.running_counts: list[int | None] = []
@@ -126,6 +129,8 @@ class _ChunkStream:
             self.times.append(now)
             self.texts.append(text)
             self.running_counts.append(count)
+            if self.on_tokens:
+                self.on_tokens(count - self.last_count if count is not None else 1)
         self.last_count = count if count is not None else self.last_count
 
     def finish(self, record: RequestRecord) -> RequestRecord:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from kvtool.bench.runner import BenchResult
+from kvtool.bench.sweep import Sweep
 
 # Per-request fields kept in JSON; the metric inputs (chunk times and token counts) are all there.
 RECORD_FIELDS = (
@@ -44,11 +45,20 @@ def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def summary_row(result: BenchResult, extra: dict | None = None) -> dict:
-    row = dict(extra or {})
-    row.update({k: v for k, v in result.summary.items() if k != "failures"})
-    row.update({f"server_{k}": v for k, v in (result.server or {}).items()})
-    return _jsonable(row)
+def runs_dict(sweep: Sweep, results: list[BenchResult]) -> dict:
+    """A single run's dict, or {"sweep": NAME, "runs": [{NAME: value, ...run}, ...]}."""
+    runs = [{**fields, **result_dict(r)} for fields, r in zip(sweep.point_fields(), results)]
+    return {"sweep": sweep.parameter, "runs": runs} if sweep.parameter else runs[0]
+
+
+def summary_rows(sweep: Sweep, results: list[BenchResult]) -> list[dict]:
+    """One flat row per run: the swept value, the summary, the server view as server_* columns."""
+    rows = []
+    for fields, result in zip(sweep.point_fields(), results):
+        row = {**fields, **{k: v for k, v in result.summary.items() if k != "failures"}}
+        row.update({f"server_{k}": v for k, v in (result.server or {}).items()})
+        rows.append(_jsonable(row))
+    return rows
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:

@@ -37,7 +37,9 @@ def run_hf(model_folder, dtype, samples: list[SampleRequest], ignore_eos: bool) 
     """One HfRun per batch size tried (fastest first)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(str(model_folder), padding_side="left")
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(str(model_folder), dtype=dtype).eval()

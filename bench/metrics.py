@@ -91,20 +91,8 @@ def summarize(
     records: list[RequestRecord], duration_s: float, slo: Slo | None = None, percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
 ) -> dict:
     done = [r for r in records if r.success]
-    input_tokens = sum(r.prompt_tokens for r in done)
-    output_tokens = sum(r.output_tokens for r in done)
     duration_s = max(duration_s, 1e-9)
-    summary = {
-        "completed": len(done),
-        "failed": len(records) - len(done),
-        "duration": duration_s,
-        "total_input_tokens": input_tokens,
-        "total_output_tokens": output_tokens,
-        "request_throughput": len(done) / duration_s,
-        "output_throughput": output_tokens / duration_s,
-        "total_token_throughput": (input_tokens + output_tokens) / duration_s,
-        "usage_missing": sum(not r.usage_reported for r in done),
-    }
+    summary = _totals(records, done, duration_s)
     if slo is not None:
         good = sum(slo.met_by(r) for r in done)
         summary["request_goodput"] = good / duration_s
@@ -119,3 +107,19 @@ def summarize(
         summary.update(distribution(name, per_metric[name], percentiles))
     summary["failures"] = dict(Counter(r.error for r in records if not r.success).most_common())
     return summary
+
+
+def _totals(records: list[RequestRecord], done: list[RequestRecord], duration_s: float) -> dict:
+    input_tokens = sum(r.prompt_tokens for r in done)
+    output_tokens = sum(r.output_tokens for r in done)
+    return {
+        "completed": len(done),
+        "failed": len(records) - len(done),
+        "duration": duration_s,
+        "total_input_tokens": input_tokens,
+        "total_output_tokens": output_tokens,
+        "request_throughput": len(done) / duration_s,
+        "output_throughput": output_tokens / duration_s,
+        "total_token_throughput": (input_tokens + output_tokens) / duration_s,
+        "usage_missing": sum(not r.usage_reported for r in done),
+    }

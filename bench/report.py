@@ -21,7 +21,7 @@ def live_line(progress: RunProgress, label: str = "") -> Text:
     line.append(f"done {progress.done}/{progress.total}")
     line.append(f"  in flight {progress.in_flight}")
     line.append(f"  failed {progress.failed}", style="red" if progress.failed else "")
-    line.append(f"  {progress.output_throughput():.1f} output tok/s", style="cyan")
+    line.append(f"  {progress.output_throughput():.1f} output tok/s now", style="cyan")
     return line
 
 

@@ -4,6 +4,7 @@ import asyncio
 import math
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field, replace
 
 import httpx
@@ -18,6 +19,7 @@ from kvtool.errors import KvtoolError, UsageError
 START_A_SERVER = "Start one with `kvtool serve --profile chat-gateway`, or point --url at a running server."
 # Stop early when this many requests (or all of them, if fewer) finish and none succeeded.
 EARLY_STOP_FAILURES = 5
+THROUGHPUT_WINDOW_S = 5.0
 
 
 class AllRequestsFailed(KvtoolError):
@@ -46,15 +48,24 @@ class BenchConfig:
 
 @dataclass
 class RunProgress:
+    """What a live display shows; tokens are counted as chunks arrive."""
+
     total: int
     done: int = 0
     failed: int = 0
     in_flight: int = 0
-    output_tokens: int = 0
     started_at: float = field(default_factory=time.perf_counter)
+    recent_tokens: deque = field(default_factory=deque)  # (arrival time, tokens) within the window
 
-    def output_throughput(self) -> float:
-        return self.output_tokens / max(time.perf_counter() - self.started_at, 1e-9)
+    def add_tokens(self, count: int) -> None:
+        self.recent_tokens.append((time.perf_counter(), count))
+
+    def output_throughput(self, window_s: float = THROUGHPUT_WINDOW_S) -> float:
+        """Output tokens per second over the last `window_s` seconds."""
+        now = time.perf_counter()
+        while self.recent_tokens and self.recent_tokens[0][0] < now - window_s:
+            self.recent_tokens.popleft()
+        return sum(count for _, count in self.recent_tokens) / max(min(window_s, now - self.started_at), 1e-3)
 
 
 @dataclass
@@ -169,7 +180,7 @@ class _Run:
             record.send_time = time.perf_counter() - start
             record.queue_time = time.perf_counter() - queued
             self.progress.in_flight += 1
-            await send_request(self.client, self.spec, sample, record)
+            await send_request(self.client, self.spec, sample, record, self.progress.add_tokens)
         finally:
             self.progress.in_flight -= 1
             if self.slots:
@@ -180,7 +191,6 @@ class _Run:
         self.records.append(record)
         self.progress.done += record.success
         self.progress.failed += not record.success
-        self.progress.output_tokens += record.output_tokens
         limit = min(EARLY_STOP_FAILURES, self.progress.total)
         if self.progress.done == 0 and self.progress.failed >= limit:
             self.all_failed.set()

@@ -16,12 +16,21 @@ SWEEPABLE = {
 
 @dataclass(frozen=True)
 class Sweep:
-    parameter: str  # the flag name, e.g. "max-concurrency"
+    parameter: str  # the flag name, e.g. "max-concurrency"; "" for a single run
     values: tuple[float, ...]
+
+    def labels(self) -> list[str]:
+        return [f"{self.parameter}={v:g}" if self.parameter else "" for v in self.values]
+
+    def point_fields(self) -> list[dict]:
+        """What distinguishes each point in files: {"max-concurrency": 8}, or {} for a single run."""
+        return [{self.parameter: v} if self.parameter else {} for v in self.values]
 
     def configs(self, base: BenchConfig) -> list[BenchConfig]:
         """One config per value. Each point gets fresh prompts (seed + i), so a later point
         does not find the earlier points' prompts in the server's prefix cache."""
+        if not self.parameter:
+            return [base]
         name = SWEEPABLE[self.parameter][0]
         return [
             replace(base, **{name: value}, dataset=replace(base.dataset, seed=base.dataset.seed + i))
@@ -42,3 +51,7 @@ def parse_sweep(text: str) -> Sweep:
     if not parsed or any(v <= 0 or (math.isinf(v) and convert is int) for v in parsed):
         raise UsageError(f"--sweep values must be > 0, got '{values}'.")
     return Sweep(parameter, parsed)
+
+
+def single_run() -> Sweep:
+    return Sweep("", (0,))

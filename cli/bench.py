@@ -63,6 +63,10 @@ def bench(
 
     if request_rate <= 0 or burstiness <= 0:
         raise UsageError("--request-rate and --burstiness must be > 0.")
+    if (offline or vs) and (sweep or csv_path):
+        raise UsageError("--sweep and --csv work against a server, not with --offline.", fix="Drop them, or drop --offline.")
+    if chart and not sweep:
+        raise UsageError("--chart plots a sweep.", fix="Add e.g. --sweep max-concurrency=1,8,32.")
     config = BenchConfig(
         dataset=load_dataset(dataset, input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len, seed=seed),
         base_url=url, endpoint=endpoint.value, model=model, num_prompts=num_prompts, request_rate=request_rate,
@@ -76,32 +80,35 @@ def bench(
 
 
 def _bench_server(config, sweep_text: str | None, json_path: Path | None, csv_path: Path | None, chart: Path | None) -> None:
-    from kvtool.bench import export
     from kvtool.bench.report import result_tables, sweep_table
-    from kvtool.bench.sweep import parse_sweep
+    from kvtool.bench.sweep import parse_sweep, single_run
 
-    sweep = parse_sweep(sweep_text) if sweep_text else None
-    configs = sweep.configs(config) if sweep else [config]
-    labels = [f"{sweep.parameter}={v:g}" for v in sweep.values] if sweep else [""]
-    results = [_run_live(c, label) for c, label in zip(configs, labels)]
+    sweep = parse_sweep(sweep_text) if sweep_text else single_run()
+    results = [_run_live(c, label) for c, label in zip(sweep.configs(config), sweep.labels())]
     console = Console()
-    for result, label in zip(results, labels):
+    for result, label in zip(results, sweep.labels()):
         if label:
             console.rule(label)
         console.print(result_tables(result))
-    if sweep:
+    if sweep.parameter:
         console.print(sweep_table(sweep.parameter, sweep.values, results, max(config.percentiles)))
-    extras = [{sweep.parameter: v} for v in sweep.values] if sweep else [{}]
-    rows = [export.summary_row(r, extra) for extra, r in zip(extras, results)]
+    _write_files(console, sweep, results, json_path, csv_path, chart)
+
+
+def _write_files(console: Console, sweep, results, json_path: Path | None, csv_path: Path | None, chart: Path | None) -> None:
+    from kvtool.bench import export
+
     if json_path:
-        runs = [{**extra, **export.result_dict(r)} for extra, r in zip(extras, results)]
-        export.write_json(json_path, {"sweep": sweep.parameter, "runs": runs} if sweep else runs[0])
+        export.write_json(json_path, export.runs_dict(sweep, results))
+        console.print(f"results: {json_path}")
     if csv_path:
-        export.write_csv(csv_path, rows)
-    if chart and sweep:
+        export.write_csv(csv_path, export.summary_rows(sweep, results))
+        console.print(f"summary rows: {csv_path}")
+    if chart and sweep.parameter:
         from kvtool.bench.chart import plot_sweep
 
-        plot_sweep(sweep.parameter, sweep.values, rows, chart, max(config.percentiles))
+        percentile = max(results[0].config.percentiles)
+        plot_sweep(sweep.parameter, sweep.values, export.summary_rows(sweep, results), chart, percentile)
         console.print(f"chart: {chart}")
 
 

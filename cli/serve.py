@@ -71,7 +71,7 @@ def serve(
                               kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
                               seed=seed, overflow=overflow.value if overflow else None))
     if backend is Backend.vllm:
-        _exec_vllm(startup.vllm_argv(request))
+        _exec_vllm(startup.vllm_argv(request), api_key)
     _serve_embedded(startup.plan_startup(request))
 
 
@@ -90,19 +90,15 @@ def _serve_embedded(plan) -> None:
     console.print("kvtool serve: stopped.")
 
 
-def _exec_vllm(argv: list[str]) -> None:
+def _exec_vllm(argv: list[str], api_key: str | None) -> None:
     console.print("kvtool serve: exec " + shlex.join(argv))
-    os.execvp(argv[0], argv)
+    env = {**os.environ, "VLLM_API_KEY": api_key} if api_key else dict(os.environ)
+    os.execvpe(argv[0], argv, env)
 
 
 def _render_plan(plan) -> None:
-    config, where = plan.engine_config, f"profile {plan.profile.name}" if plan.profile else "no profile"
+    where = f"profile {plan.profile.name}" if plan.profile else "no profile"
     console.print(f"[bold]kvtool serve[/] ({where}): model {plan.spec.name} on {plan.device.name}")
-    budget = (f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}" if config.kv_cache_memory
-              else f"gpu_memory_utilization {config.gpu_memory_utilization}")
-    console.print(f"  max_model_len {config.max_model_len or 'model default'}, max_num_seqs {config.max_num_seqs or 'default'}, "
-                  f"max_num_batched_tokens {config.max_num_batched_tokens or 'default'}, kv_cache_dtype {config.kv_cache_dtype}, "
-                  f"{budget}, overflow {config.overflow}, default max_tokens {plan.serve_plan.default_max_tokens or 'as vLLM'}")
     for note in plan.serve_plan.notes:
         console.print(f"  [yellow]instead:[/] {note}")
 
@@ -112,7 +108,12 @@ def _format_bytes(num_bytes: int) -> str:
 
 
 def _render_ready(plan, engine, settings) -> None:
-    info = engine.kv_cache_info
+    config, info = engine.config, engine.kv_cache_info
+    budget = (f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}" if config.kv_cache_memory
+              else f"gpu_memory_utilization {config.gpu_memory_utilization}")
+    console.print(f"  max_model_len {config.max_model_len}, max_num_seqs {config.max_num_seqs}, max_num_batched_tokens "
+                  f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
+                  f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}")
     device = "GPU" if plan.device.kind == "cuda" else "CPU"
     console.print("  " + format_kv_cache_log(info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, device))
     key = " (API key required)" if settings.api_key else ""

@@ -47,6 +47,8 @@ _FIELD_TYPES = {
     "tensor_parallel_size": int, "gpu_memory_gib": int, "num_gpus": int, "gpu_memory_utilization": float,
 }
 
+_KINDS = {int: ("an integer", "4096"), float: ("a number", "0.9"), str: ("text", "some words")}
+
 
 def profile_names() -> list[str]:
     """The names of the profiles shipped with kvtool, sorted."""
@@ -118,12 +120,10 @@ def _typed(key: str, value, where: str):
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise UsageError(f"{key} in {where} must be {'an integer' if kind is int else 'a ' + kind.__name__}, "
-                         f"not {value!r}.", f"Write e.g. `{key}: {_EXAMPLES[kind]}`.")
+        what, example = _KINDS[kind]
+        raise UsageError(f"{key} in {where} must be {what}, not {value!r}.", f"Write e.g. `{key}: {example}`.")
     return value
 
-
-_EXAMPLES = {int: "4096", float: "0.9", str: "auto"}
 
 
 def _check_ranges(p: WorkloadProfile, where: str) -> None:

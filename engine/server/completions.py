@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from kvtool.engine.outputs import CompletionOutput
+from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.job import GenerationJob
 from kvtool.engine.server.logprobs import completion_logprobs
@@ -18,7 +19,10 @@ class CompletionJob(GenerationJob):
 
     def __init__(self, state: ServerState, body: CompletionRequest, header_id: str | None):
         self.prompts = body.prompts()
-        prompt_ids = [p if isinstance(p, list) else state.engine.tokenizer.encode(p) for p in self.prompts]
+        if not self.prompts:
+            raise APIError("The decoder prompt cannot be empty", param="prompt")
+        prompt_ids = [_checked_ids(p, len(state.engine.tokenizer)) if isinstance(p, list)
+                      else state.engine.tokenizer.encode(p) for p in self.prompts]
         defaulted = not body.max_tokens_given()
         max_tokens = [resolve_max_tokens(state.settings, len(ids), body.max_tokens, defaulted) for ids in prompt_ids]
         super().__init__(state, body, header_id, prompt_ids, max_tokens, body.logprobs)
@@ -47,8 +51,14 @@ class CompletionJob(GenerationJob):
                                  completion.delta_logprobs, offset)]
 
     def on_finished(self, choice: Choice, completion: CompletionOutput) -> None:
-        warn_if_default_truncated(choice.request_id, self.max_tokens[choice.prompt_index],
+        warn_if_default_truncated(self.id, self.max_tokens[choice.prompt_index],
                                   len(completion.token_ids), completion.finish_reason)
+
+
+def _checked_ids(token_ids: list[int], vocab_size: int) -> list[int]:
+    if any(not 0 <= t < vocab_size for t in token_ids):
+        raise APIError(f"Prompt token ids must be integers in [0, {vocab_size}).", param="prompt")
+    return token_ids
 
 
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):

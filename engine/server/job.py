@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -16,7 +18,7 @@ from kvtool.engine.server.generation import Choice, final_outputs, merged_output
 from kvtool.engine.server.serving import MaxTokens, ServerState, clamp_headers, make_choices, request_id, usage
 from kvtool.errors import KvtoolError
 
-
+logger = logging.getLogger("kvtool.serve")
 DISCONNECT_POLL_SECONDS = 0.5
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left before the answer
 
@@ -77,17 +79,20 @@ class GenerationJob:
     async def stream(self) -> AsyncIterator[str]:
         generated, started = 0, set()
         try:
-            async for choice, output in merged_outputs(self.state, self.choices):
-                completion = output.outputs[0]
-                generated += len(completion.delta_token_ids)
-                if completion.finish_reason is not None:
-                    self.on_finished(choice, completion)
-                for body in self.stream_choices(choice, completion, choice.index not in started):
-                    yield sse(self.response([body], None, chunk=True))
-                started.add(choice.index)
+            async with contextlib.aclosing(merged_outputs(self.state, self.choices)) as outputs:
+                async for choice, output in outputs:
+                    completion = output.outputs[0]
+                    generated += len(completion.delta_token_ids)
+                    if completion.finish_reason is not None:
+                        self.on_finished(choice, completion)
+                    running_usage = self.usage(generated) if self.body.continuous_usage() else None
+                    for body in self.stream_choices(choice, completion, choice.index not in started):
+                        yield sse(self.response([body], running_usage, chunk=True))
+                    started.add(choice.index)
         except KvtoolError as err:  # the status line is sent already: report in the stream, as vLLM does
             yield sse(error_body(err.message, "BadRequestError", 400, getattr(err, "param", None)))
         except Exception as err:
+            logger.exception("Request %s failed while streaming", self.id)
             yield sse(error_body(f"{type(err).__name__}: {err}", "InternalServerError", 500))
         if self.body.include_usage():
             yield sse(self.response([], self.usage(generated), chunk=True))

@@ -32,6 +32,18 @@ class SchedulerStatsCollector:
                             stats.prefix_cache_queries)
         yield self._counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                             stats.prefix_cache_hits)
+        yield self._cache_config_info()
+
+    def _cache_config_info(self) -> GaugeMetricFamily:
+        """vLLM's info gauge (value 1): the cache settings as labels."""
+        config, info = self.engine.config, self.engine.kv_cache_info
+        labels = {"block_size": info.block_size, "cache_dtype": config.kv_cache_dtype, "num_gpu_blocks": info.num_blocks,
+                  "gpu_memory_utilization": config.gpu_memory_utilization,
+                  "enable_prefix_caching": config.enable_prefix_caching}
+        family = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                                   labels=list(labels))
+        family.add_metric([str(v) for v in labels.values()], 1)
+        return family
 
     def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
         family = GaugeMetricFamily(name, doc, labels=list(self.labels))

@@ -44,6 +44,10 @@ class _SamplingFields(BaseModel):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    def continuous_usage(self) -> bool:
+        """vLLM's extension: usage so far in every chunk."""
+        return self.include_usage() and self.stream_options.continuous_usage_stats
+
     def to_sampling_params(self, max_tokens: int, logprobs: int | None) -> SamplingParams:
         """One engine request's parameters (n is handled by the server, one engine request per choice)."""
         given = {name: getattr(self, name) for name in

@@ -99,7 +99,8 @@ def make_choices(base_id: str, prompts: list[list[int]], n: int, params_for) -> 
             if params.seed is not None and j:
                 params.seed = params.seed + j
             index = i * n + j
-            choices.append(Choice(index, i, prompt_ids, params, f"{base_id}-{index}"))
+            # a random tail keeps engine ids unique when clients reuse an x-request-id
+            choices.append(Choice(index, i, prompt_ids, params, f"{base_id}-{index}-{uuid.uuid4().hex[:8]}"))
     return choices
 
 

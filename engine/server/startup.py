@@ -17,7 +17,8 @@ from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, v
 from kvtool.profiles.workload import WorkloadProfile, load_profile
 
 DEFAULT_MODEL = "smollm2"
-VLLM_ONLY_KEYS = ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
+# `kvtool serve` flags that `vllm serve` takes under the same name
+VLLM_FLAG_KEYS = ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
                   "gpu_memory_utilization", "seed")
 
 
@@ -64,12 +65,14 @@ def plan_startup(request: ServeRequest) -> StartupPlan:
 
 
 def vllm_argv(request: ServeRequest) -> list[str]:
-    """`vllm serve` with the profile's settings, the flags given, and the server options."""
+    """`vllm serve` with the profile's settings, the flags given, and the server options.
+
+    The API key is not on the command line (where `ps` shows it): pass it as VLLM_API_KEY.
+    """
     profile = request.load_profile()
     settings = vllm_engine_settings(profile) if profile else {}
-    settings |= {k: v for k, v in request.engine_overrides.items() if k in VLLM_ONLY_KEYS and v is not None}
-    settings |= {"host": request.host, "port": request.port, "api_key": request.api_key,
-                 "served_model_name": request.served_model_name}
+    settings |= {k: v for k, v in request.engine_overrides.items() if k in VLLM_FLAG_KEYS and v is not None}
+    settings |= {"host": request.host, "port": request.port, "served_model_name": request.served_model_name}
     model = request.model or (profile.model if profile else None) or DEFAULT_HF_MODEL
     if shutil.which("vllm") is None:
         raise KvtoolError("--backend vllm needs vLLM, and `vllm` is not on PATH.",

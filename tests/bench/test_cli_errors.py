@@ -37,8 +37,10 @@ def test_no_server_names_the_url_and_how_to_start_one():
     assert "Traceback" not in result.stderr
 
 
-def test_bad_sweep_and_slo_are_usage_errors():
-    for args in (["--sweep", "batch=1,2"], ["--slo", "ttft=fast"], ["--percentiles", "101"], ["--request-rate", "0"]):
+def test_bad_options_are_usage_errors():
+    bad = (["--sweep", "batch=1,2"], ["--slo", "ttft=fast"], ["--percentiles", "101"], ["--request-rate", "0"],
+           ["--chart", "x.png"], ["--offline", "--sweep", "max-tokens=1,2"])
+    for args in bad:
         result = runner.invoke(app, ["bench", "-n", "1", *args])
         assert isinstance(result.exception, UsageError), args
 

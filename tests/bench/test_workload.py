@@ -1,5 +1,6 @@
 import json
 import math
+import time
 
 import pytest
 
@@ -116,3 +117,16 @@ def test_sse_error_event_and_unreadable_chunk_fail_the_request():
     assert garbled.feed("data: {oops")
     record = garbled.finish(RequestRecord(1, "r1", 3))
     assert not record.success and record.error.startswith("unreadable stream chunk")
+
+
+def test_live_throughput_counts_only_the_recent_window():
+    from kvtool.bench.report import live_line
+    from kvtool.bench.runner import RunProgress
+
+    progress = RunProgress(total=10, done=3, failed=1, in_flight=2)
+    now = time.perf_counter()
+    progress.started_at = now - 20
+    progress.recent_tokens.append((now - 10, 1000))  # outside the 5 s window
+    progress.add_tokens(10)
+    assert progress.output_throughput() == pytest.approx(2.0, rel=0.01)
+    assert str(live_line(progress, "max-concurrency=8")).startswith("max-concurrency=8  done 3/10  in flight 2  failed 1")

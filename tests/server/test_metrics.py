@@ -27,6 +27,8 @@ def test_vllm_v1_metric_names_and_labels(kvtool_server):
                  "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
         labels = [dict(ls) for n, ls in samples if n == name]
         assert labels and labels[0]["model_name"] == "smollm2" and labels[0]["engine"] == "0", name
+    info = [dict(ls) for n, ls in samples if n == "vllm:cache_config_info"]
+    assert info and info[0]["block_size"] == "16" and int(info[0]["num_gpu_blocks"]) > 0
     for histogram in ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
                       "vllm:e2e_request_latency_seconds"):
         assert any(n == f"{histogram}_bucket" for n, _ in samples), histogram

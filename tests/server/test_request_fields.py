@@ -70,3 +70,18 @@ def test_stopping_at_the_16_token_default_logs_one_warning_with_the_fix(kvtool_s
     lines = [line for line in open(kvtool_server_handle.log_path) if "cmpl-warn-me" in line]
     assert len(lines) == 1 and lines[0].startswith("WARNING")
     assert "default max_tokens=16" in lines[0] and "set max_tokens in the request" in lines[0]
+
+
+def test_n_2_streams_interleave_two_choices_that_both_finish(client):
+    stream = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Pick a number."}],
+                                            n=2, max_tokens=4, stream=True, seed=1, extra_body={"ignore_eos": True})
+    finished = {c.index: c.finish_reason for chunk in stream for c in chunk.choices if c.finish_reason}
+    assert finished == {0: "length", 1: "length"}
+
+
+def test_continuous_usage_stats_count_up_in_every_chunk(client):
+    stream = client.completions.create(model="smollm2", prompt="Go:", max_tokens=4, stream=True,
+                                       stream_options={"include_usage": True, "continuous_usage_stats": True},
+                                       extra_body={"ignore_eos": True})
+    counts = [chunk.usage.completion_tokens for chunk in stream]
+    assert counts == sorted(counts) and counts[-1] == 4 and len(counts) >= 4
