@@ -13,6 +13,7 @@ import torch
 class AttentionMetadata:
     slot_mapping: torch.Tensor            # [T] int64, where each token's K/V goes
     num_decodes: int                      # the first num_decodes tokens are one-token decodes
+    decode_splits: list[int]              # decode groups of similar length: [0, ..., num_decodes]
     decode_block_tables: torch.Tensor     # [num_decodes, max_blocks] int32
     decode_context_lens: torch.Tensor     # [num_decodes] int32
     prefill_block_tables: torch.Tensor    # [num_prefills, max_blocks] int32
@@ -45,9 +46,12 @@ class PagedAttention:
         return torch.cat((self._decode(query[:nd], meta), self._prefill(query[nd:], meta)))
 
     def _decode(self, query, meta):
-        return self.ops.paged_decode_attention(
-            query, self.k_cache, self.v_cache, meta.decode_block_tables, meta.decode_context_lens,
-            self.scale, self.k_scale, self.v_scale)
+        """Decodes come sorted by length; each group is padded only to its own longest context."""
+        splits = meta.decode_splits
+        parts = [self.ops.paged_decode_attention(
+            query[a:b], self.k_cache, self.v_cache, meta.decode_block_tables[a:b], meta.decode_context_lens[a:b],
+            self.scale, self.k_scale, self.v_scale) for a, b in zip(splits, splits[1:])]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _prefill(self, query, meta):
         return self.ops.prefill_attention(

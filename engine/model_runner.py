@@ -20,6 +20,7 @@ from kvtool.kernels import get_ops
 
 GiB = 1 << 30
 CPU_KV_CACHE_CAP = 4 * GiB
+CPU_DECODE_GROUP = 8
 FP8_KV_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
 
@@ -132,12 +133,20 @@ class ModelRunner:
         return AttentionMetadata(
             slot_mapping=self._tensor(slots, torch.long),
             num_decodes=nd,
+            decode_splits=self._decode_splits(nd),
             decode_block_tables=self._block_tables(decodes),
             decode_context_lens=self._tensor([s.num_computed_tokens + 1 for s in decodes], torch.int32),
             prefill_block_tables=self._block_tables(prefills),
             prefill_cu_seqlens_q=self._tensor(cu_seqlens, torch.int32),
             prefill_context_lens=self._tensor([s.num_computed_tokens + n for s, n in zip(prefills, chunk_lens)],
                                               torch.int32))
+
+    def _decode_splits(self, num_decodes: int) -> list[int]:
+        """On CPU, up to 4 length groups so that short contexts are not padded to the longest."""
+        if self.device.type == "cuda" or num_decodes <= CPU_DECODE_GROUP:
+            return [0, num_decodes]
+        size = max(CPU_DECODE_GROUP, -(-num_decodes // 4))
+        return list(range(0, num_decodes, size)) + [num_decodes]
 
     def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
         width = max((len(s.block_table) for s in seqs), default=0)

@@ -14,7 +14,7 @@ from kvtool.engine.sequence import Sequence, SequenceStatus
 
 @dataclass
 class SchedulerOutput:
-    """One step's work: decodes (one token each) first, then prefill chunks."""
+    """One step's work: decodes (one token each, shortest first), then prefill chunks."""
 
     seqs: list[Sequence]
     num_new_tokens: list[int]
@@ -62,7 +62,7 @@ class Scheduler:
         budget, preempted = self._schedule_running(scheduled, budget)
         if not preempted:
             self._schedule_waiting(scheduled, budget)
-        scheduled.sort(key=lambda item: item[1] != 1)   # decodes first, stable otherwise
+        scheduled.sort(key=lambda item: (item[1] != 1, len(item[0]) if item[1] == 1 else 0))  # decodes first, by length
         seqs = [seq for seq, _ in scheduled]
         counts = [n for _, n in scheduled]
         return SchedulerOutput(seqs, counts, sum(1 for n in counts if n == 1))

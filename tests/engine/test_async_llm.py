@@ -1,0 +1,85 @@
+"""The async front: streaming deltas, abort by request or by closing the stream, shutdown."""
+
+import asyncio
+
+import pytest
+from engine_cases import prompts_of
+
+from kvtool.engine.async_llm import AsyncLLM
+from kvtool.engine.config import SamplingParams
+from kvtool.engine.limits import RequestTooLongError
+
+GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def async_llm(tiny_llm):
+    return AsyncLLM(tiny_llm.engine)
+
+
+async def collect(llm, prompt, request_id, params=GREEDY):
+    return [out async for out in llm.generate(prompt, params, request_id)]
+
+
+async def wait_until_idle(llm):
+    for _ in range(200):
+        stats = llm.stats()
+        if stats.num_running == stats.num_waiting == 0 and stats.kv_cache_usage == 0.0:
+            return stats
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"engine still busy: {llm.stats()}")
+
+
+def test_streams_deltas_that_add_up_and_match_offline(async_llm, tiny_llm):
+    prompts = prompts_of([9, 30])
+    expected = [o.outputs[0].token_ids for o in tiny_llm.generate(prompts, GREEDY, use_tqdm=False)]
+
+    async def main():
+        return await asyncio.gather(*(collect(async_llm, p, f"s{i}") for i, p in enumerate(prompts)))
+
+    for stream, tokens in zip(asyncio.run(main()), expected):
+        assert stream[-1].finished and not any(o.finished for o in stream[:-1])
+        assert [t for o in stream for t in o.outputs[0].delta_token_ids] == tokens
+
+
+def test_abort_and_closed_streams_free_their_blocks(async_llm):
+    long = SamplingParams(max_tokens=200, ignore_eos=True)
+
+    async def main():
+        aborted = asyncio.create_task(collect(async_llm, prompts_of([20])[0], "a", long))
+        stream = async_llm.generate(prompts_of([25])[0], long, "b")
+        await stream.__anext__()
+        await stream.aclose()                      # a client that went away
+        await asyncio.sleep(0.05)
+        await async_llm.abort("a")
+        outputs = await aborted
+        return outputs[-1], await wait_until_idle(async_llm)
+
+    last, stats = asyncio.run(main())
+    assert last.finished and last.outputs[0].finish_reason == "abort"
+    assert stats.num_free_blocks == stats.num_blocks - 1
+
+
+def test_too_long_request_raises_before_the_first_output(async_llm):
+    async def main():
+        await collect(async_llm, prompts_of([600])[0], "long")
+
+    with pytest.raises(RequestTooLongError):
+        asyncio.run(main())
+
+
+def test_shutdown_aborts_running_requests(tiny_llama):
+    from kvtool.engine.config import EngineConfig
+    llm = AsyncLLM.from_config(EngineConfig(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
+    assert llm.config.max_model_len == 512 and llm.kv_cache_info.num_blocks > 0
+
+    async def main():
+        task = asyncio.create_task(collect(llm, prompts_of([10])[0], "x", SamplingParams(max_tokens=400,
+                                                                                         ignore_eos=True)))
+        await asyncio.sleep(0.2)
+        await llm.shutdown()
+        return await task
+
+    outputs = asyncio.run(main())
+    assert outputs[-1].outputs[0].finish_reason == "abort"
+    assert llm.stats().kv_cache_usage == 0.0

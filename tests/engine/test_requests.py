@@ -1,0 +1,64 @@
+"""Request checks: vLLM's length errors, the clamp policy, bad prompts."""
+
+import pytest
+from engine_cases import prompts_of
+
+from kvtool.engine.config import EngineConfig, SamplingParams
+from kvtool.engine.limits import RequestTooLongError
+from kvtool.engine.llm import LLM
+from kvtool.errors import UsageError
+
+
+@pytest.fixture(scope="module")
+def short_llm(tiny_llama):
+    return LLM(str(tiny_llama[0]), dtype="float32", max_model_len=64, kv_cache_memory=1 << 20)
+
+
+def test_prompt_plus_max_tokens_over_the_context_is_rejected(short_llm):
+    with pytest.raises(RequestTooLongError) as failure:
+        short_llm.generate(prompts_of([40]), SamplingParams(max_tokens=30), use_tqdm=False)
+    assert failure.value.param == "max_tokens" or failure.value.param == "input_tokens"
+    assert "64" in str(failure.value)
+    assert not short_llm.engine.has_unfinished_requests()
+
+
+def test_prompt_alone_over_the_context_is_rejected(short_llm):
+    with pytest.raises(RequestTooLongError) as failure:
+        short_llm.generate(prompts_of([70]), SamplingParams(max_tokens=1), use_tqdm=False)
+    assert failure.value.param == "input_tokens"
+
+
+def test_clamp_lowers_max_tokens_to_the_room_left(tiny_llama):
+    llm = LLM(str(tiny_llama[0]), dtype="float32", max_model_len=64, kv_cache_memory=1 << 20, overflow="clamp")
+    output = llm.generate(prompts_of([40]), SamplingParams(max_tokens=30, ignore_eos=True), use_tqdm=False)[0]
+    assert len(output.outputs[0].token_ids) == 24 and output.outputs[0].finish_reason == "length"
+
+
+def test_max_tokens_none_means_the_rest_of_the_context(short_llm):
+    output = short_llm.generate(prompts_of([50]), SamplingParams(max_tokens=None, ignore_eos=True),
+                                use_tqdm=False)[0]
+    assert len(output.outputs[0].token_ids) == 14
+
+
+@pytest.mark.parametrize("prompt", [[], [3, 9999], ["a"]])
+def test_bad_token_prompts_are_usage_errors(short_llm, prompt):
+    with pytest.raises(UsageError):
+        short_llm.generate([prompt] if prompt else [[]], use_tqdm=False)
+
+
+def test_text_prompt_without_a_tokenizer_is_a_usage_error(short_llm):
+    with pytest.raises(UsageError, match="no tokenizer"):
+        short_llm.generate("hello", use_tqdm=False)
+
+
+@pytest.mark.parametrize("bad", [dict(dtype="float64"), dict(kv_cache_dtype="int4"), dict(block_size=0),
+                                 dict(overflow="drop"), dict(gpu_memory_utilization=1.5),
+                                 dict(tensor_parallel_size=2)])
+def test_bad_engine_config_is_a_usage_error(bad):
+    with pytest.raises(UsageError):
+        EngineConfig(**bad)
+
+
+def test_unknown_engine_argument_is_named():
+    with pytest.raises(UsageError, match="max_num_seq"):
+        EngineConfig.from_kwargs(max_num_seq=4)
