@@ -24,7 +24,9 @@ def plot_sweep(parameter: str, values: tuple[float, ...], rows: list[dict], path
     labels = [f"{v:g}" for v in values]
     figure, axes = plt.subplots(1, len(chosen), figsize=(3.6 * len(chosen), 3.2), layout="constrained")
     for axis, (key, label) in zip(axes, chosen):
-        axis.plot(labels, [row.get(key) or 0.0 for row in rows], marker="o")
+        ys = [row.get(key) or 0.0 for row in rows]
+        axis.plot(labels, ys, marker="o")
+        axis.set_ylim(0, max(ys) * 1.1 or 1)
         axis.set_xlabel(parameter)
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)

@@ -1,5 +1,6 @@
 """Rich renderables for a run: the live line, the result tables, the sweep table."""
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -86,8 +87,10 @@ def _failures_table(failures: dict[str, int]) -> Table:
 
 def sweep_table(parameter: str, values: tuple[float, ...], results: list[BenchResult], percentile: float = 99.0) -> Table:
     p = f"p{percentile:g}"
-    table = Table(title=f"Sweep over {parameter}", title_justify="left", caption="latencies in ms; the last three columns from /metrics")
-    headings = [parameter, "ok/fail", "req/s", "tok/s", f"{p} TTFT", f"{p} TPOT", f"{p} ITL", "preempt", "KV peak", "waiting"]
+    table = Table(title=f"Sweep over {parameter}", title_justify="left", box=box.SIMPLE_HEAD, padding=0, show_edge=False,
+                  caption="latencies in ms; the last three columns from /metrics", caption_justify="left")
+    headings = [parameter.replace("-", "-\n", 1), "ok/\nfailed", "req/s", "out\ntok/s", f"{p}\nTTFT", f"{p}\nTPOT",
+                f"{p}\nITL", "pre-\nempted", "KV\npeak", "peak\nwaiting"]
     for heading in headings:
         table.add_column(heading, justify="right")
     for value, result in zip(values, results):

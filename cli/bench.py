@@ -42,6 +42,7 @@ def bench(
     max_concurrency: Annotated[int | None, typer.Option(min=1, help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
     duration: Annotated[float | None, typer.Option(min=0.0, help="Stop sending new requests after this many seconds.", rich_help_panel=LOAD)] = None,
     warmups: Annotated[int, typer.Option(min=0, help="Requests sent one by one before measuring.", rich_help_panel=LOAD)] = 0,
+    request_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds a request may wait for its next chunk before it fails.", rich_help_panel=LOAD)] = 600.0,
     sweep: Annotated[str | None, typer.Option(help="One run per value: max-concurrency=1,8,32 | request-rate=1,4,inf | max-tokens=256,1024.", rich_help_panel=LOAD)] = None,
     percentiles: Annotated[str, typer.Option(help="Percentiles to report.", rich_help_panel=METRICS)] = "50,90,99",
     slo: Annotated[str | None, typer.Option(help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms (also e2el).", rich_help_panel=METRICS)] = None,
@@ -72,6 +73,7 @@ def bench(
         base_url=url, endpoint=endpoint.value, model=model, num_prompts=num_prompts, request_rate=request_rate,
         burstiness=burstiness, max_concurrency=max_concurrency, duration_s=duration, warmups=warmups, max_tokens=max_tokens,
         ignore_eos=ignore_eos, seed=seed, slo=parse_slo(slo) if slo else None, percentiles=parse_percentiles(percentiles),
+        request_timeout_s=request_timeout,
     )
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)

@@ -49,10 +49,10 @@ class IncrementalDetokenizer:
 
     def _check_stop(self, new_from: int) -> str | None:
         start = max(0, new_from - self.hold_back)
-        for stop in self.stop:
-            at = self.text.find(stop, start)
-            if at != -1:
-                self.text = self.text[:at + len(stop)] if self.include_stop else self.text[:at]
-                self.num_sent = min(self.num_sent, len(self.text))
-                return stop
-        return None
+        found = [(at, stop) for stop in self.stop if (at := self.text.find(stop, start)) != -1]
+        if not found:
+            return None
+        at, stop = min(found)
+        self.text = self.text[:at + len(stop)] if self.include_stop else self.text[:at]
+        self.num_sent = min(self.num_sent, len(self.text))
+        return stop

@@ -30,8 +30,13 @@ class LLM:
         prompts = _as_prompt_list(prompts)
         params = _as_params_list(sampling_params, len(prompts))
         request_ids = [str(next(self._ids)) for _ in prompts]
-        for request_id, prompt, param in zip(request_ids, prompts, params):
-            self.engine.add_request(request_id, prompt, param)
+        try:
+            for request_id, prompt, param in zip(request_ids, prompts, params):
+                self.engine.add_request(request_id, prompt, param)
+        except Exception:   # one bad prompt: none of this call's requests stay queued
+            for request_id in request_ids:
+                self.engine.abort_request(request_id)
+            raise
         finished = self._run(len(prompts), use_tqdm)
         return [finished[request_id] for request_id in request_ids]
 

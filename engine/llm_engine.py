@@ -1,5 +1,6 @@
 """LLMEngine: requests in, one scheduled model step at a time, RequestOutputs out."""
 
+import dataclasses
 import logging
 import time
 
@@ -30,8 +31,8 @@ class LLMEngine:
         self.spec = startup.engine_spec(hf_config, source.name, dtype)
         max_model_len = startup.resolve_max_model_len(config, self.spec)
         batched_tokens, max_seqs = startup.resolve_scheduler_limits(config, max_model_len, self.device)
-        self.config = config.__class__(**{**vars(config), "max_model_len": max_model_len,
-                                          "max_num_batched_tokens": batched_tokens, "max_num_seqs": max_seqs})
+        self.config = dataclasses.replace(config, max_model_len=max_model_len,
+                                          max_num_batched_tokens=batched_tokens, max_num_seqs=max_seqs)
         eos = eos_token_ids(self.tokenizer, hf_config)
         self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)
         self.kv_cache_info = startup.plan_kv_cache(self.config, self.spec, self.model_runner.available_kv_bytes(),

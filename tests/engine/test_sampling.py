@@ -18,11 +18,11 @@ def test_default_max_tokens_is_16_as_in_vllm(smollm2_llm):
 
 
 def test_seeded_sampling_repeats_and_top_k_1_is_greedy(smollm2_llm):
-    seeded = dict(max_tokens=12, temperature=1.5, seed=7, ignore_eos=True)
+    seeded = dict(max_tokens=6, temperature=1.5, seed=7, ignore_eos=True)
     assert first(smollm2_llm, **seeded).token_ids == first(smollm2_llm, **seeded).token_ids
-    greedy = first(smollm2_llm, max_tokens=12, temperature=0.0, ignore_eos=True).token_ids
-    assert first(smollm2_llm, max_tokens=12, temperature=1.0, top_k=1, seed=3, ignore_eos=True).token_ids == greedy
-    assert first(smollm2_llm, max_tokens=12, temperature=1.0, top_p=1e-6, ignore_eos=True).token_ids == greedy
+    greedy = first(smollm2_llm, max_tokens=6, temperature=0.0, ignore_eos=True).token_ids
+    assert first(smollm2_llm, max_tokens=6, temperature=1.0, top_k=1, seed=3, ignore_eos=True).token_ids == greedy
+    assert first(smollm2_llm, max_tokens=6, temperature=1.0, top_p=1e-6, ignore_eos=True).token_ids == greedy
 
 
 def test_penalties_change_a_repetitive_greedy_output(smollm2_llm):

@@ -20,9 +20,9 @@ def test_engine_allocates_what_plan_predicts(tiny_llm, tiny_llama):
     assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency) == \
         (plan.num_blocks, plan.kv_cache_tokens, plan.max_concurrency)
     assert tiny_llm.engine.stats().num_blocks == plan.num_blocks
-    k_cache = tiny_llm.engine.model_runner.kv_cache
-    assert k_cache.shape[2] == plan.num_blocks
-    assert k_cache[0].numel() * k_cache.element_size() // 16 // plan.num_blocks == plan.kv_bytes_per_token
+    kv_cache = tiny_llm.engine.model_runner.kv_cache
+    assert kv_cache.shape[2] == plan.num_blocks
+    assert kv_cache.numel() * kv_cache.element_size() // (16 * plan.num_blocks) == plan.kv_bytes_per_token
 
 
 def test_fp8_kv_cache_holds_twice_the_blocks(tiny_llama):
