@@ -45,13 +45,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def distribution(name: str, values_s: list[float], percentiles: tuple[float, ...]) -> dict[str, float]:
-    """mean/median/std/pXX of one metric, in milliseconds, under vLLM's key names."""
+    """mean/median/std/max/pXX of one metric, in milliseconds, under vLLM's key names."""
     ms = [v * 1000 for v in values_s] or [0.0]
     mean = sum(ms) / len(ms)
     stats = {
         f"mean_{name}_ms": mean,
         f"median_{name}_ms": percentile(ms, 50),
         f"std_{name}_ms": math.sqrt(sum((v - mean) ** 2 for v in ms) / len(ms)),
+        f"max_{name}_ms": max(ms),
     }
     stats.update({f"p{q:g}_{name}_ms": percentile(ms, q) for q in percentiles})
     return stats

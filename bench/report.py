@@ -55,11 +55,11 @@ def _latency_table(result: BenchResult) -> Table:
     percentiles = result.config.percentiles
     table = Table(title="Latency (ms)", title_justify="left")
     table.add_column("metric", style="bold")
-    for heading in ["mean", *(f"p{q:g}" for q in percentiles)]:
+    for heading in ["mean", *(f"p{q:g}" for q in percentiles), "max"]:
         table.add_column(heading, justify="right")
     table.add_column("definition", style="dim")
     for key, name, definition in LATENCY_ROWS:
-        values = [result.summary[f"mean_{key}_ms"], *(result.summary[f"p{q:g}_{key}_ms"] for q in percentiles)]
+        values = [result.summary[f"{stat}_{key}_ms"] for stat in ["mean", *(f"p{q:g}" for q in percentiles), "max"]]
         table.add_row(name, *(f"{v:.1f}" for v in values), definition)
     return table
 

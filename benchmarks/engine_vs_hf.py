@@ -65,8 +65,11 @@ def main() -> None:
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--skip-hf", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: torch's)")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from kvtool.engine.loader import resolve_model_source
     folder = str(resolve_model_source(args.model).folder)

@@ -55,6 +55,7 @@ def test_summary_counts_tokens_from_usage_and_reports_failures():
     assert summary["output_throughput"] == pytest.approx(4.5)
     assert summary["mean_ttft_ms"] == pytest.approx(200)
     assert summary["p99_tpot_ms"] == pytest.approx(100)
+    assert summary["max_e2el_ms"] == pytest.approx(400)
     assert summary["failures"] == {"HTTP 400: too long": 1}
 
 
