@@ -12,6 +12,7 @@ from kvtool.engine.config import EngineConfig, SamplingParams
 from kvtool.engine.llm_engine import LLMEngine
 from kvtool.engine.outputs import RequestOutput
 from kvtool.engine.scheduler import SchedulerStats
+from kvtool.errors import KvtoolError, UsageError
 
 
 class AsyncLLM:
@@ -48,13 +49,22 @@ class AsyncLLM:
     async def generate(self, prompt: str | list[int], params: SamplingParams,
                        request_id: str) -> AsyncIterator[RequestOutput]:
         """Stream the request's outputs; RequestTooLongError before the first one when it cannot fit."""
+        if request_id in self._queues:
+            raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
         queue: asyncio.Queue = asyncio.Queue()
-        with self._lock:
-            self.engine.add_request(request_id, prompt, params)
-        self._queues[request_id] = queue
-        self._start_loop()
-        finished = False
+        self._queues[request_id] = queue    # before the add, so that no output can arrive unrouted
+        finished = rejected = False
         try:
+            # The step thread holds the lock for a whole step: wait for it off the event loop.
+            await asyncio.to_thread(self._add_request, request_id, prompt, params)
+        except KvtoolError:
+            rejected = True
+            raise
+        finally:
+            if rejected:
+                self._queues.pop(request_id, None)
+        try:
+            self._start_loop()
             while not finished:
                 output = await queue.get()
                 if isinstance(output, BaseException):
@@ -71,8 +81,8 @@ class AsyncLLM:
         self._request_abort(request_id)
 
     def stats(self) -> SchedulerStats:
-        with self._lock:
-            return self.engine.stats()
+        """A snapshot of counters; read without the lock so that a scrape never waits for a step."""
+        return self.engine.stats()
 
     async def shutdown(self) -> None:
         """Abort what is still running and stop the step loop."""
@@ -85,6 +95,10 @@ class AsyncLLM:
             self._wakeup.set()
         if self._loop_task is not None:
             await self._loop_task
+
+    def _add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams) -> None:
+        with self._lock:
+            self.engine.add_request(request_id, prompt, params)
 
     def _abort_now(self, request_id: str) -> RequestOutput | None:
         with self._lock:
