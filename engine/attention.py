@@ -13,12 +13,12 @@ import torch
 class AttentionMetadata:
     slot_mapping: torch.Tensor            # [T] int64, where each token's K/V goes
     num_decodes: int                      # the first num_decodes tokens are one-token decodes
-    decode_splits: list[int]              # decode groups of similar length: [0, ..., num_decodes]
     decode_block_tables: torch.Tensor     # [num_decodes, max_blocks] int32
     decode_context_lens: torch.Tensor     # [num_decodes] int32
     prefill_block_tables: torch.Tensor    # [num_prefills, max_blocks] int32
     prefill_cu_seqlens_q: torch.Tensor    # [num_prefills + 1] int32
     prefill_context_lens: torch.Tensor    # [num_prefills] int32
+    decode_splits: list[int] | None = None  # decode groups of similar length [0, ..., num_decodes]; None: one
 
     @property
     def num_prefills(self) -> int:
@@ -47,7 +47,7 @@ class PagedAttention:
 
     def _decode(self, query, meta):
         """Decodes come sorted by length; each group is padded only to its own longest context."""
-        splits = meta.decode_splits
+        splits = meta.decode_splits or [0, len(query)]
         parts = [self.ops.paged_decode_attention(
             query[a:b], self.k_cache, self.v_cache, meta.decode_block_tables[a:b], meta.decode_context_lens[a:b],
             self.scale, self.k_scale, self.v_scale) for a, b in zip(splits, splits[1:])]
