@@ -59,7 +59,7 @@ def resolve_dtype(dtype: str, hf_config, device):
     import torch
     if dtype != "auto":
         return getattr(torch, dtype)
-    declared = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None)
+    declared = getattr(hf_config, "dtype", None)   # transformers 5 name; reading `torch_dtype` warns
     declared = getattr(torch, declared) if isinstance(declared, str) else declared
     if declared in (torch.bfloat16, torch.float16):
         return declared
