@@ -39,6 +39,8 @@ class KvtoolServer(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def handle_exit(self, sig, frame) -> None:
+        if self.should_exit:
+            return  # a repeated signal: the shutdown under way is already bounded by its grace period
         super().handle_exit(sig, frame)
         if self.loop is not None:
             self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self.on_signal()))
