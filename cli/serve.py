@@ -10,7 +10,7 @@ from rich.console import Console
 
 from kvtool.cli.exit_codes import ExitCode
 from kvtool.engine.limits import KVCacheTooSmallError, format_kv_cache_log
-from kvtool.engine.units import format_gib
+from kvtool.engine.units import GiB, format_gib
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 PROFILE, MODEL, ENGINE, REQUESTS, SERVER = "Profile", "Model", "Engine", "Requests", "Server"
@@ -104,7 +104,7 @@ def _render_plan(plan) -> None:
 
 
 def _format_bytes(num_bytes: int) -> str:
-    return f"{format_gib(num_bytes)} GiB" if num_bytes >= 1 << 30 else f"{num_bytes / (1 << 20):.0f} MiB"
+    return f"{format_gib(num_bytes)} GiB" if num_bytes >= GiB else f"{num_bytes / (1 << 20):.0f} MiB"
 
 
 def _render_ready(plan, engine, settings) -> None:

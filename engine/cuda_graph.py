@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from kvtool.engine.attention import AttentionMetadata
+from kvtool.engine.units import GiB
 
 logger = logging.getLogger("kvtool.engine")
 
@@ -114,6 +115,6 @@ def capture_decode_graphs(model, config, device) -> CUDAGraphRunner | None:
     start, free_before = time.perf_counter(), torch.cuda.mem_get_info(device)[0]
     runner = CUDAGraphRunner(model, config.max_num_seqs, config.max_model_len, config.block_size, device)
     runner.capture()
-    took = (free_before - torch.cuda.mem_get_info(device)[0]) / (1 << 30)
+    took = (free_before - torch.cuda.mem_get_info(device)[0]) / GiB
     logger.info("Graph capturing finished in %.0f secs, took %.2f GiB", time.perf_counter() - start, took)
     return runner

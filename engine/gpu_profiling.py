@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from kvtool.engine.attention import AttentionMetadata
+from kvtool.engine.units import GiB
 from kvtool.errors import KvtoolError
 
-GiB = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from kvtool.engine.loader import load_model
 from kvtool.engine.sampler import Sampler
 from kvtool.engine.scheduler import SchedulerOutput
 from kvtool.engine.sequence import Sequence
+from kvtool.engine.units import GiB
 from kvtool.kernels import get_ops
 
-GiB = 1 << 30
 CPU_KV_CACHE_CAP = 4 * GiB
 CPU_DECODE_GROUP = 8
 FP8_KV_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
