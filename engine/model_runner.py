@@ -18,6 +18,7 @@ from kvtool.engine.scheduler import SchedulerOutput
 from kvtool.engine.sequence import Sequence
 from kvtool.engine.units import GiB
 from kvtool.kernels import get_ops
+from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
 CPU_KV_CACHE_CAP = 4 * GiB
 CPU_DECODE_GROUP = 8
@@ -51,6 +52,9 @@ class ModelRunner:
         self.graph_runner = None
         self.model = load_model(source, hf_config, self.ops, dtype, device, max(
             max_model_len, getattr(hf_config, "max_position_embeddings", 0)), config.load_format, config.seed)
+        if can_pack(device, dtype):
+            self.model.untie_lm_head()
+            pack_linears(self.model)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
         self.kv_cache: torch.Tensor | None = None
 
@@ -142,8 +146,8 @@ class ModelRunner:
                                               torch.int32))
 
     def _decode_splits(self, num_decodes: int) -> list[int]:
-        """On CPU, up to 4 length groups so that short contexts are not padded to the longest."""
-        if self.device.type == "cuda" or num_decodes <= CPU_DECODE_GROUP:
+        """For the torch reference, up to 4 length groups so that short contexts are not padded to the longest."""
+        if self.ops.backend != "torch" or num_decodes <= CPU_DECODE_GROUP:
             return [0, num_decodes]
         size = max(CPU_DECODE_GROUP, -(-num_decodes // 4))
         return list(range(0, num_decodes, size)) + [num_decodes]

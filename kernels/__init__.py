@@ -1,4 +1,5 @@
-"""Attention, KV-cache and fused ops: Triton kernels on CUDA, plain-PyTorch references elsewhere.
+"""Attention, KV-cache and fused ops: Triton kernels on CUDA; on CPU the plain-PyTorch references,
+with decode attention in a C kernel where one can be built.
 
 `get_ops(device)` returns the six functions the model runner calls; both sets share signatures.
 """
@@ -12,7 +13,7 @@ OP_NAMES = ("store_kv", "paged_decode_attention", "prefill_attention",
 
 @dataclass(frozen=True)
 class KernelOps:
-    """One implementation of each op; `backend` is "triton" or "torch"."""
+    """One implementation of each op; `backend` is "triton", "cpu" (C decode attention) or "torch"."""
 
     backend: str
     store_kv: Callable
@@ -24,10 +25,15 @@ class KernelOps:
 
 
 def get_ops(device) -> KernelOps:
-    """Triton kernels for a CUDA device when triton imports; the torch references otherwise."""
+    """Triton kernels for a CUDA device when triton imports; on CPU the C kernels when they build;
+    the torch references otherwise."""
     if _device_type(device) == "cuda" and _triton_available():
         from kvtool.kernels import triton_ops
         return _ops_from("triton", triton_ops)
+    if _device_type(device) == "cpu":
+        from kvtool.kernels import cpu_ops
+        if cpu_ops.available():
+            return _ops_from("cpu", cpu_ops)
     from kvtool.kernels import reference
     return _ops_from("torch", reference)
 

@@ -10,7 +10,8 @@ from paged_cases import BLOCK_SIZE, filled_caches, naive_attention
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 
 
-def test_get_ops_on_cpu_returns_the_references():
+def test_get_ops_on_cpu_without_c_kernels_returns_the_references(monkeypatch):
+    monkeypatch.setenv("KVTOOL_CPU_KERNELS", "0")
     ops = get_ops("cpu")
     assert ops.backend == "torch"
     assert ops.paged_decode_attention is reference.paged_decode_attention

@@ -136,7 +136,8 @@ def test_get_ops_on_cpu_never_imports_triton():
     code = ("import sys, torch; from kvtool.kernels import get_ops; ops = get_ops('cpu'); "
             "print(ops.backend, 'triton' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["torch", "False"]
+    backend, triton_imported = result.stdout.split()
+    assert backend in ("cpu", "torch") and triton_imported == "False"
 
 
 @pytest.mark.gpu

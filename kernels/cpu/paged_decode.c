@@ -1,0 +1,57 @@
+/* Paged decode attention for the CPU: one query token per sequence over its whole cached context,
+ * read in place through the block table (no gather, no padding).
+ *
+ * Same contract as `paged_decode_attention` in kernels/reference.py: query [B, Hq, D], caches
+ * [num_blocks, block_size, Hkv, D], block_tables [B, table_stride] int32, context_lens [B] int32,
+ * out [B, Hq, D]. Query, caches and out share one dtype: fp32 or bf16. Math is fp32.
+ *
+ * Two passes per sequence: scores for every cached token (16 tokens at a time), then the softmax and
+ * the weighted sum of V. Sequences are spread over OpenMP threads. Built at run time with
+ * -march=native by kernels/cpu_build.py; the AVX-512 path is taken where the compiler offers it.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+enum { TILE = 16 };
+
+typedef struct {
+    const void *query, *k_cache, *v_cache;
+    const int32_t *block_tables, *context_lens;
+    void *out;
+    int64_t num_seqs, num_heads, num_kv_heads, head_dim, block_size, table_stride;
+    float scale;
+    int32_t dtype, num_threads;
+} DecodeArgs;
+
+static int64_t row_of(const DecodeArgs *a, const int32_t *table, int64_t t) {
+    return ((int64_t)table[t / a->block_size] * a->block_size + t % a->block_size) * a->num_kv_heads;
+}
+
+#if defined(__AVX512F__)
+#include "paged_decode_avx512.h"
+#else
+#include "paged_decode_portable.h"
+#endif
+
+/* floats one thread needs: the scaled query, a K tile or the output sums, and the scores */
+static int64_t scratch_floats(const DecodeArgs *a) {
+    int64_t longest = 0;
+    for (int64_t b = 0; b < a->num_seqs; b++)
+        if (a->context_lens[b] > longest) longest = a->context_lens[b];
+    return 2 * a->num_heads * a->head_dim + TILE * a->head_dim + a->num_heads + (longest + TILE) * a->num_heads;
+}
+
+void kvtool_paged_decode(const DecodeArgs *a) {
+    int64_t scratch_size = scratch_floats(a);
+    #pragma omp parallel num_threads(a->num_threads)
+    {
+        float *scratch = malloc(sizeof(float) * scratch_size);
+        /* longest sequences last in the batch (the runner sorts them); start there for balance */
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t b = a->num_seqs - 1; b >= 0; b--)
+            attend_sequence(a, b, scratch);
+        free(scratch);
+    }
+}

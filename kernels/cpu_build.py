@@ -1,0 +1,106 @@
+"""Compiles the C kernels in `kernels/cpu/` once per machine and loads them through ctypes.
+
+The library is built with the system C compiler for this very CPU (`-march=native`) and cached
+under $KVTOOL_CACHE_DIR/kernels (default ~/.cache/kvtool/kernels), keyed by the sources, the flags,
+the compiler and the CPU's feature flags. Without a compiler, or with KVTOOL_CPU_KERNELS=0, there is
+no library and the torch references do the work.
+"""
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger("kvtool.kernels")
+
+_ptr, _i64, _i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+# The exported functions and their C argument types (see the .c files); all return void.
+SIGNATURES = {
+    "kvtool_paged_decode": [_ptr],
+    "kvtool_rms_norm": [_ptr] * 5 + [_i64, _i64, ctypes.c_float, _i32, _i32],
+    "kvtool_silu_and_mul": [_ptr, _ptr, _i64, _i64, _i32, _i32],
+    "kvtool_rotary": [_ptr, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i64, _i64, _i32, _i32],
+}
+
+SOURCE_DIR = Path(__file__).parent / "cpu"
+SOURCES = ("paged_decode.c", "fused_ops.c")
+# Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
+# semantics and does not switch the process to flush-to-zero.
+FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fassociative-math", "-fno-signed-zeros",
+         "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC"]
+
+
+def cpu_kernels_enabled() -> bool:
+    """KVTOOL_CPU_KERNELS=0 keeps the CPU path on plain torch (the references, unpacked weights)."""
+    return os.environ.get("KVTOOL_CPU_KERNELS", "1") != "0"
+
+
+def load_library() -> ctypes.CDLL | None:
+    """The compiled kernels, or None when they are turned off or cannot be built."""
+    return _compiled_library() if cpu_kernels_enabled() else None
+
+
+@functools.cache
+def _compiled_library() -> ctypes.CDLL | None:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        logger.info("no C compiler found; CPU attention runs on the torch reference")
+        return None
+    try:
+        library = ctypes.CDLL(str(build_library(compiler, cache_dir())))
+    except (OSError, subprocess.SubprocessError) as error:
+        logger.warning("CPU kernels unavailable (%s); the torch references run instead", _first_line(error))
+        return None
+    for name, argtypes in SIGNATURES.items():
+        function = getattr(library, name)
+        function.argtypes, function.restype = argtypes, None
+    return library
+
+
+def build_library(compiler: str, folder: Path) -> Path:
+    """The shared library for this machine in `folder`, compiled unless an identical build is there."""
+    target = folder / f"kvtool_cpu-{_build_key(compiler)}.so"
+    if not target.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder) as scratch:
+            built = Path(scratch) / target.name
+            sources = [str(SOURCE_DIR / name) for name in SOURCES]
+            subprocess.run([compiler, *FLAGS, *sources, "-o", str(built), "-lm"],
+                           check=True, capture_output=True, text=True, timeout=120)
+            os.replace(built, target)   # atomic: a concurrent start sees no half-written file
+    return target
+
+
+def _build_key(compiler: str) -> str:
+    digest = hashlib.sha256()
+    for source in sorted(SOURCE_DIR.iterdir()):
+        digest.update(source.name.encode() + source.read_bytes())
+    digest.update(" ".join([compiler, *FLAGS, _compiler_version(compiler), _cpu_flags()]).encode())
+    return digest.hexdigest()[:16]
+
+
+def _compiler_version(compiler: str) -> str:
+    return subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+
+
+def _cpu_flags() -> str:
+    """The CPU's feature list: a library built with -march=native must not run on another CPU."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line for line in lines if line.startswith(("flags", "Features"))), "")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("KVTOOL_CACHE_DIR") or Path.home() / ".cache" / "kvtool") / "kernels"
+
+
+def _first_line(error: Exception) -> str:
+    text = getattr(error, "stderr", None) or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

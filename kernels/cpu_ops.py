@@ -1,0 +1,106 @@
+"""The CPU set of ops: C kernels where they apply, the torch references for everything else.
+
+Each op keeps its reference's signature (kernels/reference.py) and falls back to it for what the
+C kernels do not cover: fp16 and fp8, head dims that are not a multiple of 16, non-CPU tensors.
+"""
+
+import ctypes
+
+import torch
+
+from kvtool.kernels import reference
+from kvtool.kernels.cpu_build import load_library
+from kvtool.kernels.reference import prefill_attention, store_kv
+
+__all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
+           "rms_norm", "rotary_embedding", "silu_and_mul", "available"]
+
+DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
+
+
+class DecodeArgs(ctypes.Structure):
+    """Mirrors `DecodeArgs` in cpu/paged_decode.c."""
+
+    _fields_ = [("query", ctypes.c_void_p), ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
+                ("block_tables", ctypes.c_void_p), ("context_lens", ctypes.c_void_p), ("out", ctypes.c_void_p),
+                ("num_seqs", ctypes.c_int64), ("num_heads", ctypes.c_int64), ("num_kv_heads", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64), ("block_size", ctypes.c_int64), ("table_stride", ctypes.c_int64),
+                ("scale", ctypes.c_float), ("dtype", ctypes.c_int32), ("num_threads", ctypes.c_int32)]
+
+
+def available() -> bool:
+    return load_library() is not None
+
+
+def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
+                           k_scale=1.0, v_scale=1.0):
+    """One query token per sequence over its whole context, read in place from the paged cache."""
+    if not (_covered(query, k_cache) and query.shape[-1] % 16 == 0 and k_cache.is_contiguous() and len(query)):
+        return reference.paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
+                                                k_scale, v_scale)
+    query = query.contiguous()
+    tables = block_tables.to(torch.int32).contiguous()
+    lens = context_lens.to(torch.int32).contiguous()
+    out = torch.empty_like(query)
+    num_seqs, num_heads, head_dim = query.shape
+    args = DecodeArgs(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(), lens.data_ptr(),
+                      out.data_ptr(), num_seqs, num_heads, k_cache.shape[2], head_dim, k_cache.shape[1],
+                      tables.shape[1], scale, DTYPE_CODES[query.dtype], torch.get_num_threads())
+    load_library().kvtool_paged_decode(ctypes.addressof(args))
+    return out
+
+
+def rms_norm(x, weight, eps, residual=None):
+    """RMSNorm in fp32; with a residual, adds it to x first and also returns the sum."""
+    if not (_covered(x, weight, residual) and weight.is_contiguous()):
+        return reference.rms_norm(x, weight, eps, residual)
+    x = x.contiguous()
+    residual = None if residual is None else residual.contiguous()
+    out = torch.empty_like(x)
+    summed = None if residual is None else torch.empty_like(x)
+    load_library().kvtool_rms_norm(
+        _ptr(x), _ptr(residual), _ptr(weight), _ptr(out), _ptr(summed), x.numel() // x.shape[-1], x.shape[-1],
+        eps, DTYPE_CODES[x.dtype], torch.get_num_threads())
+    return out if residual is None else (out, summed)
+
+
+def silu_and_mul(x):
+    """x [T, 2I] -> silu(x[:, :I]) * x[:, I:]"""
+    if not _covered(x):
+        return reference.silu_and_mul(x)
+    x = x.contiguous()
+    width = x.shape[-1] // 2
+    out = x.new_empty(*x.shape[:-1], width)
+    load_library().kvtool_silu_and_mul(_ptr(x), _ptr(out), x.numel() // x.shape[-1], width,
+                                       DTYPE_CODES[x.dtype], torch.get_num_threads())
+    return out
+
+
+def rotary_embedding(positions, query, key, cos_sin_cache):
+    """Rotate query [T, Hq, D] and key [T, Hkv, D] (neox style) at their positions."""
+    if not (_covered(query, key) and _rows_of_heads(query) and _rows_of_heads(key)
+            and cos_sin_cache.dtype == torch.float32 and cos_sin_cache.shape[-1] == query.shape[-1]):
+        return reference.rotary_embedding(positions, query, key, cos_sin_cache)
+    positions, cos_sin_cache = positions.to(torch.int64).contiguous(), cos_sin_cache.contiguous()
+    q_out, k_out = torch.empty(query.shape, dtype=query.dtype), torch.empty(key.shape, dtype=key.dtype)
+    load_library().kvtool_rotary(
+        _ptr(positions), _ptr(query), query.stride(0), _ptr(key), key.stride(0), _ptr(cos_sin_cache), _ptr(q_out),
+        _ptr(k_out), len(query), query.shape[1], key.shape[1], query.shape[2], DTYPE_CODES[query.dtype],
+        torch.get_num_threads())
+    return q_out, k_out
+
+
+def _covered(x, *others) -> bool:
+    """x and the others (None allowed) are CPU tensors of one dtype the C kernels handle."""
+    tensors = [x, *(t for t in others if t is not None)]
+    return (x.dtype in DTYPE_CODES and all(t.dtype == x.dtype and t.device.type == "cpu" for t in tensors)
+            and load_library() is not None)
+
+
+def _rows_of_heads(x) -> bool:
+    """[T, H, D] whose heads and elements are packed, whatever the distance between rows."""
+    return x.dim() == 3 and x.stride(2) == 1 and x.stride(1) == x.shape[2]
+
+
+def _ptr(tensor) -> int | None:
+    return None if tensor is None else tensor.data_ptr()

@@ -1,0 +1,153 @@
+"""The C kernels of the CPU path against the torch references and token-by-token ground truth,
+the packed linear layers against nn.Linear, and the build's fallbacks."""
+
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kvtool.engine.models.rotary import build_cos_sin_cache
+from kvtool.kernels import cpu_build, cpu_linear, cpu_ops, get_ops, reference
+from paged_cases import CONFIG, filled_caches, naive_attention, ops_from, run_two_steps
+
+pytestmark = pytest.mark.skipif(not cpu_ops.available(), reason="no C compiler to build the CPU kernels")
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def tolerance(dtype):
+    return {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+
+
+def test_get_ops_on_cpu_takes_the_c_kernels_and_the_references_for_the_rest():
+    ops = get_ops("cpu")
+    assert ops.backend == "cpu"
+    assert ops.paged_decode_attention is cpu_ops.paged_decode_attention
+    assert ops.store_kv is reference.store_kv and ops.prefill_attention is reference.prefill_attention
+
+
+def test_kvtool_cpu_kernels_0_keeps_plain_torch(monkeypatch):
+    monkeypatch.setenv("KVTOOL_CPU_KERNELS", "0")
+    ops = get_ops("cpu")
+    assert ops.backend == "torch" and ops.rms_norm is reference.rms_norm
+    assert not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16)
+
+
+@pytest.mark.parametrize("num_heads,num_kv_heads,head_dim", [(4, 4, 64), (9, 3, 64), (6, 2, 128), (8, 1, 64)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_attention_matches_token_by_token(num_heads, num_kv_heads, head_dim, dtype):
+    g = torch.Generator().manual_seed(1)
+    context_lens = [1, 15, 16, 17, 40, 300]   # one token, block edges, a partial last score tile
+    k_cache, v_cache, tables, keys, values = filled_caches(context_lens, num_kv_heads, head_dim, dtype, g)
+    query = torch.randn(len(context_lens), num_heads, head_dim, generator=g).to(dtype)
+    lens, scale = torch.tensor(context_lens, dtype=torch.int32), head_dim ** -0.5
+    out = cpu_ops.paged_decode_attention(query, k_cache, v_cache, tables, lens, scale)
+    assert out.dtype == dtype and out.shape == query.shape
+    for b, n in enumerate(context_lens):
+        expected = naive_attention(query[b:b + 1], keys[b], values[b], scale, [n - 1])
+        torch.testing.assert_close(out[b:b + 1].double(), expected, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("cache_dtype,head_dim", [(torch.float8_e4m3fn, 64), (torch.float32, 72)])
+def test_decode_attention_leaves_what_it_does_not_cover_to_the_reference(cache_dtype, head_dim):
+    g = torch.Generator().manual_seed(2)
+    k_cache, v_cache, tables, _, _ = filled_caches([5, 33], 2, head_dim, cache_dtype, g, 0.5, 2.0)
+    query, lens = torch.randn(2, 4, head_dim, generator=g), torch.tensor([5, 33], dtype=torch.int32)
+    args = (query, k_cache, v_cache, tables, lens, 0.125, 0.5, 2.0)
+    torch.testing.assert_close(cpu_ops.paged_decode_attention(*args), reference.paged_decode_attention(*args),
+                               atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("with_residual", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_matches_the_reference(with_residual, dtype):
+    g = torch.Generator().manual_seed(3)
+    x, residual = (torch.randn(70, 576, generator=g).to(dtype) for _ in range(2))
+    weight = (torch.rand(576, generator=g) + 0.5).to(dtype)
+    got = cpu_ops.rms_norm(x, weight, 1e-5, residual if with_residual else None)
+    expected = reference.rms_norm(x, weight, 1e-5, residual if with_residual else None)
+    exact = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-5, "rtol": 1e-5}
+    for got_part, expected_part in zip(*((got, expected) if with_residual else ((got,), (expected,)))):
+        torch.testing.assert_close(got_part, expected_part, **exact)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_and_mul_matches_the_reference(dtype):
+    x = (torch.randn(33, 2 * 1536, generator=torch.Generator().manual_seed(4)) * 4).to(dtype)
+    x[0, :4] = torch.tensor([-100.0, 100.0, 0.0, -0.0])   # saturated exponentials, and zero
+    # within one bf16 rounding step: the exponential is computed differently
+    torch.testing.assert_close(cpu_ops.silu_and_mul(x), reference.silu_and_mul(x),
+                               atol=1e-5, rtol=1e-5 if dtype == torch.float32 else 2 ** -8)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rotary_on_a_strided_qkv_view_matches_the_reference(dtype):
+    g = torch.Generator().manual_seed(5)
+    qkv = torch.randn(40, 6 * 64 + 2 * 2 * 64, generator=g).to(dtype)
+    query, key = qkv[:, :384].view(40, 6, 64), qkv[:, 384:512].view(40, 2, 64)   # rows 640 apart
+    positions = torch.randint(0, 128, (40,), generator=g)
+    cos_sin = build_cos_sin_cache(CONFIG, 128)
+    exact = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-6, "rtol": 1e-6}
+    for got, expected in zip(cpu_ops.rotary_embedding(positions, query, key, cos_sin),
+                             reference.rotary_embedding(positions, query, key, cos_sin)):
+        torch.testing.assert_close(got, expected, **exact)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cpu_ops_drive_the_model_like_the_references(dtype):
+    for got, expected in zip(run_two_steps(ops_from(cpu_ops, "cpu"), dtype),
+                             run_two_steps(ops_from(reference, "torch"), dtype)):
+        torch.testing.assert_close(got, expected, **tolerance(dtype))
+
+
+@pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
+@pytest.mark.parametrize("rows", [1, 7, 64, 300])
+def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
+    g = torch.Generator().manual_seed(6)
+    linear = torch.nn.Linear(96, 160).to(torch.bfloat16)
+    x = torch.randn(rows, 96, generator=g).to(torch.bfloat16)
+    with torch.inference_mode():
+        torch.testing.assert_close(cpu_linear.PackedLinear(linear.weight, linear.bias)(x), linear(x), atol=0, rtol=0)
+
+
+@pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
+def test_pack_linears_swaps_every_linear_of_a_tied_model_and_keeps_its_logits():
+    from kvtool.engine.loader import load_model
+    model = load_model(None, CONFIG, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128,
+                       "dummy", seed=0)
+    model.tie_word_embeddings = True
+    model.lm_head = None
+    hidden = torch.randn(3, CONFIG.hidden_size).to(torch.bfloat16)
+    with torch.inference_mode():
+        before = model.compute_logits(hidden)
+        model.untie_lm_head()
+        swapped = cpu_linear.pack_linears(model)
+        after = model.compute_logits(hidden)
+    assert swapped == 4 * CONFIG.num_hidden_layers + 1
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
+    torch.testing.assert_close(after, before, atol=0, rtol=0)
+
+
+def test_the_build_is_cached_per_source_and_flags(tmp_path):
+    compiler = cpu_build.shutil.which("cc") or cpu_build.shutil.which("gcc")
+    first = cpu_build.build_library(compiler, tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert cpu_build.build_library(compiler, tmp_path) == first and first.stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]      # no scratch left behind
+
+
+def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
+    cpu_build._compiled_library.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
+            assert get_ops("cpu").backend == "torch"
+        assert "CPU kernels unavailable" in caplog.text
+        x = torch.randn(4, 64)
+        torch.testing.assert_close(cpu_ops.silu_and_mul(x), reference.silu_and_mul(x), atol=0, rtol=0)
+    finally:
+        monkeypatch.undo()
+        cpu_build._compiled_library.cache_clear()
+    assert cpu_ops.available()
