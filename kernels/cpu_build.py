@@ -42,11 +42,12 @@ def cpu_kernels_enabled() -> bool:
 
 def load_library() -> ctypes.CDLL | None:
     """The compiled kernels, or None when they are turned off or cannot be built."""
-    return _compiled_library() if cpu_kernels_enabled() else None
+    return compiled_library() if cpu_kernels_enabled() else None
 
 
 @functools.cache
-def _compiled_library() -> ctypes.CDLL | None:
+def compiled_library() -> ctypes.CDLL | None:
+    """The compiled kernels whatever KVTOOL_CPU_KERNELS says (the ops' own lookup), or None."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         logger.info("no C compiler found; CPU attention runs on the torch reference")

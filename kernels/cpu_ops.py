@@ -9,7 +9,7 @@ import ctypes
 import torch
 
 from kvtool.kernels import reference
-from kvtool.kernels.cpu_build import load_library
+from kvtool.kernels.cpu_build import compiled_library, load_library
 from kvtool.kernels.reference import prefill_attention, store_kv
 
 __all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
@@ -46,7 +46,7 @@ def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, 
     args = DecodeArgs(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(), lens.data_ptr(),
                       out.data_ptr(), num_seqs, num_heads, k_cache.shape[2], head_dim, k_cache.shape[1],
                       tables.shape[1], scale, DTYPE_CODES[query.dtype], torch.get_num_threads())
-    load_library().kvtool_paged_decode(ctypes.addressof(args))
+    compiled_library().kvtool_paged_decode(ctypes.addressof(args))
     return out
 
 
@@ -58,7 +58,7 @@ def rms_norm(x, weight, eps, residual=None):
     residual = None if residual is None else residual.contiguous()
     out = torch.empty_like(x)
     summed = None if residual is None else torch.empty_like(x)
-    load_library().kvtool_rms_norm(
+    compiled_library().kvtool_rms_norm(
         _ptr(x), _ptr(residual), _ptr(weight), _ptr(out), _ptr(summed), x.numel() // x.shape[-1], x.shape[-1],
         eps, DTYPE_CODES[x.dtype], torch.get_num_threads())
     return out if residual is None else (out, summed)
@@ -71,7 +71,7 @@ def silu_and_mul(x):
     x = x.contiguous()
     width = x.shape[-1] // 2
     out = x.new_empty(*x.shape[:-1], width)
-    load_library().kvtool_silu_and_mul(_ptr(x), _ptr(out), x.numel() // x.shape[-1], width,
+    compiled_library().kvtool_silu_and_mul(_ptr(x), _ptr(out), x.numel() // x.shape[-1], width,
                                        DTYPE_CODES[x.dtype], torch.get_num_threads())
     return out
 
@@ -83,7 +83,7 @@ def rotary_embedding(positions, query, key, cos_sin_cache):
         return reference.rotary_embedding(positions, query, key, cos_sin_cache)
     positions, cos_sin_cache = positions.to(torch.int64).contiguous(), cos_sin_cache.contiguous()
     q_out, k_out = torch.empty(query.shape, dtype=query.dtype), torch.empty(key.shape, dtype=key.dtype)
-    load_library().kvtool_rotary(
+    compiled_library().kvtool_rotary(
         _ptr(positions), _ptr(query), query.stride(0), _ptr(key), key.stride(0), _ptr(cos_sin_cache), _ptr(q_out),
         _ptr(k_out), len(query), query.shape[1], key.shape[1], query.shape[2], DTYPE_CODES[query.dtype],
         torch.get_num_threads())
@@ -92,9 +92,9 @@ def rotary_embedding(positions, query, key, cos_sin_cache):
 
 def _covered(x, *others) -> bool:
     """x and the others (None allowed) are CPU tensors of one dtype the C kernels handle."""
-    tensors = [x, *(t for t in others if t is not None)]
-    return (x.dtype in DTYPE_CODES and all(t.dtype == x.dtype and t.device.type == "cpu" for t in tensors)
-            and load_library() is not None)
+    if x.dtype not in DTYPE_CODES or x.device.type != "cpu" or compiled_library() is None:
+        return False
+    return all(t is None or (t.dtype == x.dtype and t.device.type == "cpu") for t in others)
 
 
 def _rows_of_heads(x) -> bool:

@@ -140,7 +140,7 @@ def test_the_build_is_cached_per_source_and_flags(tmp_path):
 def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("CC", "false")
     monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
-    cpu_build._compiled_library.cache_clear()
+    cpu_build.compiled_library.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
             assert get_ops("cpu").backend == "torch"
@@ -149,5 +149,5 @@ def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_pat
         torch.testing.assert_close(cpu_ops.silu_and_mul(x), reference.silu_and_mul(x), atol=0, rtol=0)
     finally:
         monkeypatch.undo()
-        cpu_build._compiled_library.cache_clear()
+        cpu_build.compiled_library.cache_clear()
     assert cpu_ops.available()
