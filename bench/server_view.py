@@ -1,7 +1,9 @@
 """The server's own view of a run, from its Prometheus `/metrics` (vLLM's metric names).
 
 Counters are read before and after the run (their difference belongs to the run); gauges are
-polled during it and their peak is kept. A server without `/metrics` simply has no view.
+polled during it and their peak is kept, over the samples taken while the server had requests (a
+run shorter than the poll interval may have none: its peaks are then unknown, not 0). A server
+without `/metrics` simply has no view.
 """
 
 import asyncio
@@ -47,7 +49,7 @@ async def scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] |
 class ServerWatcher:
     """Scrapes /metrics at start, every `interval_s` during the run, and at the end."""
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float = 0.5):
+    def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float = 0.2):
         self.client, self.base_url, self.interval_s = client, base_url, interval_s
         self.before: dict[str, float] | None = None
         self.peaks: dict[str, float] = {}
@@ -76,6 +78,9 @@ class ServerWatcher:
             await asyncio.sleep(self.interval_s)
 
     def _record_peaks(self, samples: dict[str, float]) -> None:
+        busy = (pick(samples, GAUGES["num_requests_running"]) or 0) + (pick(samples, GAUGES["num_requests_waiting"]) or 0)
+        if not busy:
+            return
         for key, names in GAUGES.items():
             value = pick(samples, names)
             if value is not None:

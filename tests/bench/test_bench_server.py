@@ -23,15 +23,17 @@ def bench(base_url: str, *args: str):
 
 def test_run_reports_server_usage_and_the_servers_view(kvtool_server, tmp_path):
     out, table = tmp_path / "run.json", tmp_path / "run.csv"
-    result = bench(kvtool_server, "-n", "4", *SMALL, "--prefix-len", "48", "--max-concurrency", "2",
+    # 48 output tokens: long enough for the /metrics poller to see the server busy
+    result = bench(kvtool_server, "-n", "4", "--input-len", "8", "--output-len", "48", "--ignore-eos",
+                   "--prefix-len", "48", "--max-concurrency", "2",
                    "--slo", "ttft=600s,tpot=60s", "--json", str(out), "--csv", str(table))
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     summary, requests = data["summary"], data["requests"]
     assert (summary["completed"], summary["failed"]) == (4, 0)
-    assert summary["total_output_tokens"] == 16 and summary["usage_missing"] == 0
+    assert summary["total_output_tokens"] == 4 * 48 and summary["usage_missing"] == 0
     for request in requests:
-        assert request["output_tokens"] == 4 and request["prompt_tokens"] >= 56
+        assert request["output_tokens"] == 48 and request["prompt_tokens"] >= 56
         assert sum(request["chunk_tokens"]) == request["output_tokens"]
         assert 0 < request["ttft"] <= request["latency"]
     tpots = [request_tpot(RequestRecord(**{k: request[k] for k in ("index", "request_id", "max_tokens", "output_tokens", "ttft", "latency")}))

@@ -98,3 +98,18 @@ def test_tokens_per_chunk_shares_the_usage_total_by_characters():
 def test_empty_run_summarises_without_error():
     summary = summarize([], 1.0)
     assert summary["completed"] == 0 and not math.isnan(summary["mean_ttft_ms"])
+
+
+def test_server_peaks_come_only_from_samples_taken_while_the_server_was_busy():
+    from kvtool.bench.server_view import ServerWatcher, parse_metrics
+
+    def sample(running, waiting, usage):
+        return parse_metrics(f"vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\n"
+                             f"vllm:kv_cache_usage_perc {usage}\n")
+
+    watcher = ServerWatcher(client=None, base_url="http://127.0.0.1:1")
+    watcher._record_peaks(sample(0, 0, 0.0))
+    assert watcher.peaks == {}                      # idle: a run too short to observe has no peak
+    for running, waiting, usage in ((2, 0, 0.25), (1, 3, 0.5), (0, 0, 0.0)):
+        watcher._record_peaks(sample(running, waiting, usage))
+    assert watcher.peaks == {"kv_cache_usage": 0.5, "num_requests_waiting": 3, "num_requests_running": 2}
