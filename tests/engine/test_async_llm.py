@@ -83,3 +83,32 @@ def test_shutdown_aborts_running_requests(tiny_llama):
     outputs = asyncio.run(main())
     assert outputs[-1].outputs[0].finish_reason == "abort"
     assert llm.stats().kv_cache_usage == 0.0
+
+
+def test_the_model_loads_on_the_thread_that_runs_every_step(tiny_llama, monkeypatch):
+    import threading
+
+    from kvtool.engine import llm_engine
+    from kvtool.engine.config import EngineConfig
+    threads = {"load": set(), "step": set()}
+    original_init, original_step = llm_engine.LLMEngine.__init__, llm_engine.LLMEngine.step
+
+    def init(self, config):
+        threads["load"].add(threading.get_ident())
+        original_init(self, config)
+
+    def step(self):
+        threads["step"].add(threading.get_ident())
+        return original_step(self)
+
+    monkeypatch.setattr(llm_engine.LLMEngine, "__init__", init)
+    monkeypatch.setattr(llm_engine.LLMEngine, "step", step)
+    llm = AsyncLLM.from_config(EngineConfig(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
+
+    async def main():
+        await collect(llm, prompts_of([10])[0], "a")
+        await collect(llm, prompts_of([7])[0], "b")
+        await llm.shutdown()
+
+    asyncio.run(main())
+    assert len(threads["step"]) == 1 and threads["step"] == threads["load"] != {threading.get_ident()}
