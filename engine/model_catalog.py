@@ -2,6 +2,7 @@
 
 import difflib
 import importlib.util
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -64,7 +65,13 @@ def find(model: str) -> CatalogEntry | None:
 
 
 def suggestions(model: str, n: int = 3) -> list[str]:
-    index = _index()
-    close = difflib.get_close_matches(model.strip().lower(), index, n=n * 3, cutoff=0.5)
+    """Catalog ids close to a misspelt name; those with the same numbers (version, size) first."""
+    query, index = model.strip().lower(), _index()
+    close = difflib.get_close_matches(query, index, n=n * 5, cutoff=0.5)
+    close.sort(key=lambda name: _numbers(name) != _numbers(query))   # stable: difflib's order otherwise
     ids = dict.fromkeys(index[name].id for name in close)
     return list(ids)[:n]
+
+
+def _numbers(name: str) -> list[str]:
+    return re.findall(r"\d+", name.rsplit("/", 1)[-1])

@@ -30,9 +30,12 @@ def test_catalog_matches_ids_in_any_case_and_aliases(name):
     assert resolve_model_spec(name).name == "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def test_unknown_model_suggests_close_names():
-    with pytest.raises(UsageError, match="unknown model 'llama-3.1-8b-instrct'.*Llama-3.1-8B-Instruct"):
-        resolve_model_spec("llama-3.1-8b-instrct")
+@pytest.mark.parametrize("typo,first", [("llama-3.1-8b-instrct", "meta-llama/Llama-3.1-8B-Instruct"),
+                                         ("llama-3-8b-instrct", "meta-llama/Meta-Llama-3-8B-Instruct"),
+                                         ("qwen3-32", "Qwen/Qwen3-32B")])
+def test_unknown_model_suggests_close_names_with_its_numbers_first(typo, first):
+    with pytest.raises(UsageError, match=f"unknown model '{typo}'. Did you mean {first}, "):
+        resolve_model_spec(typo)
 
 
 def test_model_folder_read_end_to_end(tmp_path):
