@@ -53,7 +53,6 @@ class ModelRunner:
         self.model = load_model(source, hf_config, self.ops, dtype, device, max(
             max_model_len, getattr(hf_config, "max_position_embeddings", 0)), config.load_format, config.seed)
         if can_pack(device, dtype):
-            self.model.untie_lm_head()
             pack_linears(self.model)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
         self.kv_cache: torch.Tensor | None = None

@@ -1,5 +1,5 @@
-"""Attention, KV-cache and fused ops: Triton kernels on CUDA; on CPU the plain-PyTorch references,
-with decode attention in a C kernel where one can be built.
+"""Attention, KV-cache and fused ops: Triton kernels on CUDA; on CPU C kernels where they can be
+built and apply, the plain-PyTorch references for the rest.
 
 `get_ops(device)` returns the six functions the model runner calls; both sets share signatures.
 """
@@ -13,7 +13,7 @@ OP_NAMES = ("store_kv", "paged_decode_attention", "prefill_attention",
 
 @dataclass(frozen=True)
 class KernelOps:
-    """One implementation of each op; `backend` is "triton", "cpu" (C decode attention) or "torch"."""
+    """One implementation of each op; `backend` is "triton", "cpu" (C kernels) or "torch"."""
 
     backend: str
     store_kv: Callable

@@ -104,22 +104,18 @@ class LlamaForCausalLM(nn.Module):
         self.cos_sin_cache = build_cos_sin_cache(config, max_positions)   # fp32, kept out of .to(dtype)
         self.model = LlamaModel(config, ops, self.cos_sin_cache)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
-        self.lm_head = None if self.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        # A tied output layer is still its own module, sharing the embedding's weight, so that the
+        # CPU path can swap every linear layer alike.
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False,
+                                 device="meta" if self.tie_word_embeddings else None)
+        if self.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         return self.model(input_ids, positions, meta)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        normed = self.model.norm(hidden)
-        if self.lm_head is None:
-            return torch.nn.functional.linear(normed, self.model.embed_tokens.weight).float()
-        return self.lm_head(normed).float()
-
-    def untie_lm_head(self) -> None:
-        """Give a tied output layer its own nn.Linear (sharing the weight), so that it can be swapped."""
-        if self.lm_head is None:
-            self.lm_head = nn.Linear(self.config.hidden_size, self.config.vocab_size, bias=False, device="meta")
-            self.lm_head.weight = self.model.embed_tokens.weight
+        return self.lm_head(self.model.norm(hidden)).float()
 
     def bind_kv_cache(self, k_caches, v_caches, k_scale=1.0, v_scale=1.0) -> None:
         for layer, k_cache, v_cache in zip(self.model.layers, k_caches, v_caches):

@@ -114,14 +114,13 @@ def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
 @pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
 def test_pack_linears_swaps_every_linear_of_a_tied_model_and_keeps_its_logits():
     from kvtool.engine.loader import load_model
-    model = load_model(None, CONFIG, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128,
+    tied = CONFIG.__class__(**{**CONFIG.to_dict(), "tie_word_embeddings": True})
+    model = load_model(None, tied, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128,
                        "dummy", seed=0)
-    model.tie_word_embeddings = True
-    model.lm_head = None
+    assert model.lm_head.weight is model.model.embed_tokens.weight
     hidden = torch.randn(3, CONFIG.hidden_size).to(torch.bfloat16)
     with torch.inference_mode():
         before = model.compute_logits(hidden)
-        model.untie_lm_head()
         swapped = cpu_linear.pack_linears(model)
         after = model.compute_logits(hidden)
     assert swapped == 4 * CONFIG.num_hidden_layers + 1
