@@ -5,15 +5,10 @@ which takes ~20 s; the converted copy under the kvtool cache loads in ~2 s with 
 """
 
 import hashlib
-import os
 from pathlib import Path
 
+from kvtool.cache import cache_dir
 from kvtool.errors import UsageError
-
-
-def cache_dir() -> Path:
-    """Where converted models live: $KVTOOL_CACHE_DIR, else ~/.cache/kvtool."""
-    return Path(os.environ.get("KVTOOL_CACHE_DIR") or Path.home() / ".cache" / "kvtool")
 
 
 def converted_folder(gguf_path: Path) -> Path:

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from kvtool.cache import cache_dir
+
 logger = logging.getLogger("kvtool.kernels")
 
 _ptr, _i64, _i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
@@ -53,7 +55,7 @@ def compiled_library() -> ctypes.CDLL | None:
         logger.info("no C compiler found; CPU attention runs on the torch reference")
         return None
     try:
-        library = ctypes.CDLL(str(build_library(compiler, cache_dir())))
+        library = ctypes.CDLL(str(build_library(compiler, cache_dir() / "kernels")))
     except (OSError, subprocess.SubprocessError) as error:
         logger.warning("CPU kernels unavailable (%s); the torch references run instead", _first_line(error))
         return None
@@ -96,10 +98,6 @@ def _cpu_flags() -> str:
     except OSError:
         return ""
     return next((line for line in lines if line.startswith(("flags", "Features"))), "")
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("KVTOOL_CACHE_DIR") or Path.home() / ".cache" / "kvtool") / "kernels"
 
 
 def _first_line(error: Exception) -> str:

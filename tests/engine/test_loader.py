@@ -6,7 +6,7 @@ import json
 import pytest
 
 from kvtool.engine import loader
-from kvtool.engine.gguf_convert import cache_dir
+from kvtool.cache import cache_dir
 from kvtool.errors import UsageError
 
 
