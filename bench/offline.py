@@ -16,7 +16,7 @@ from kvtool.bench.runner import BenchConfig, workload
 
 
 def run_offline(config: BenchConfig, vs_hf: bool = False, llm=None) -> dict:
-    from kvtool.engine.config import SamplingParams
+    from kvtool.engine.runtime.config import SamplingParams
 
     samples = workload(config)
     llm = llm or _make_llm(config)
@@ -33,7 +33,7 @@ def run_offline(config: BenchConfig, vs_hf: bool = False, llm=None) -> dict:
 
 
 def _make_llm(config: BenchConfig):
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.llm import LLM
 
     engine_args = {"max_num_seqs": config.max_concurrency} if config.max_concurrency else {}
     return LLM(model=config.model or "smollm2", seed=config.seed, **engine_args)
@@ -54,7 +54,7 @@ def _record(index: int, output) -> RequestRecord:
 
 def _hf_result(config: BenchConfig, llm, samples) -> dict:
     from kvtool.bench.hf_baseline import run_hf
-    from kvtool.engine.loader import resolve_model_source
+    from kvtool.engine.runtime.worker.loader import resolve_model_source
 
     # the same weights and dtype the engine runs
     folder = resolve_model_source(llm.engine.config.model).folder

@@ -22,8 +22,8 @@ def make_requests(num: int, vocab: int, input_range, output_range, seed: int):
 
 
 def run_engine(model: str, dtype: str, requests, max_num_seqs: int) -> tuple[float, int]:
-    from kvtool.engine.config import SamplingParams
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.config import SamplingParams
+    from kvtool.engine.runtime.llm import LLM
     llm = LLM(model, dtype=dtype, max_num_seqs=max_num_seqs, max_model_len=2048)
     llm.generate([[1, 2, 3]], SamplingParams(max_tokens=4), use_tqdm=False)   # warm-up
     params = [SamplingParams(max_tokens=out, temperature=0.0, ignore_eos=True) for _, out in requests]
@@ -71,7 +71,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from kvtool.engine.loader import resolve_model_source
+    from kvtool.engine.runtime.worker.loader import resolve_model_source
     folder = str(resolve_model_source(args.model).folder)
     requests = make_requests(args.num_requests, 49152 if args.model == "smollm2" else 32000,
                              _pair(args.input_len), _pair(args.output_len), args.seed)

@@ -73,8 +73,8 @@ def hf_greedy(folder: Path, prompts, max_new_tokens: int, dtype, device) -> list
 
 
 def engine_greedy(folder: Path, prompts, max_new_tokens: int, dtype: str, **engine_args) -> list[list[int]]:
-    from kvtool.engine.config import SamplingParams
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.config import SamplingParams
+    from kvtool.engine.runtime.llm import LLM
     llm = LLM(model=str(folder), dtype=dtype, **engine_args)
     params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, ignore_eos=True)
     outputs = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
@@ -108,7 +108,7 @@ def run_equality(args) -> dict:
 
 
 def speed_engine(args, kv_cache_dtype: str):
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.llm import LLM
     shape = TINY_SHAPE if args.smoke else LLAMA_8B_SHAPE
     folder = write_config_folder(shape, Path(args.scratch) / "llama-8b-shaped", weights=False)
     return LLM(model=str(folder), load_format="dummy", dtype="bfloat16", device=args.device,
@@ -128,7 +128,7 @@ def weight_bytes(llm, read_per_step: bool = False) -> int:
 
 
 def timed_generate(llm, prompts, output_len: int) -> float:
-    from kvtool.engine.config import SamplingParams
+    from kvtool.engine.runtime.config import SamplingParams
     params = SamplingParams(temperature=0.0, max_tokens=output_len, ignore_eos=True)
     synchronize()
     start = time.perf_counter()

@@ -21,7 +21,7 @@ if ! "$PY" -m pip install -q --no-deps --no-build-isolation --no-index -e .; the
     for part in cli engine kernels profiles bench; do ln -s "$PWD/$part" "$LINKS/kvtool/$part"; done
     export PYTHONPATH="$LINKS${PYTHONPATH:+:$PYTHONPATH}"
 fi
-"$PY" -c 'import kvtool.kernels, kvtool.engine.llm' || { echo "kvtool does not import"; exit 1; }
+"$PY" -c 'import kvtool.kernels, kvtool.engine.runtime.llm' || { echo "kvtool does not import"; exit 1; }
 
 step() {  # step NAME LIMIT_S COMMAND...: run within what is left of the budget; record and go on
     local name=$1 limit=$2; shift 2

@@ -63,8 +63,8 @@ def _open_input(log: Path | None):
 
 
 def _gpu_gib(gpu: str | None, gpu_mem: str | None) -> float:
-    from kvtool.engine.hardware import resolve_gpus
-    from kvtool.engine.units import GiB
+    from kvtool.engine.sizing.gpus import resolve_gpus
+    from kvtool.engine.sizing.units import GiB
 
     return round(resolve_gpus(gpu, gpu_mem, None)[0].total_bytes / GiB, 2)
 

@@ -9,10 +9,10 @@ from rich.console import Console
 
 from kvtool.cli import plan_render
 from kvtool.cli.exit_codes import ExitCode
-from kvtool.engine.hardware import GpuInfo, resolve_gpus
-from kvtool.engine.modelspec import resolve_model_spec
-from kvtool.engine.planner import PlanRequest, Workload, make_plan, report_to_json
-from kvtool.engine.units import parse_bytes, parse_human_int
+from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus
+from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
+from kvtool.engine.sizing.units import parse_bytes, parse_human_int
 from kvtool.errors import KvtoolError, UsageError
 
 MODEL, GPU, ENGINE, WORKLOAD, OUTPUT = "Model", "GPU", "Engine", "Workload", "Output"

@@ -4,7 +4,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvtool.engine.units import GiB
+from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
 BAR_WIDTH = 30
@@ -148,14 +148,14 @@ def _print_verdict(report) -> None:
 
 def print_catalogs(models: bool, gpus: bool) -> None:
     if models:
-        from kvtool.engine.model_catalog import entries
+        from kvtool.engine.sizing.catalog import entries
 
         table = Table("model", "aliases", title="Model catalog", title_justify="left")
         for entry in entries():
             table.add_row(entry.id, ", ".join(entry.aliases))
         console.print(table)
     if gpus:
-        from kvtool.engine.hardware import gpu_catalog
+        from kvtool.engine.sizing.gpus import gpu_catalog
 
         table = Table("GPU", "memory", title="GPU catalog", title_justify="left")
         for gpu in gpu_catalog():

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from kvtool.cli.exit_codes import ExitCode
-from kvtool.engine.limits import KVCacheTooSmallError, format_kv_cache_log
-from kvtool.engine.units import GiB, format_gib
+from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError, format_kv_cache_log
+from kvtool.engine.sizing.units import GiB, format_gib
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 PROFILE, MODEL, ENGINE, REQUESTS, SERVER = "Profile", "Model", "Engine", "Requests", "Server"
@@ -61,7 +61,7 @@ def serve(
                                                   "settings.", rich_help_panel=SERVER)] = Backend.embedded,
 ) -> None:
     """Start an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /metrics."""
-    from kvtool.engine.server import startup
+    from kvtool.cli import serve_startup as startup
 
     request = startup.ServeRequest(
         profile=profile, model=model, host=host, port=port, api_key=api_key, served_model_name=served_model_name,
@@ -76,7 +76,7 @@ def serve(
 
 
 def _serve_embedded(plan) -> None:
-    from kvtool.engine.server import startup
+    from kvtool.cli import serve_startup as startup
 
     _render_plan(plan)
     try:

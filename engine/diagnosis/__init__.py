@@ -2,7 +2,7 @@
 
     reader   -> only the lines that can matter, cleaned (streamed, bounded memory)
     scanner  -> the log's context and what each line matches (length_, memory_, api_patterns, truncation)
-    explain  -> findings with numbers read and computed (through kvtool.engine.limits) and fixes
+    explain  -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache) and fixes
 """
 
 from typing import BinaryIO
@@ -13,7 +13,7 @@ from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observatio
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
-from kvtool.engine.modelspec import ModelSpec
+from kvtool.engine.sizing.spec import ModelSpec
 
 __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose", "diagnose_text"]
 

@@ -5,7 +5,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_startup import default_utilization
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.request_limits import RequestTooLongError, check_request_length
+from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
 
 V0_SCHEDULER_NOTE = ("vLLM's v0 scheduler dropped the request (finish_reason \"length\"); with chunked prefill off "
                      "the limit is min(max_model_len, max_num_batched_tokens).")

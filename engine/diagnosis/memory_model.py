@@ -1,13 +1,13 @@
-"""The plan memory model (`kvtool.engine.limits`) seen from a log: what the KV budget the log
+"""The plan memory model (`kvtool.engine.sizing.kv_cache`) seen from a log: what the KV budget the log
 reports would hold at another length, dtype or parallelism, once the model is known."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine import limits
+from kvtool.engine.sizing import kv_cache
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.modelspec import ModelSpec
-from kvtool.engine.units import GiB
+from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 ASSUMED_MODEL_DTYPE = "bfloat16"
@@ -16,14 +16,14 @@ ASSUMED_MODEL_DTYPE = "bfloat16"
 @dataclass(frozen=True)
 class MemoryModel:
     spec: ModelSpec | None
-    block_size: int = limits.DEFAULT_BLOCK_SIZE
+    block_size: int = kv_cache.DEFAULT_BLOCK_SIZE
     kv_cache_dtype: str = "auto"
     tp: int = 1
 
     @classmethod
     def from_context(cls, context: LogContext, spec: ModelSpec | None = None) -> "MemoryModel":
-        kv_cache_dtype = context.kv_cache_dtype if context.kv_cache_dtype in limits.KV_CACHE_DTYPES else "auto"
-        return cls(spec=spec or catalog_spec(context.model), block_size=context.block_size or limits.DEFAULT_BLOCK_SIZE,
+        kv_cache_dtype = context.kv_cache_dtype if context.kv_cache_dtype in kv_cache.KV_CACHE_DTYPES else "auto"
+        return cls(spec=spec or catalog_spec(context.model), block_size=context.block_size or kv_cache.DEFAULT_BLOCK_SIZE,
                    kv_cache_dtype=kv_cache_dtype, tp=context.tensor_parallel_size or 1)
 
     @property
@@ -32,15 +32,15 @@ class MemoryModel:
 
     def fp8_factor(self) -> int:
         """How many times more tokens the same memory holds with an fp8 KV cache (1 when already fp8)."""
-        return (limits.kv_cache_dtype_bytes(self.kv_cache_dtype, self.model_dtype)
-                // limits.kv_cache_dtype_bytes("fp8", self.model_dtype))
+        return (kv_cache.kv_cache_dtype_bytes(self.kv_cache_dtype, self.model_dtype)
+                // kv_cache.kv_cache_dtype_bytes("fp8", self.model_dtype))
 
     def max_len_for(self, available_gib: float, kv_cache_dtype: str | None = None, tp: int | None = None,
                     limit: int | None = None) -> int | None:
         """Largest max_model_len one request of which fits `available_gib` (None without a model)."""
         if self.spec is None or available_gib <= 0:
             return None
-        return limits.estimate_max_model_len(int(available_gib * GiB), self.spec, self.block_size,
+        return kv_cache.estimate_max_model_len(int(available_gib * GiB), self.spec, self.block_size,
                                              kv_cache_dtype or self.kv_cache_dtype, tp or self.tp, limit=limit)
 
     def needed_gib(self, max_model_len: int, kv_cache_dtype: str | None = None) -> float | None:
@@ -48,14 +48,14 @@ class MemoryModel:
         if self.spec is None:
             return None
         args = (self.block_size, kv_cache_dtype or self.kv_cache_dtype, self.tp)
-        needed = limits.request_kv_bytes(self.spec, max_model_len, *args) + limits.block_bytes(self.spec, *args)
+        needed = kv_cache.request_kv_bytes(self.spec, max_model_len, *args) + kv_cache.block_bytes(self.spec, *args)
         return round(needed / GiB, 2)
 
     def kv_budget_gib(self, total_gib: float, gpu_memory_utilization: float) -> float | None:
         """What the plan memory model leaves for the KV cache on a GPU of `total_gib` (None without a model)."""
         if self.spec is None:
             return None
-        from kvtool.engine.memory_budget import memory_budget
+        from kvtool.engine.sizing.memory_budget import memory_budget
 
         budget = memory_budget(self.spec, int(total_gib * GiB), gpu_memory_utilization, tp=self.tp)
         return round(budget.kv_cache_bytes / GiB, 2)
@@ -73,10 +73,10 @@ def catalog_spec(model: str | None) -> ModelSpec | None:
     """The catalog's spec for a model named in a log; None when the name is unknown (no guessing)."""
     if not model:
         return None
-    from kvtool.engine import model_catalog
+    from kvtool.engine.sizing import catalog
 
     try:
-        entry = model_catalog.find(model)
+        entry = catalog.find(model)
         return entry.spec() if entry else None
     except (UsageError, OSError, KeyError, ValueError):
         return None
@@ -84,13 +84,13 @@ def catalog_spec(model: str | None) -> ModelSpec | None:
 
 def resolve_spec(model: str) -> ModelSpec:
     """`--model`: a catalog name or a local config.json / model folder / .gguf file."""
-    from kvtool.engine import model_catalog
-    from kvtool.engine.modelspec import resolve_model_spec
+    from kvtool.engine.sizing import catalog
+    from kvtool.engine.sizing.spec import resolve_model_spec
 
     if Path(model).expanduser().exists():
         return resolve_model_spec(model)
     if (spec := catalog_spec(model)) is not None:
         return spec
-    close = model_catalog.suggestions(model)
+    close = catalog.suggestions(model)
     hint = f"Did you mean {', '.join(close)}? " if close else ""
     raise UsageError(f"unknown model '{model}'.", f"{hint}Give a catalog name, a config.json, a model folder or a .gguf file.")

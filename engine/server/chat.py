@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from kvtool.engine.outputs import CompletionOutput
+from kvtool.engine.runtime.outputs import CompletionOutput
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.job import GenerationJob

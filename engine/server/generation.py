@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from kvtool.engine.config import SamplingParams
-from kvtool.engine.outputs import RequestOutput
+from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.engine.server.metrics import ServerMetrics
 
 _DONE = object()

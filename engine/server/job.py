@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from kvtool.engine.outputs import CompletionOutput
+from kvtool.engine.runtime.outputs import CompletionOutput
 from kvtool.engine.server.errors import error_body
 from kvtool.engine.server.generation import Choice, final_outputs, merged_outputs
 from kvtool.engine.server.serving import MaxTokens, ServerState, clamp_headers, make_choices, request_id, usage

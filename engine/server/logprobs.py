@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvtool.engine.outputs import Logprob
+from kvtool.engine.runtime.outputs import Logprob
 
 
 def _token_text(tokenizer, token_id: int, logprob: Logprob | None) -> str:

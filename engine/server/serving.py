@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from kvtool.engine.request_limits import check_request_length, max_tokens_too_large_message
+from kvtool.engine.sizing.request_length import check_request_length, max_tokens_too_large_message
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.metrics import ServerMetrics

@@ -46,5 +46,5 @@ def tiny_qwen2(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_llm(tiny_llama):
     """One fp32 engine on the tiny Llama, 1 MiB of KV cache (128 blocks)."""
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.llm import LLM
     return LLM(str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20)

@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from engine_cases import prompts_of
 
-from kvtool.engine.async_llm import AsyncLLM
-from kvtool.engine.config import SamplingParams
-from kvtool.engine.limits import RequestTooLongError
+from kvtool.engine.runtime.async_llm import AsyncLLM
+from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.sizing.kv_cache import RequestTooLongError
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 
@@ -69,7 +69,7 @@ def test_too_long_request_raises_before_the_first_output(async_llm):
 
 
 def test_shutdown_aborts_running_requests(tiny_llama):
-    from kvtool.engine.config import EngineConfig
+    from kvtool.engine.runtime.config import EngineConfig
     llm = AsyncLLM.from_config(EngineConfig(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
     assert llm.config.max_model_len == 512 and llm.kv_cache_info.num_blocks > 0
 
@@ -88,8 +88,8 @@ def test_shutdown_aborts_running_requests(tiny_llama):
 def test_the_model_loads_on_the_thread_that_runs_every_step(tiny_llama, monkeypatch):
     import threading
 
-    from kvtool.engine import llm_engine
-    from kvtool.engine.config import EngineConfig
+    from kvtool.engine.runtime import llm_engine
+    from kvtool.engine.runtime.config import EngineConfig
     threads = {"load": set(), "step": set()}
     original_init, original_step = llm_engine.LLMEngine.__init__, llm_engine.LLMEngine.step
 

@@ -1,8 +1,8 @@
 """The block pool: allocation, ref counts, prefix hits, LRU eviction, vLLM's usage formula."""
 
-from kvtool.engine.block_manager import BlockManager
-from kvtool.engine.config import SamplingParams
-from kvtool.engine.sequence import Sequence
+from kvtool.engine.runtime.core.block_manager import BlockManager
+from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.core.sequence import Sequence
 
 
 def seq_of(tokens):

@@ -4,8 +4,8 @@ import pytest
 import torch
 from engine_cases import prompts_of
 
-from kvtool.engine.config import SamplingParams
-from kvtool.engine.llm import LLM
+from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.llm import LLM
 
 GREEDY_64 = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True)
 

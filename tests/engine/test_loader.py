@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from kvtool.engine import loader
+from kvtool.engine.runtime.worker import loader
 from kvtool.cache import cache_dir
 from kvtool.errors import UsageError
 
@@ -43,7 +43,7 @@ def test_unsupported_architecture_is_a_usage_error(tmp_path):
 
 
 def test_dummy_weights_need_only_a_config(tiny_llama, tmp_path):
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.llm import LLM
     (tmp_path / "config.json").write_text((tiny_llama[0] / "config.json").read_text())
     llm = LLM(str(tmp_path / "config.json"), load_format="dummy", kv_cache_memory=1 << 20)
     assert llm.tokenizer is None
@@ -51,7 +51,7 @@ def test_dummy_weights_need_only_a_config(tiny_llama, tmp_path):
 
 
 def test_a_folder_without_weights_names_the_dummy_option(tiny_llama, tmp_path):
-    from kvtool.engine.llm import LLM
+    from kvtool.engine.runtime.llm import LLM
     (tmp_path / "config.json").write_text((tiny_llama[0] / "config.json").read_text())
     with pytest.raises(UsageError, match="dummy"):
         LLM(str(tmp_path), kv_cache_memory=1 << 20)

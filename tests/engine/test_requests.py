@@ -3,9 +3,9 @@
 import pytest
 from engine_cases import prompts_of
 
-from kvtool.engine.config import EngineConfig, SamplingParams
-from kvtool.engine.limits import RequestTooLongError
-from kvtool.engine.llm import LLM
+from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.sizing.kv_cache import RequestTooLongError
+from kvtool.engine.runtime.llm import LLM
 from kvtool.errors import UsageError
 
 

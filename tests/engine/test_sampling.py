@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvtool.engine.config import SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.errors import UsageError
 
 PROMPT = "List three colours:"

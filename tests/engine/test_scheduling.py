@@ -3,8 +3,8 @@
 import pytest
 from engine_cases import prompts_of
 
-from kvtool.engine.config import SamplingParams
-from kvtool.engine.llm import LLM
+from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.llm import LLM
 
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
 SHARED_PREFIX = prompts_of([48])[0]

@@ -1,13 +1,13 @@
-"""The engine sizes its KV cache with `kvtool.engine.limits`, so `kvtool plan` predicts it exactly."""
+"""The engine sizes its KV cache with `kvtool.engine.sizing.kv_cache`, so `kvtool plan` predicts it exactly."""
 
 import dataclasses
 
 import pytest
 
-from kvtool.engine import limits
-from kvtool.engine.limits import KVCacheTooSmallError
-from kvtool.engine.llm import LLM
-from kvtool.engine.modelspec import resolve_model_spec
+from kvtool.engine.sizing import kv_cache
+from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
+from kvtool.engine.runtime.llm import LLM
+from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.errors import UsageError
 
 BUDGET = 3 << 20
@@ -15,14 +15,14 @@ BUDGET = 3 << 20
 
 def test_engine_allocates_what_plan_predicts(tiny_llm, tiny_llama):
     spec = dataclasses.replace(resolve_model_spec(str(tiny_llama[0])), dtype="float32")
-    plan = limits.plan_kv_cache(1 << 20, spec, 512, block_size=16)
+    plan = kv_cache.plan_kv_cache(1 << 20, spec, 512, block_size=16)
     info = tiny_llm.engine.kv_cache_info
     assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency) == \
         (plan.num_blocks, plan.kv_cache_tokens, plan.max_concurrency)
     assert tiny_llm.engine.stats().num_blocks == plan.num_blocks
-    kv_cache = tiny_llm.engine.model_runner.kv_cache
-    assert kv_cache.shape[2] == plan.num_blocks
-    assert kv_cache.numel() * kv_cache.element_size() // (16 * plan.num_blocks) == plan.kv_bytes_per_token
+    cache = tiny_llm.engine.model_runner.kv_cache
+    assert cache.shape[2] == plan.num_blocks
+    assert cache.numel() * cache.element_size() // (16 * plan.num_blocks) == plan.kv_bytes_per_token
 
 
 def test_fp8_kv_cache_holds_twice_the_blocks(tiny_llama):

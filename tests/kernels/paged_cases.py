@@ -5,8 +5,8 @@ import math
 import torch
 from transformers import LlamaConfig
 
-from kvtool.engine.attention import AttentionMetadata
-from kvtool.engine.loader import load_model
+from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.kernels import OP_NAMES, KernelOps
 
 BLOCK_SIZE = 16

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kvtool.engine.models.rotary import build_cos_sin_cache
+from kvtool.engine.runtime.models.rotary import build_cos_sin_cache
 from kvtool.kernels import cpu_build, cpu_linear, cpu_ops, get_ops, reference
 from paged_cases import CONFIG, filled_caches, naive_attention, ops_from, run_two_steps
 
@@ -113,7 +113,7 @@ def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
 
 @pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
 def test_pack_linears_swaps_every_linear_of_a_tied_model_and_keeps_its_logits():
-    from kvtool.engine.loader import load_model
+    from kvtool.engine.runtime.worker.loader import load_model
     tied = CONFIG.__class__(**{**CONFIG.to_dict(), "tie_word_embeddings": True})
     model = load_model(None, tied, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128,
                        "dummy", seed=0)

@@ -5,11 +5,11 @@ import pytest
 import torch
 from transformers import LlamaConfig
 
-from kvtool.engine.attention import AttentionMetadata
-from kvtool.engine.cuda_graph import CUDAGraphRunner, DecodeBuffers, capture_sizes
-from kvtool.engine.gpu_profiling import GiB, MemorySnapshot, check_free_memory, kv_memory_profile, profile_forward
+from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.worker.cuda_graph import CUDAGraphRunner, DecodeBuffers, capture_sizes
+from kvtool.engine.runtime.worker.kv_budget import GiB, MemorySnapshot, check_free_memory, kv_memory_profile, profile_forward
 from kvtool.errors import KvtoolError
-from kvtool.engine.loader import load_model
+from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.kernels import get_ops
 from paged_cases import BLOCK_SIZE
 

@@ -9,32 +9,32 @@ from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 
-from kvtool.engine import hardware
-from kvtool.engine.memory_budget import GiB, default_scheduler_limits, memory_budget, weights_bytes
-from kvtool.engine.modelspec import resolve_model_spec
+from kvtool.engine.sizing import gpus
+from kvtool.engine.sizing.memory_budget import GiB, default_scheduler_limits, memory_budget, weights_bytes
+from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.errors import UsageError
 
 
 @pytest.mark.parametrize("name, canonical", [("H100", "H100-80GB"), ("nvidia h100-80gb", "H100-80GB"), ("4090", "RTX-4090"),
                                              ("a100-80g", "A100-80GB")])
 def test_gpu_catalog_names_and_aliases(name, canonical):
-    assert hardware.find_gpu(name).name == canonical
+    assert gpus.find_gpu(name).name == canonical
 
 
 def test_unknown_gpu_suggests_close_names():
     with pytest.raises(UsageError, match="Did you mean H100-80GB"):
-        hardware.find_gpu("H100-80")
+        gpus.find_gpu("H100-80")
 
 
 def test_gpu_mem_overrides_a_named_gpu_size_and_repeats_for_num_gpus():
-    gpus = hardware.resolve_gpus("L4", "20GiB", 2)
-    assert [(g.name, g.total_bytes) for g in gpus] == [("L4", 20 * GiB)] * 2
+    found = gpus.resolve_gpus("L4", "20GiB", 2)
+    assert [(g.name, g.total_bytes) for g in found] == [("L4", 20 * GiB)] * 2
 
 
 def test_no_local_gpu_without_a_name_is_a_usage_error(monkeypatch):
-    monkeypatch.setattr(hardware, "read_local_gpus", lambda indices=None: [])
+    monkeypatch.setattr(gpus, "read_local_gpus", lambda indices=None: [])
     with pytest.raises(UsageError, match="no GPU found"):
-        hardware.resolve_gpus(None, None, None)
+        gpus.resolve_gpus(None, None, None)
 
 
 def test_budget_subtracts_every_non_kv_term():
@@ -103,20 +103,20 @@ class FakeNvml:
 
 def test_nvml_readings_and_memory_held_by_others(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
-    (gpu,) = hardware.read_local_gpus()
+    (gpu,) = gpus.read_local_gpus()
     assert (gpu.name, gpu.total_bytes, gpu.free_bytes, gpu.mig_mode) == ("NVIDIA H100 80GB HBM3", 80 * GiB, 50 * GiB, False)
-    assert gpu.processes == (hardware.GpuProcess(4242, 30 * GiB),)
+    assert gpu.processes == (gpus.GpuProcess(4242, 30 * GiB),)
     result = CliRunner().invoke(app, ["plan", "--model", "llama3.1-8b", "--json"])
     report = json.loads(result.stdout)
     assert report["gpu"]["processes"] == [{"pid": 4242, "used_bytes": 30 * GiB}]
     assert any("50.0 GiB free, less than the" in w for w in report["warnings"])
     with pytest.raises(UsageError, match="GPU 3 does not exist"):
-        hardware.read_local_gpus([3])
+        gpus.read_local_gpus([3])
 
 
 @pytest.mark.gpu
 def test_real_nvml_reading():
-    gpus = hardware.read_local_gpus()
-    if not gpus:
+    found = gpus.read_local_gpus()
+    if not found:
         pytest.skip("no NVIDIA GPU visible")
-    assert all(g.total_bytes > 0 and g.free_bytes <= g.total_bytes for g in gpus)
+    assert all(g.total_bytes > 0 and g.free_bytes <= g.total_bytes for g in found)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from kvtool.engine import limits, model_catalog
-from kvtool.engine.modelspec import resolve_model_path, resolve_model_spec, spec_from_hf_config
+from kvtool.engine.sizing import catalog, kv_cache
+from kvtool.engine.sizing.spec import resolve_model_path, resolve_model_spec, spec_from_hf_config
 from kvtool.errors import UsageError
 
 SMOLLM2_CONFIG = {
@@ -16,7 +16,7 @@ SMOLLM2_CONFIG = {
 
 
 def test_catalog_has_30_models_that_all_parse():
-    entries = model_catalog.entries()
+    entries = catalog.entries()
     assert len(entries) >= 30
     for entry in entries:
         spec = entry.spec()
@@ -43,7 +43,7 @@ def test_model_folder_read_end_to_end(tmp_path):
     spec = resolve_model_spec(str(tmp_path))
     assert (spec.num_hidden_layers, spec.num_key_value_heads, spec.head_dim) == (30, 3, 64)
     assert spec.source == str(tmp_path / "config.json")
-    assert limits.kv_bytes_per_token(spec) == 30 * 2 * 3 * 64 * 2
+    assert kv_cache.kv_bytes_per_token(spec) == 30 * 2 * 3 * 64 * 2
 
 
 def test_text_config_nesting_and_quantization():
@@ -93,9 +93,9 @@ def test_smollm2_alias_resolves_to_the_shipped_gguf():
 
 def test_smollm2_gguf_read_end_to_end():
     spec = resolve_model_spec(str(resolve_model_path("smollm2")))
-    catalog = model_catalog.find("smollm2").spec()
+    entry = catalog.find("smollm2").spec()
     for field in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
                   "head_dim", "vocab_size", "intermediate_size", "derived_max_model_len", "tie_word_embeddings"):
-        assert getattr(spec, field) == getattr(catalog, field), field
+        assert getattr(spec, field) == getattr(entry, field), field
     assert spec.quantization == "gguf"
     assert 134_000_000 < spec.num_parameters < 135_000_000  # tensor element counts of the file

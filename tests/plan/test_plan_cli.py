@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine import hardware
+from kvtool.engine.sizing import gpus
 
 runner = CliRunner()
 CONTRACT_ARGS = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-mem", "23.58GiB",
@@ -115,7 +115,7 @@ def test_malformed_config_and_unreadable_gguf_exit_2(tmp_path):
 
 
 def test_no_gpu_and_none_named_exits_2(monkeypatch):
-    monkeypatch.setattr(hardware, "read_local_gpus", lambda indices=None: [])
+    monkeypatch.setattr(gpus, "read_local_gpus", lambda indices=None: [])
     result = runner.invoke(app, ["plan"])
     assert result.exit_code == 2 and "--gpu H100-80GB" in result.stderr
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.limits import format_kv_cache_log
+from kvtool.engine.sizing.kv_cache import format_kv_cache_log
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from kvtool.engine.request_limits import total_too_long_message
+from kvtool.engine.sizing.request_length import total_too_long_message
 
 pytestmark = pytest.mark.slow
 MAX_MODEL_LEN = 512  # tests/conftest.py KVTOOL_SERVER_ARGS

@@ -2,9 +2,9 @@
 
 import pytest
 
-from kvtool.engine import limits
-from kvtool.engine.modelspec import resolve_model_spec
-from kvtool.engine.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
+from kvtool.engine.sizing import kv_cache
+from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import load_profile
 
@@ -48,7 +48,7 @@ def test_flags_override_the_profile(smollm2):
 
 def test_cpu_budget_is_what_max_num_seqs_full_sequences_need_when_small(smollm2):
     plan = build_serve_plan(None, {"max_model_len": 512, "max_num_seqs": 2}, CPU, smollm2)
-    need = 2 * limits.request_kv_bytes(smollm2, 512) + limits.block_bytes(smollm2)
+    need = 2 * kv_cache.request_kv_bytes(smollm2, 512) + kv_cache.block_bytes(smollm2)
     assert plan.engine_config.kv_cache_memory == need
     assert plan.default_max_tokens is None
 

@@ -8,8 +8,8 @@ running sequence needs a block and none is free, the newest running one is preem
 from collections import deque
 from dataclasses import dataclass
 
-from kvtool.engine.block_manager import BlockManager
-from kvtool.engine.sequence import Sequence, SequenceStatus
+from kvtool.engine.runtime.core.block_manager import BlockManager
+from kvtool.engine.runtime.core.sequence import Sequence, SequenceStatus
 
 
 @dataclass

@@ -5,10 +5,10 @@
 
 from dataclasses import dataclass
 
-from kvtool.engine.hf_config import DTYPE_NAMES
-from kvtool.engine.modelspec import ModelSpec
-from kvtool.engine.request_limits import RequestTooLongError, check_request_length  # noqa: F401 (re-exported)
-from kvtool.engine.units import GiB, format_gib, parse_human_int  # noqa: F401 (GiB is part of this API)
+from kvtool.engine.sizing.hf_config import DTYPE_NAMES
+from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length  # noqa: F401 (re-exported)
+from kvtool.engine.sizing.units import GiB, format_gib, parse_human_int  # noqa: F401 (GiB is part of this API)
 from kvtool.errors import KvtoolError, UsageError
 
 DEFAULT_BLOCK_SIZE = 16

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvtool.engine import limits
-from kvtool.engine.config import EngineConfig
-from kvtool.engine.modelspec import ModelSpec
+from kvtool.engine.sizing import kv_cache
+from kvtool.engine.runtime.config import EngineConfig
+from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import WorkloadProfile
 
-CPU_KV_CACHE_CAP = 2 * limits.GiB  # the most the CPU path allocates for the KV cache unless told otherwise
+CPU_KV_CACHE_CAP = 2 * kv_cache.GiB  # the most the CPU path allocates for the KV cache unless told otherwise
 CPU_DEFAULT_MAX_NUM_SEQS = 128  # vLLM's CPU-backend server default
 PROFILE_ENGINE_KEYS = ("max_model_len", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
                        "gpu_memory_utilization", "tensor_parallel_size", "overflow")
@@ -106,15 +106,15 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
         settings["kv_cache_memory"] = _cpu_kv_budget(settings, spec)
         util = settings.pop("gpu_memory_utilization", None)
         asked = f"gpu_memory_utilization {util} is a fraction of GPU memory; " if util else ""
-        plan.notes.append(f"{asked}on CPU the KV cache gets {limits.format_gib(settings['kv_cache_memory'])} GiB "
-                          f"(max_num_seqs full-length sequences, at most {limits.format_gib(CPU_KV_CACHE_CAP)} GiB; "
+        plan.notes.append(f"{asked}on CPU the KV cache gets {kv_cache.format_gib(settings['kv_cache_memory'])} GiB "
+                          f"(max_num_seqs full-length sequences, at most {kv_cache.format_gib(CPU_KV_CACHE_CAP)} GiB; "
                           "set --kv-cache-memory to change).")
 
 
 def _cpu_kv_budget(settings: dict, spec: ModelSpec) -> int:
     max_model_len = settings.get("max_model_len") or spec.derived_max_model_len
-    per_request = limits.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
-    one_block = limits.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
+    per_request = kv_cache.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
+    one_block = kv_cache.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
     return min(CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_DEFAULT_MAX_NUM_SEQS) + one_block)
 
 

@@ -2,13 +2,13 @@
 
 from dataclasses import asdict, dataclass, field, replace
 
-from kvtool.engine import limits
-from kvtool.engine.hardware import GpuInfo
-from kvtool.engine.memory_budget import (DEFAULT_GPU_MEMORY_UTILIZATION, MemoryBudget, default_scheduler_limits,
+from kvtool.engine.sizing import kv_cache
+from kvtool.engine.sizing.gpus import GpuInfo
+from kvtool.engine.sizing.memory_budget import (DEFAULT_GPU_MEMORY_UTILIZATION, MemoryBudget, default_scheduler_limits,
                                          memory_budget, resolve_dtype)
-from kvtool.engine.modelspec import ModelSpec
-from kvtool.engine.plan_advice import recommendations, warnings
-from kvtool.engine.units import GiB
+from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.plan.advice import recommendations, warnings
+from kvtool.engine.sizing.units import GiB
 
 CONCURRENCY_COLUMNS = (16, 64)
 MLA_BLOCK_SIZE = 64  # FlashMLA's block size, forced by vLLM for MLA models on Hopper
@@ -56,8 +56,8 @@ class PlanReport:
     max_num_seqs: int
     max_num_batched_tokens: int
     budget: MemoryBudget
-    kv: limits.KVCachePlan
-    fp8_kv: limits.KVCachePlan
+    kv: kv_cache.KVCachePlan
+    fp8_kv: kv_cache.KVCachePlan
     workloads: list[WorkloadFit]
     recommendations: dict
     warnings: list[str]
@@ -69,7 +69,7 @@ class PlanReport:
 
 
 def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
-    limits.check_parallel_sizes(spec, request.tp, request.pp)
+    kv_cache.check_parallel_sizes(spec, request.tp, request.pp)
     request = _fill_defaults(request, spec)
     gpu = min(request.gpus, key=lambda g: g.total_bytes)
     batched, seqs = _scheduler_limits(request, gpu)
@@ -79,10 +79,10 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
     dtype = resolve_dtype(request.dtype, spec)
     kv_args = dict(block_size=request.block_size, tp=request.tp, pp=request.pp, max_num_batched_tokens=batched)
     run_spec = replace(spec, dtype=dtype)
-    max_model_len = limits.resolve_max_model_len(run_spec, request.max_model_len, budget.kv_cache_bytes,
+    max_model_len = kv_cache.resolve_max_model_len(run_spec, request.max_model_len, budget.kv_cache_bytes,
                                                  kv_cache_dtype=request.kv_cache_dtype, **kv_args)
-    kv = limits.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
-    fp8 = limits.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype="fp8", **kv_args)
+    kv = kv_cache.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
+    fp8 = kv_cache.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype="fp8", **kv_args)
     fits = [_workload_fit(run_spec, w, budget, request, kv_args) for w in request.workloads]
     report = PlanReport(run_spec, request, dtype, seqs, batched, budget, kv, fp8, fits, {}, [])
     return replace(report, recommendations=recommendations(report), warnings=warnings(report, gpu))
@@ -91,7 +91,7 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
 def _fill_defaults(request: PlanRequest, spec: ModelSpec) -> PlanRequest:
     """vLLM's block size for the model; a named GPU or size stands for every GPU of the tp x pp group."""
     if request.block_size is None:
-        request = replace(request, block_size=MLA_BLOCK_SIZE if spec.is_mla else limits.DEFAULT_BLOCK_SIZE)
+        request = replace(request, block_size=MLA_BLOCK_SIZE if spec.is_mla else kv_cache.DEFAULT_BLOCK_SIZE)
     if len(request.gpus) < request.tp * request.pp:
         request = replace(request, gpus=[request.gpus[0]] * (request.tp * request.pp))
     return request
@@ -104,8 +104,8 @@ def _scheduler_limits(request: PlanRequest, gpu: GpuInfo) -> tuple[int, int]:
 
 def _workload_fit(spec: ModelSpec, workload: Workload, budget: MemoryBudget, request: PlanRequest, kv_args) -> WorkloadFit:
     length = workload.prompt_tokens + workload.output_tokens
-    per_sequence = limits.request_kv_bytes(spec, length, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
-    block = limits.block_bytes(spec, request.block_size, request.kv_cache_dtype, request.tp, request.pp)
+    per_sequence = kv_cache.request_kv_bytes(spec, length, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
+    block = kv_cache.block_bytes(spec, request.block_size, request.kv_cache_dtype, request.tp, request.pp)
     usable = max(0, budget.kv_cache_bytes - block)
     vram = {n: budget.non_kv_cache_bytes + n * per_sequence for n in CONCURRENCY_COLUMNS}
     return WorkloadFit(workload, per_sequence, usable // per_sequence if per_sequence else 0, vram)

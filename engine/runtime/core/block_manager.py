@@ -8,7 +8,7 @@ every block before it, and a freed block keeps its hash until it is reused (LRU 
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from kvtool.engine.sequence import Sequence
+from kvtool.engine.runtime.core.sequence import Sequence
 
 NULL_BLOCK = 0
 

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 import torch
 
-from kvtool.engine.attention import AttentionMetadata
-from kvtool.engine.cuda_graph import capture_decode_graphs
-from kvtool.engine.gpu_profiling import MemorySnapshot, profile_kv_cache_bytes
-from kvtool.engine.loader import load_model
-from kvtool.engine.sampler import Sampler
-from kvtool.engine.scheduler import SchedulerOutput
-from kvtool.engine.sequence import Sequence
-from kvtool.engine.units import GiB
+from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
+from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
+from kvtool.engine.runtime.worker.loader import load_model
+from kvtool.engine.runtime.worker.sampler import Sampler
+from kvtool.engine.runtime.core.scheduler import SchedulerOutput
+from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.sizing.units import GiB
 from kvtool.kernels import get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 

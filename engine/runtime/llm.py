@@ -3,9 +3,9 @@
 import itertools
 from collections.abc import Sequence
 
-from kvtool.engine.config import EngineConfig, SamplingParams
-from kvtool.engine.llm_engine import LLMEngine
-from kvtool.engine.outputs import RequestOutput
+from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.llm_engine import LLMEngine
+from kvtool.engine.runtime.outputs import RequestOutput
 
 Prompt = str | list[int]
 
@@ -41,7 +41,7 @@ class LLM:
         return [finished[request_id] for request_id in request_ids]
 
     def _run(self, total: int, use_tqdm: bool) -> dict[str, RequestOutput]:
-        from kvtool.engine.progress import GenerationProgress
+        from kvtool.engine.runtime.progress import GenerationProgress
         finished: dict[str, RequestOutput] = {}
         with GenerationProgress(total, enabled=use_tqdm) as progress:
             while self.engine.has_unfinished_requests():

@@ -4,7 +4,7 @@ import itertools
 import time
 from enum import Enum, auto
 
-from kvtool.engine.config import SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 
 
 class SequenceStatus(Enum):

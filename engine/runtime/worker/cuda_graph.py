@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kvtool.engine.attention import AttentionMetadata
-from kvtool.engine.units import GiB
+from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.sizing.units import GiB
 
 logger = logging.getLogger("kvtool.engine")
 

@@ -39,7 +39,7 @@ def read_gguf_config(path: str | Path) -> dict:
 
 
 def spec_from_gguf(path: str | Path):
-    from kvtool.engine.modelspec import spec_from_hf_config
+    from kvtool.engine.sizing.spec import spec_from_hf_config
 
     config = read_gguf_config(path)
     return spec_from_hf_config(config, Path(path).stem, str(path))

@@ -8,10 +8,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvtool.engine.modelspec import ModelSpec, resolve_model_spec
-from kvtool.engine.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
+from kvtool.engine.sizing.spec import ModelSpec, resolve_model_spec
+from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
 from kvtool.engine.server.serving import ServerSettings
-from kvtool.engine.units import parse_bytes
+from kvtool.engine.sizing.units import parse_bytes
 from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile
@@ -92,7 +92,7 @@ def run(plan: StartupPlan, on_ready: Callable[[object, ServerSettings], None]) -
 
 
 async def _run(plan: StartupPlan, on_ready) -> None:
-    from kvtool.engine.async_llm import AsyncLLM
+    from kvtool.engine.runtime.async_llm import AsyncLLM
     from kvtool.engine.server.launcher import configure_logging, serve_engine
 
     engine = AsyncLLM.from_config(plan.engine_config)

@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine.hf_config import DTYPE_NAMES
-from kvtool.engine.modelspec import ModelSpec
-from kvtool.engine.units import GiB
+from kvtool.engine.sizing.hf_config import DTYPE_NAMES
+from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 MiB = 1 << 20

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kvtool.engine.units import GiB, parse_bytes
+from kvtool.engine.sizing.units import GiB, parse_bytes
 from kvtool.errors import UsageError
 
-GPU_CATALOG_FILE = Path(__file__).resolve().parent.parent / "profiles" / "gpus.yaml"
+GPU_CATALOG_FILE = Path(__file__).resolve().parents[2] / "profiles" / "gpus.yaml"
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _mig_mode(pynvml, handle) -> bool | None:
 
 @lru_cache(maxsize=1)
 def _catalog_rows() -> tuple[dict, ...]:
-    from kvtool.engine.model_catalog import load_yaml
+    from kvtool.engine.sizing.catalog import load_yaml
 
     return tuple(load_yaml(GPU_CATALOG_FILE)["gpus"])
 

@@ -4,7 +4,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine.gguf_convert import converted_folder
+from kvtool.engine.runtime.worker.gguf_convert import converted_folder
 from kvtool.errors import UsageError
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -71,7 +71,7 @@ def resolve_dtype(dtype: str, hf_config, device):
 def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, load_format: str, seed: int):
     """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones."""
     import torch
-    from kvtool.engine.models.llama import LlamaForCausalLM
+    from kvtool.engine.runtime.models.llama import LlamaForCausalLM
     torch.manual_seed(seed)
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)

@@ -3,8 +3,8 @@
 import math
 import shlex
 
-from kvtool.engine import limits, model_catalog
-from kvtool.engine.units import format_gib
+from kvtool.engine.sizing import catalog, kv_cache
+from kvtool.engine.sizing.units import format_gib
 
 MAX_ADVISED_UTILIZATION = 0.98
 MiB = 1 << 20
@@ -16,14 +16,14 @@ def recommendations(report) -> dict:
     advice = {"max_model_len": kv.max_model_len, "kv_cache_dtype": request.kv_cache_dtype,
               "gpu_memory_utilization": request.gpu_memory_utilization}
     if not report.fits:
-        fp8_fits = report.fp8_kv.fits and request.kv_cache_dtype not in limits.FP8_KV_CACHE_DTYPES
+        fp8_fits = report.fp8_kv.fits and request.kv_cache_dtype not in kv_cache.FP8_KV_CACHE_DTYPES
         if fp8_fits and kv.max_model_len <= report.spec.derived_max_model_len:
             advice["kv_cache_dtype"] = "fp8"
         else:
             advice["max_model_len"] = min(kv.safe_max_model_len, report.spec.derived_max_model_len)
         advice["gpu_memory_utilization_to_fit"] = utilization_to_fit(report)
     model = request.model or report.spec.name
-    hf_id = report.spec.name if model_catalog.find(model) else model  # vLLM knows HF ids, not our aliases
+    hf_id = report.spec.name if catalog.find(model) else model  # vLLM knows HF ids, not our aliases
     advice["vllm_serve"] = _command(["vllm", "serve", hf_id], report, advice, vllm=True)
     advice["kvtool_serve"] = _command(["kvtool", "serve", "--model", model], report, advice, vllm=False)
     return advice
@@ -65,8 +65,8 @@ def warnings(report, gpu) -> list[str]:
         notes.append(f"weights and overheads take {format_gib(budget.non_kv_cache_bytes)} GiB of the "
                      f"{format_gib(budget.requested_bytes)} GiB budget: no memory is left for the KV cache.")
     elif not kv.fits:
-        notes.append(limits.too_small_message(kv.max_model_len, kv.request_bytes, kv.available_bytes,
-                                              limits.estimate_max_model_len(kv.available_bytes, spec, kv.block_size,
+        notes.append(kv_cache.too_small_message(kv.max_model_len, kv.request_bytes, kv.available_bytes,
+                                              kv_cache.estimate_max_model_len(kv.available_bytes, spec, kv.block_size,
                                                                             report.request.kv_cache_dtype,
                                                                             report.request.tp, report.request.pp,
                                                                             report.max_num_batched_tokens,

@@ -1,14 +1,14 @@
 """Start-up decisions: device, context length, scheduler limits, and the KV-cache size check.
 
-The KV arithmetic is `kvtool.engine.limits`, the same functions `kvtool plan` uses, so that the
+The KV arithmetic is `kvtool.engine.sizing.kv_cache`, the same functions `kvtool plan` uses, so that the
 engine allocates exactly what plan predicts for the same budget.
 """
 
 import dataclasses
 
-from kvtool.engine import limits
-from kvtool.engine.config import EngineConfig
-from kvtool.engine.modelspec import ModelSpec, spec_from_hf_config
+from kvtool.engine.sizing import kv_cache
+from kvtool.engine.runtime.config import EngineConfig
+from kvtool.engine.sizing.spec import ModelSpec, spec_from_hf_config
 from kvtool.errors import UsageError
 
 # (max_num_batched_tokens, max_num_seqs) when not given: vLLM's CPU-backend server values on CPU.
@@ -62,9 +62,9 @@ def resolve_scheduler_limits(config: EngineConfig, max_model_len: int, device) -
 
 
 def plan_kv_cache(config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int,
-                  max_num_batched_tokens: int) -> limits.KVCachePlan:
+                  max_num_batched_tokens: int) -> kv_cache.KVCachePlan:
     """The start-up check (vLLM's message when one max_model_len request does not fit), then the plan."""
     args = dict(block_size=config.block_size, kv_cache_dtype=config.kv_cache_dtype,
                 max_num_batched_tokens=max_num_batched_tokens)
-    limits.check_kv_cache_fits(spec, available_bytes, max_model_len, **args)
-    return limits.plan_kv_cache(available_bytes, spec, max_model_len, **args)
+    kv_cache.check_kv_cache_fits(spec, available_bytes, max_model_len, **args)
+    return kv_cache.plan_kv_cache(available_bytes, spec, max_model_len, **args)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-CATALOG_FILE = Path(__file__).resolve().parent.parent / "profiles" / "models.yaml"
+CATALOG_FILE = Path(__file__).resolve().parents[2] / "profiles" / "models.yaml"
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class CatalogEntry:
         return path if path.is_file() else None
 
     def spec(self):
-        from kvtool.engine.modelspec import spec_from_hf_config
+        from kvtool.engine.sizing.spec import spec_from_hf_config
 
         local = self.local_file()
         return spec_from_hf_config(self.config, self.id, str(local) if local else f"catalog:{self.id}")

@@ -4,17 +4,17 @@ import dataclasses
 import logging
 import time
 
-from kvtool.engine import startup
-from kvtool.engine.block_manager import BlockManager
-from kvtool.engine.config import EngineConfig, SamplingParams
-from kvtool.engine.limits import check_request_length
-from kvtool.engine.loader import load_hf_config, resolve_dtype, resolve_model_source
-from kvtool.engine.model_runner import ModelRunner
-from kvtool.engine.output_processor import OutputProcessor
-from kvtool.engine.outputs import RequestOutput
-from kvtool.engine.scheduler import Scheduler, SchedulerStats
-from kvtool.engine.sequence import Sequence
-from kvtool.engine.tokenizer import eos_token_ids, load_tokenizer
+from kvtool.engine.runtime import startup
+from kvtool.engine.runtime.core.block_manager import BlockManager
+from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.sizing.kv_cache import check_request_length
+from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_dtype, resolve_model_source
+from kvtool.engine.runtime.worker.model_runner import ModelRunner
+from kvtool.engine.runtime.output_processor import OutputProcessor
+from kvtool.engine.runtime.outputs import RequestOutput
+from kvtool.engine.runtime.core.scheduler import Scheduler, SchedulerStats
+from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
 from kvtool.errors import UsageError
 
 logger = logging.getLogger("kvtool.engine")

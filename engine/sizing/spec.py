@@ -4,7 +4,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine import hf_config as hf
+from kvtool.engine.sizing import hf_config as hf
 from kvtool.errors import UsageError
 
 
@@ -102,12 +102,12 @@ def spec_from_config_file(path: str | Path, name: str = "") -> ModelSpec:
 
 def resolve_model_spec(model: str) -> ModelSpec:
     """A catalog id or alias, a config.json, a model folder, a .gguf file, or a name transformers can resolve."""
-    from kvtool.engine import model_catalog
+    from kvtool.engine.sizing import catalog
 
     path = Path(model).expanduser()
     if path.exists():
         return _spec_from_path(path)
-    entry = model_catalog.find(model)
+    entry = catalog.find(model)
     if entry is not None:
         return entry.spec()
     return _spec_from_transformers(model) or _unknown_model(model)
@@ -115,12 +115,12 @@ def resolve_model_spec(model: str) -> ModelSpec:
 
 def resolve_model_path(model: str) -> Path | None:
     """The local files behind `model`: a path as given, or the file a catalog entry ships with (e.g. smollm2)."""
-    from kvtool.engine import model_catalog
+    from kvtool.engine.sizing import catalog
 
     path = Path(model).expanduser()
     if path.exists():
         return path
-    entry = model_catalog.find(model)
+    entry = catalog.find(model)
     return entry.local_file() if entry is not None else None
 
 
@@ -139,7 +139,7 @@ def _spec_from_path(path: Path) -> ModelSpec:
 
 
 def _spec_from_gguf(path: Path) -> ModelSpec:
-    from kvtool.engine.gguf_spec import spec_from_gguf
+    from kvtool.engine.sizing.gguf_spec import spec_from_gguf
 
     return spec_from_gguf(path)
 
@@ -158,9 +158,9 @@ def _spec_from_transformers(model: str) -> ModelSpec | None:
 
 
 def _unknown_model(model: str) -> ModelSpec:
-    from kvtool.engine import model_catalog
+    from kvtool.engine.sizing import catalog
 
-    close = model_catalog.suggestions(model)
+    close = catalog.suggestions(model)
     hint = f"Did you mean {', '.join(close)}? " if close else ""
     raise UsageError(f"unknown model '{model}'.",
                      f"{hint}Give a catalog name (kvtool plan --list-models), a config.json, a model folder or a .gguf file.")
