@@ -14,7 +14,7 @@ from kvtool.bench.datasets import FileDataset, RandomDataset, SampleRequest
 from kvtool.bench.metrics import DEFAULT_PERCENTILES, Slo, summarize
 from kvtool.bench.schedule import arrival_times
 from kvtool.bench.server_view import ServerWatcher
-from kvtool.errors import KvtoolError, UsageError
+from kvtool.errors import KvtoolError, NegativeResult, UsageError
 
 START_A_SERVER = "Start one with `kvtool serve --profile chat-gateway`, or point --url at a running server."
 # Stop early when this many requests (or all of them, if fewer) finish and none succeeded.
@@ -22,7 +22,7 @@ EARLY_STOP_FAILURES = 5
 THROUGHPUT_WINDOW_S = 5.0
 
 
-class AllRequestsFailed(KvtoolError):
+class AllRequestsFailed(NegativeResult):
     """Every request so far failed; the run stopped early."""
 
 

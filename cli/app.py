@@ -1,5 +1,6 @@
 """The `kvtool` command: one Typer app, one module per subcommand."""
 
+import functools
 import sys
 
 import typer
@@ -7,8 +8,7 @@ from rich.console import Console
 
 from kvtool import __version__
 from kvtool.cli import bench, diagnose, plan, profiles, serve
-from kvtool.cli.exit_codes import ExitCode
-from kvtool.errors import KvtoolError
+from kvtool.errors import ExitCode, KvtoolError
 
 app = typer.Typer(
     name="kvtool",
@@ -18,10 +18,29 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-app.command("plan")(plan.plan)
-app.command("serve")(serve.serve)
-app.command("bench")(bench.bench)
-app.command("diagnose")(diagnose.diagnose)
+
+
+def report_errors(command):
+    """Every command's KvtoolError ends here: one line on stderr and the exit status the error carries."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except KvtoolError as err:
+            print_error(err)
+            raise typer.Exit(err.exit_code) from None
+
+    return run
+
+
+def print_error(err: KvtoolError) -> None:
+    Console(stderr=True).print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
+
+
+for name, command in (("plan", plan.plan), ("serve", serve.serve), ("bench", bench.bench),
+                      ("diagnose", diagnose.diagnose)):
+    app.command(name)(report_errors(command))
 app.add_typer(profiles.app, name="profiles")
 
 
@@ -52,7 +71,7 @@ def main() -> None:
     try:
         app(args=_bare_gpu_means_local(sys.argv[1:]), prog_name="kvtool")
     except KvtoolError as err:
-        Console(stderr=True).print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
-        sys.exit(ExitCode.USAGE)
+        print_error(err)
+        sys.exit(err.exit_code)
     except KeyboardInterrupt:
         sys.exit(ExitCode.INTERRUPTED)

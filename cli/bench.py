@@ -10,8 +10,6 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-from kvtool.cli.exit_codes import ExitCode
-
 SERVER, WORKLOAD, LOAD, METRICS, OUTPUT, OFFLINE = "Server", "Workload", "Load", "Metrics", "Output", "Offline"
 
 
@@ -116,16 +114,12 @@ def _write_files(console: Console, sweep, results, json_path: Path | None, csv_p
 
 def _run_live(config, label: str):
     from kvtool.bench.report import live_line
-    from kvtool.bench.runner import AllRequestsFailed, RunProgress, run_benchmark
+    from kvtool.bench.runner import RunProgress, run_benchmark
 
     progress = RunProgress(total=config.num_prompts)
     stderr = Console(stderr=True)
-    try:
-        with Live(get_renderable=lambda: live_line(progress, label), console=stderr, transient=True, refresh_per_second=4):
-            return asyncio.run(run_benchmark(config, progress))
-    except AllRequestsFailed as err:
-        stderr.print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(ExitCode.NEGATIVE) from None
+    with Live(get_renderable=lambda: live_line(progress, label), console=stderr, transient=True, refresh_per_second=4):
+        return asyncio.run(run_benchmark(config, progress))
 
 
 def _bench_offline(config, vs_hf: bool, json_path: Path | None) -> None:

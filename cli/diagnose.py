@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kvtool.cli.exit_codes import ExitCode
+from kvtool.errors import ExitCode
 
 PASTE_HINT = ("Paste the whole failure: the exception's last lines, the HTTP 400/404 body, or the server log from "
               "start-up to the error (e.g. `kvtool diagnose server.log` or `docker logs vllm 2>&1 | kvtool diagnose`).")

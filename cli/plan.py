@@ -5,15 +5,14 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from kvtool.cli import plan_render
-from kvtool.cli.exit_codes import ExitCode
+from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
+from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus
 from kvtool.engine.sizing.spec import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
 from kvtool.engine.sizing.units import parse_bytes, parse_human_int
-from kvtool.errors import KvtoolError, UsageError
+from kvtool.errors import ExitCode, KvtoolError, UsageError
 
 MODEL, GPU, ENGINE, WORKLOAD, OUTPUT = "Model", "GPU", "Engine", "Workload", "Output"
 DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
@@ -21,8 +20,8 @@ DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 204
 
 def plan(
     model: Annotated[str, typer.Option("--model", "-m", help="Catalog name or alias, HF id, config.json, model folder "
-                                       "or .gguf file.", rich_help_panel=MODEL)] = "smollm2",
-    dtype: Annotated[str, typer.Option(help="Weights dtype: auto, bfloat16, float16, float32.", rich_help_panel=MODEL)] = "auto",
+                                       "or .gguf file.", rich_help_panel=MODEL)] = defaults.DEFAULT_MODEL,
+    dtype: Annotated[str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)] = "auto",
     quantization: Annotated[str | None, typer.Option(help="Weights quantization: fp8, awq, gptq, mxfp4, ... "
                                                      "\\[default: from the config].", rich_help_panel=MODEL)] = None,
     gpu: Annotated[str | None, typer.Option(help="A GPU name (H100-80GB, L4, ...), device indices (0,1), or local "
@@ -31,11 +30,11 @@ def plan(
     num_gpus: Annotated[int | None, typer.Option(help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)] = None,
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.", rich_help_panel=GPU)] = 1,
     pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.", rich_help_panel=GPU)] = 1,
-    gpu_memory_utilization: Annotated[float, typer.Option(help="Fraction of each GPU vLLM may use.", rich_help_panel=ENGINE)] = 0.92,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="Fraction of each GPU vLLM may use.", rich_help_panel=ENGINE)] = defaults.DEFAULT_GPU_MEMORY_UTILIZATION,
     max_model_len: Annotated[str | None, typer.Option(help="Longest prompt + output: 20000, 8k, 8K, or auto (the "
                                                       "largest that fits) \\[default: from the config].",
                                                       rich_help_panel=ENGINE)] = None,
-    kv_cache_dtype: Annotated[str, typer.Option(help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2.",
+    kv_cache_dtype: Annotated[str, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".",
                                                 rich_help_panel=ENGINE)] = "auto",
     max_num_seqs: Annotated[int | None, typer.Option(help="Most sequences per step \\[default: vLLM's for the GPU].",
                                                      rich_help_panel=ENGINE)] = None,
@@ -59,25 +58,21 @@ def plan(
 
     Exit status: 0 it fits, 1 it does not, 2 bad input.
     """
-    try:
-        if list_models or list_gpus:
-            plan_render.print_catalogs(list_models, list_gpus)
-            return
-        _check_sizes(tp=tp, pp=pp, block_size=block_size, max_num_seqs=max_num_seqs,
-                     max_num_batched_tokens=max_num_batched_tokens, num_gpus=num_gpus,
-                     gpu_memory_utilization=gpu_memory_utilization)
-        spec = resolve_model_spec(model)
-        kv_bytes = parse_bytes(kv_cache_memory, "--kv-cache-memory") if kv_cache_memory else None
-        gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_bytes))
-        request = PlanRequest(
-            gpus=gpus, model=model, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, dtype=dtype, quantization=quantization,
-            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-            enforce_eager=enforce_eager, kv_cache_memory=kv_bytes, workloads=parse_workloads(workload))
-        report = make_plan(spec, request)
-    except KvtoolError as err:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]kvtool: error:[/] {err}")
-        raise typer.Exit(ExitCode.USAGE) from None
+    if list_models or list_gpus:
+        plan_render.print_catalogs(list_models, list_gpus)
+        return
+    _check_sizes(tp=tp, pp=pp, block_size=block_size, max_num_seqs=max_num_seqs,
+                 max_num_batched_tokens=max_num_batched_tokens, num_gpus=num_gpus,
+                 gpu_memory_utilization=gpu_memory_utilization)
+    spec = resolve_model_spec(model)
+    kv_bytes = parse_bytes(kv_cache_memory, "--kv-cache-memory") if kv_cache_memory else None
+    gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_bytes))
+    request = PlanRequest(
+        gpus=gpus, model=model, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, dtype=dtype, quantization=quantization,
+        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+        enforce_eager=enforce_eager, kv_cache_memory=kv_bytes, workloads=parse_workloads(workload))
+    report = make_plan(spec, request)
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
     else:

@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kvtool.cli.exit_codes import ExitCode
-from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError, format_kv_cache_log
+from kvtool.engine.sizing import defaults, messages
+from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
+from kvtool.errors import StartupError
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 PROFILE, MODEL, ENGINE, REQUESTS, SERVER = "Profile", "Model", "Engine", "Requests", "Server"
@@ -21,23 +22,21 @@ class Backend(str, Enum):
     vllm = "vllm"
 
 
-class Overflow(str, Enum):
-    reject = "reject"
-    clamp = "clamp"
+Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
 
 
 def serve(
     profile: Annotated[str | None, typer.Option(help="Workload profile: a name from `kvtool profiles list` or a path "
                                                      "to a YAML file. Flags below override it.", rich_help_panel=PROFILE)] = None,
-    model: Annotated[str | None, typer.Option(help="Model: catalog name, model folder or GGUF file \\[default: smollm2].",
+    model: Annotated[str | None, typer.Option(help=f"Model: catalog name, model folder or GGUF file \\[default: {defaults.DEFAULT_MODEL}].",
                                               rich_help_panel=MODEL)] = None,
-    dtype: Annotated[str, typer.Option(help="Weights dtype: auto, bfloat16, float16, float32.", rich_help_panel=MODEL)] = "auto",
+    dtype: Annotated[str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)] = "auto",
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.", rich_help_panel=MODEL)] = "auto",
     load_format: Annotated[str, typer.Option(help="auto, or dummy for random weights.", rich_help_panel=MODEL)] = "auto",
     max_model_len: Annotated[int | None, typer.Option(help="Longest prompt + output, in tokens.", rich_help_panel=ENGINE)] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="Most sequences in one batch.", rich_help_panel=ENGINE)] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(help="Most tokens in one step.", rich_help_panel=ENGINE)] = None,
-    kv_cache_dtype: Annotated[str | None, typer.Option(help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2.",
+    kv_cache_dtype: Annotated[str | None, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".",
                                                        rich_help_panel=ENGINE)] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of GPU memory for the engine.",
                                                                  rich_help_panel=ENGINE)] = None,
@@ -82,11 +81,9 @@ def _serve_embedded(plan) -> None:
     try:
         startup.run(plan, lambda engine, settings: _render_ready(plan, engine, settings))
     except KVCacheTooSmallError as err:
-        console.print(f"[bold red]kvtool: error:[/] {err}")
         more = "--kv-cache-memory" if plan.device.kind == "cpu" else "--gpu-memory-utilization"
-        console.print(f"kvtool: the estimated safe length is {err.estimated_max_model_len} tokens: "
-                      f"restart with --max-model-len {err.estimated_max_model_len}, or raise {more}.")
-        raise typer.Exit(ExitCode.STARTUP_FAILED)
+        raise StartupError(str(err), fix=f"kvtool: the estimated safe length is {err.estimated_max_model_len} "
+                           f"tokens: restart with --max-model-len {err.estimated_max_model_len}, or raise {more}.")
     console.print("kvtool serve: stopped.")
 
 
@@ -115,7 +112,7 @@ def _render_ready(plan, engine, settings) -> None:
                   f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
                   f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}")
     device = "GPU" if plan.device.kind == "cuda" else "CPU"
-    console.print("  " + format_kv_cache_log(info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, device))
+    console.print("  " + messages.kv_cache_size_log(info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, device))
     key = " (API key required)" if settings.api_key else ""
     console.print(f"  serving {settings.model_name!r} at http://{plan.request.host}:{plan.request.port}/v1{key}; "
                   "metrics at /metrics. Ctrl-C stops.")

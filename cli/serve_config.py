@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvtool.engine.sizing import kv_cache
 from kvtool.engine.runtime.config import EngineConfig
+from kvtool.engine.sizing import kv_cache, messages
+from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import WorkloadProfile
 
-CPU_KV_CACHE_CAP = 2 * kv_cache.GiB  # the most the CPU path allocates for the KV cache unless told otherwise
-CPU_DEFAULT_MAX_NUM_SEQS = 128  # vLLM's CPU-backend server default
 PROFILE_ENGINE_KEYS = ("max_model_len", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
                        "gpu_memory_utilization", "tensor_parallel_size", "overflow")
 
@@ -78,8 +77,8 @@ def _fit_max_model_len(settings: dict, sources: dict, spec: ModelSpec, plan: Ser
     if asked is None or asked <= derived:
         return
     if sources["max_model_len"].startswith("--"):
-        raise UsageError(f"User-specified max_model_len ({asked}) is greater than the derived max_model_len "
-                         f"({derived}) of {spec.name}.", f"Use --max-model-len {derived} or less.")
+        raise UsageError(messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=asked, derived=derived),
+                         f"Use --max-model-len {derived} or less.")
     settings["max_model_len"] = derived
     plan.notes.append(f"max_model_len {asked} ({sources['max_model_len']}) -> {derived}: the context of {spec.name}.")
 
@@ -115,7 +114,7 @@ def _cpu_kv_budget(settings: dict, spec: ModelSpec) -> int:
     max_model_len = settings.get("max_model_len") or spec.derived_max_model_len
     per_request = kv_cache.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
     one_block = kv_cache.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
-    return min(CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_DEFAULT_MAX_NUM_SEQS) + one_block)
+    return min(CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_SCHEDULER_LIMITS["server"][1]) + one_block)
 
 
 def _fit_batch(settings: dict, sources: dict, plan: ServePlan) -> None:

@@ -8,15 +8,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvtool.engine.sizing.spec import ModelSpec, resolve_model_spec
 from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
 from kvtool.engine.server.serving import ServerSettings
+from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing.spec import ModelSpec, resolve_model_spec
 from kvtool.engine.sizing.units import parse_bytes
 from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile
 
-DEFAULT_MODEL = "smollm2"
 # `kvtool serve` flags that `vllm serve` takes under the same name
 VLLM_FLAG_KEYS = ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
                   "gpu_memory_utilization", "seed")
@@ -55,7 +55,7 @@ class StartupPlan:
 
 def plan_startup(request: ServeRequest) -> StartupPlan:
     profile = request.load_profile()
-    model = request.model or (profile.model if profile else None) or DEFAULT_MODEL
+    model = request.model or (profile.model if profile else None) or defaults.DEFAULT_MODEL
     spec = resolve_model_spec(model)
     device = detect_device(request.engine_overrides.get("device", "auto"))
     overrides = {**request.engine_overrides, "model": model, "default_max_tokens": request.default_max_tokens}

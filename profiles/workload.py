@@ -13,12 +13,11 @@ from pathlib import Path
 
 import yaml
 
+from kvtool.engine.sizing import defaults
 from kvtool.errors import UsageError
 
 PROFILES_DIR = Path(__file__).parent
 CATALOG_FILES = {"models", "gpus"}  # data catalogs that live beside the profiles
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
-OVERFLOW_POLICIES = ("reject", "clamp")
 
 
 @dataclass(frozen=True)
@@ -28,11 +27,11 @@ class WorkloadProfile:
     max_model_len: int
     max_tokens: int  # default request max_tokens when a request omits it
     kv_cache_dtype: str = "auto"
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
-    gpu_memory_utilization: float = 0.92
+    max_num_seqs: int = defaults.SMALL_GPU_SCHEDULER_LIMITS["server"][1]
+    max_num_batched_tokens: int = defaults.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    gpu_memory_utilization: float = defaults.DEFAULT_GPU_MEMORY_UTILIZATION
     tensor_parallel_size: int = 1
-    overflow: str = "reject"
+    overflow: str = defaults.DEFAULT_OVERFLOW
     hardware: str = ""
     gpu_memory_gib: int | None = None
     num_gpus: int = 1
@@ -133,10 +132,10 @@ def _check_ranges(p: WorkloadProfile, where: str) -> None:
     if not 0 < p.gpu_memory_utilization <= 1:
         raise UsageError(f"gpu_memory_utilization in {where} must be in (0, 1], not {p.gpu_memory_utilization}.",
                          "Write a fraction of GPU memory, e.g. 0.9.")
-    if p.kv_cache_dtype not in KV_CACHE_DTYPES:
+    if p.kv_cache_dtype not in defaults.KV_CACHE_DTYPES:
         raise UsageError(f"kv_cache_dtype {p.kv_cache_dtype!r} in {where} is not supported.",
-                         f"Choose one of: {', '.join(KV_CACHE_DTYPES)}.")
-    if p.overflow not in OVERFLOW_POLICIES:
+                         f"Choose one of: {', '.join(defaults.KV_CACHE_DTYPES)}.")
+    if p.overflow not in defaults.OVERFLOW_POLICIES:
         raise UsageError(f"overflow {p.overflow!r} in {where} is not a policy.", "Choose reject or clamp.")
     if p.max_tokens > p.max_model_len:
         raise UsageError(f"max_tokens ({p.max_tokens}) in {where} is larger than max_model_len ({p.max_model_len}).",

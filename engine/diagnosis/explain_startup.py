@@ -6,23 +6,13 @@ import math
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-
-HIGHEST_UTILIZATION = 0.98
+from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION, default_gpu_memory_utilization
+from kvtool.engine.sizing.memory_budget import utilization_for
 
 
 def default_utilization(context: LogContext) -> float:
-    """vLLM's default gpu_memory_utilization: 0.9 up to 0.17, 0.92 from 0.20 (facts §3.5)."""
-    if context.gpu_memory_utilization:
-        return context.gpu_memory_utilization
-    major_minor = tuple(int(part) for part in (context.version or "0.0").split(".")[:2] if part.isdigit())
-    return 0.92 if major_minor >= (0, 20) else 0.9
-
-
-def utilization_for(extra_gib: float, total_gib: float, current: float) -> float:
-    """The utilization that adds `extra_gib` to the budget, rounded up to a hundredth."""
-    if total_gib <= 0:
-        return math.inf
-    return math.ceil((current + extra_gib / total_gib) * 100 - 1e-9) / 100
+    """The utilization the log names, else vLLM's default for the log's version."""
+    return context.gpu_memory_utilization or default_gpu_memory_utilization(context.version or "0.0")
 
 
 def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
@@ -66,9 +56,9 @@ def _more_kv_memory(n: dict, context: LogContext, memory: MemoryModel) -> list[F
         return [Fix(f"give the KV cache {more}more of the GPU (give --gpu-mem to compute the value)",
                     flag="--gpu-memory-utilization", value=None)]
     current = default_utilization(context)
-    target = utilization_for(needed - available, total, current)
+    target = utilization_for(current * total + needed - available, total)
     n["gpu_memory_utilization_needed"] = target
-    if target > HIGHEST_UTILIZATION:  # no headroom left for anything else: not a fix
+    if target > HIGHEST_ADVISED_UTILIZATION:  # no headroom left for anything else: not a fix
         return []
     return [Fix(f"give the KV cache {n['kv_shortfall_gib']} GiB more of the {total} GiB GPU", flag="--gpu-memory-utilization",
                 value=target)]
@@ -109,9 +99,8 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
         n.update(total_gpu_gib=context.total_gpu_gib, weights_gib=parts[0], activation_peak_gib=parts[1],
                  non_torch_gib=parts[2])
         one_request = (context.max_model_len and memory.needed_gib(context.max_model_len)) or 0
-        extra = sum(parts) + one_request - default_utilization(context) * context.total_gpu_gib
-        n["gpu_memory_utilization_needed"] = utilization_for(extra, context.total_gpu_gib, default_utilization(context))
-        if n["gpu_memory_utilization_needed"] <= HIGHEST_UTILIZATION:
+        n["gpu_memory_utilization_needed"] = utilization_for(sum(parts) + one_request, context.total_gpu_gib)
+        if n["gpu_memory_utilization_needed"] <= HIGHEST_ADVISED_UTILIZATION:
             fixes.append(Fix("raise the utilization so one max_model_len request fits", flag="--gpu-memory-utilization",
                              value=n["gpu_memory_utilization_needed"]))
     batched = context.max_num_batched_tokens or 8192

@@ -16,7 +16,7 @@ REQUEST_TOO_LONG = [
     _too_long("maximum context length", _CONTEXT + r"you requested (?P<requested_tokens>\d+) tokens \((?P<prompt_tokens>\d+) in the messages, (?P<max_tokens>\d+) in the completion\)"),
     _too_long("maximum context length", _CONTEXT + r"you requested (?P<prompt_tokens>\d+) tokens in the (?:messages|input)"),
     # 0.18–0.31 (D1, D2)
-    _too_long("maximum context length", _CONTEXT + r"you requested (?P<max_tokens>\d+) output tokens and your prompt contains " + _PROMPT + r" input tokens"),
+    _too_long("maximum context length", _CONTEXT + r"you requested (?P<max_tokens>\d+) output tokens and your prompt contains " + _PROMPT + r" input tokens(?:, for a total of (?P<requested_tokens>\d+) tokens)?"),
     _too_long("maximum context length", _CONTEXT + r"you requested (?P<max_tokens>\d+) output tokens and your prompt contains (?P<prompt_characters>\d+) characters \(more than (?P<max_input_characters>\d+) characters, which is the upper bound for (?P<max_input_tokens>\d+) input tokens\)"),
     # 0.32+ (E1, E2)
     _too_long("maximum context length", _CONTEXT + r"your prompt contains " + _PROMPT + r" input tokens, which exceeds"),

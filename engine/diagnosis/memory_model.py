@@ -4,8 +4,8 @@ reports would hold at another length, dtype or parallelism, once the model is kn
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine.sizing import kv_cache
 from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.sizing import kv_cache
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError

@@ -1,12 +1,12 @@
 """What `kvtool plan` advises: the flags to start with, and what to watch out for."""
 
-import math
 import shlex
 
-from kvtool.engine.sizing import catalog, kv_cache
+from kvtool.engine.sizing import catalog, kv_cache, messages
+from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION
+from kvtool.engine.sizing.memory_budget import utilization_for
 from kvtool.engine.sizing.units import format_gib
 
-MAX_ADVISED_UTILIZATION = 0.98
 MiB = 1 << 20
 
 
@@ -33,8 +33,8 @@ def utilization_to_fit(report) -> float | None:
     """The gpu_memory_utilization at which one max_model_len request fits (None above 0.98)."""
     budget, kv = report.budget, report.kv
     need = budget.non_kv_cache_bytes + kv.request_bytes + kv.block_bytes
-    utilization = math.ceil(need / budget.total_bytes * 100) / 100
-    return utilization if utilization <= MAX_ADVISED_UTILIZATION else None
+    utilization = utilization_for(need, budget.total_bytes)
+    return utilization if utilization <= HIGHEST_ADVISED_UTILIZATION else None
 
 
 def _command(head: list[str], report, advice: dict, vllm: bool) -> str:
@@ -65,15 +65,15 @@ def warnings(report, gpu) -> list[str]:
         notes.append(f"weights and overheads take {format_gib(budget.non_kv_cache_bytes)} GiB of the "
                      f"{format_gib(budget.requested_bytes)} GiB budget: no memory is left for the KV cache.")
     elif not kv.fits:
-        notes.append(kv_cache.too_small_message(kv.max_model_len, kv.request_bytes, kv.available_bytes,
+        notes.append(messages.kv_cache_too_small(kv.max_model_len, kv.request_bytes, kv.available_bytes,
                                               kv_cache.estimate_max_model_len(kv.available_bytes, spec, kv.block_size,
                                                                             report.request.kv_cache_dtype,
                                                                             report.request.tp, report.request.pp,
                                                                             report.max_num_batched_tokens,
                                                                             limit=kv.max_model_len)))
     if kv.max_model_len > spec.derived_max_model_len:
-        notes.append(f"User-specified max_model_len ({kv.max_model_len}) is greater than the derived max_model_len "
-                     f"({spec.derived_max_model_len}); vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.")
+        notes.append(messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=kv.max_model_len,
+                                                                derived=spec.derived_max_model_len))
     if kv.fits and kv.max_concurrency < min(report.max_num_seqs, 16):
         notes.append(f"only {kv.max_concurrency:.2f} full-length requests fit at once: expect preemption under "
                      "concurrency (lower max_model_len or use fp8 KV).")

@@ -2,12 +2,12 @@
 
 from dataclasses import asdict, dataclass, field, replace
 
-from kvtool.engine.sizing import kv_cache
-from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.memory_budget import (DEFAULT_GPU_MEMORY_UTILIZATION, MemoryBudget, default_scheduler_limits,
-                                         memory_budget, resolve_dtype)
-from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.plan.advice import recommendations, warnings
+from kvtool.engine.sizing import kv_cache
+from kvtool.engine.sizing.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, default_scheduler_limits
+from kvtool.engine.sizing.gpus import GpuInfo
+from kvtool.engine.sizing.memory_budget import MemoryBudget, memory_budget, resolve_dtype
+from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
 
 CONCURRENCY_COLUMNS = (16, 64)
@@ -76,7 +76,7 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
     budget = memory_budget(spec, gpu.total_bytes, request.gpu_memory_utilization, request.tp, request.pp,
                            request.dtype, request.quantization, batched, seqs, request.enforce_eager,
                            request.kv_cache_memory)
-    dtype = resolve_dtype(request.dtype, spec)
+    dtype = resolve_dtype(request.dtype, spec.dtype)
     kv_args = dict(block_size=request.block_size, tp=request.tp, pp=request.pp, max_num_batched_tokens=batched)
     run_spec = replace(spec, dtype=dtype)
     max_model_len = kv_cache.resolve_max_model_len(run_spec, request.max_model_len, budget.kv_cache_bytes,

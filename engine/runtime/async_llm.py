@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.core.scheduler import SchedulerStats
 from kvtool.engine.runtime.llm_engine import LLMEngine
 from kvtool.engine.runtime.outputs import RequestOutput
-from kvtool.engine.runtime.core.scheduler import SchedulerStats
 from kvtool.errors import KvtoolError, UsageError
 
 

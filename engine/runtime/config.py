@@ -2,12 +2,8 @@
 
 from dataclasses import dataclass, fields
 
+from kvtool.engine.sizing import defaults
 from kvtool.errors import UsageError
-
-DTYPES = ("auto", "bfloat16", "float16", "float32")
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2")
-OVERFLOW_POLICIES = ("reject", "clamp")
-LOAD_FORMATS = ("auto", "dummy")
 
 
 @dataclass
@@ -18,12 +14,12 @@ class EngineConfig:
     model loads (from its config and the device), as vLLM does.
     """
 
-    model: str = "smollm2"
+    model: str = defaults.DEFAULT_MODEL
     dtype: str = "auto"
     device: str = "auto"
     max_model_len: int | None = None
-    block_size: int = 16
-    gpu_memory_utilization: float = 0.92
+    block_size: int = defaults.DEFAULT_BLOCK_SIZE
+    gpu_memory_utilization: float = defaults.DEFAULT_GPU_MEMORY_UTILIZATION
     kv_cache_memory: int | None = None   # bytes for the KV cache; the CPU budget
     kv_cache_dtype: str = "auto"
     max_num_seqs: int | None = None
@@ -33,14 +29,14 @@ class EngineConfig:
     enforce_eager: bool = False
     seed: int = 0
     load_format: str = "auto"
-    overflow: str = "reject"
+    overflow: str = defaults.DEFAULT_OVERFLOW
     tensor_parallel_size: int = 1
 
     def __post_init__(self):
-        _check_choice("dtype", self.dtype, DTYPES)
-        _check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
-        _check_choice("overflow", self.overflow, OVERFLOW_POLICIES)
-        _check_choice("load_format", self.load_format, LOAD_FORMATS)
+        _check_choice("dtype", self.dtype, defaults.DTYPES)
+        _check_choice("kv_cache_dtype", self.kv_cache_dtype, defaults.ENGINE_KV_CACHE_DTYPES)
+        _check_choice("overflow", self.overflow, defaults.OVERFLOW_POLICIES)
+        _check_choice("load_format", self.load_format, defaults.LOAD_FORMATS)
         _check_positive("block_size", self.block_size)
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory"):
             if getattr(self, name) is not None:
@@ -72,7 +68,7 @@ class SamplingParams:
     """
 
     n: int = 1
-    max_tokens: int | None = 16
+    max_tokens: int | None = defaults.DEFAULT_MAX_TOKENS
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1          # -1 or 0: all tokens

@@ -5,16 +5,16 @@ import logging
 import time
 
 from kvtool.engine.runtime import startup
-from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
-from kvtool.engine.sizing.kv_cache import check_request_length
-from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_dtype, resolve_model_source
-from kvtool.engine.runtime.worker.model_runner import ModelRunner
-from kvtool.engine.runtime.output_processor import OutputProcessor
-from kvtool.engine.runtime.outputs import RequestOutput
+from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.core.scheduler import Scheduler, SchedulerStats
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.output_processor import OutputProcessor
+from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
+from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, torch_dtype
+from kvtool.engine.runtime.worker.model_runner import ModelRunner
+from kvtool.engine.sizing.kv_cache import check_request_length
 from kvtool.errors import UsageError
 
 logger = logging.getLogger("kvtool.engine")
@@ -27,7 +27,7 @@ class LLMEngine:
         self.model_name = source.name
         self.tokenizer = load_tokenizer(source.folder)
         self.device = startup.resolve_device(config.device)
-        dtype = resolve_dtype(config.dtype, hf_config, self.device)
+        dtype = torch_dtype(config.dtype, hf_config, self.device)
         self.spec = startup.engine_spec(hf_config, source.name, dtype)
         max_model_len = startup.resolve_max_model_len(config, self.spec)
         batched_tokens, max_seqs = startup.resolve_scheduler_limits(config, max_model_len, self.device)

@@ -3,9 +3,9 @@
 import time
 from dataclasses import dataclass, field
 
+from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.detokenizer import IncrementalDetokenizer
 from kvtool.engine.runtime.outputs import CompletionOutput, RequestMetrics, RequestOutput, SampleLogprobs
-from kvtool.engine.runtime.core.sequence import Sequence
 
 
 @dataclass

@@ -6,14 +6,10 @@ engine allocates exactly what plan predicts for the same budget.
 
 import dataclasses
 
-from kvtool.engine.sizing import kv_cache
 from kvtool.engine.runtime.config import EngineConfig
+from kvtool.engine.sizing import defaults, kv_cache, messages
 from kvtool.engine.sizing.spec import ModelSpec, spec_from_hf_config
 from kvtool.errors import UsageError
-
-# (max_num_batched_tokens, max_num_seqs) when not given: vLLM's CPU-backend server values on CPU.
-CPU_SCHEDULER_DEFAULTS = (2048, 128)
-CUDA_SCHEDULER_DEFAULTS = (8192, 256)
 
 
 def resolve_device(name: str):
@@ -37,28 +33,34 @@ def resolve_max_model_len(config: EngineConfig, spec: ModelSpec) -> int:
     if config.max_model_len is None:
         return derived
     if config.max_model_len > derived:
-        raise UsageError(f"User-specified max_model_len ({config.max_model_len}) is greater than the derived "
-                         f"max_model_len ({derived}) of the model's config.json.",
+        raise UsageError(messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=config.max_model_len, derived=derived),
                          fix=f"Use max_model_len <= {derived}.")
     return config.max_model_len
 
 
 def resolve_scheduler_limits(config: EngineConfig, max_model_len: int, device) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs), with vLLM's rules between them and max_model_len."""
-    default_tokens, default_seqs = CUDA_SCHEDULER_DEFAULTS if device.type == "cuda" else CPU_SCHEDULER_DEFAULTS
+    default_tokens, default_seqs = defaults.default_scheduler_limits(*_device_memory(device))
     tokens = config.max_num_batched_tokens
     if tokens is None:
         tokens = default_tokens if config.enable_chunked_prefill else max(max_model_len, default_tokens)
     seqs = config.max_num_seqs or min(default_seqs, tokens)
     if not config.enable_chunked_prefill and tokens < max_model_len:
-        raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({max_model_len}). This "
-                         "effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM "
-                         "reject longer sequences.",
-                         fix="Please increase max_num_batched_tokens or decrease max_model_len.")
+        raise UsageError(messages.BATCHED_TOKENS_BELOW_MODEL_LEN.format(max_num_batched_tokens=tokens,
+                                                                        max_model_len=max_model_len))
     if tokens < seqs:
-        raise UsageError(f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs ({seqs}).",
+        raise UsageError(messages.BATCHED_TOKENS_BELOW_NUM_SEQS.format(max_num_batched_tokens=tokens, max_num_seqs=seqs),
                          fix=f"Raise max_num_batched_tokens to {seqs} or lower max_num_seqs.")
     return tokens, seqs
+
+
+def _device_memory(device) -> tuple[int | None, str]:
+    """(total bytes, name) of a CUDA device; (None, "CPU") on the CPU."""
+    import torch
+    if device.type != "cuda":
+        return None, "CPU"
+    properties = torch.cuda.get_device_properties(device)
+    return properties.total_memory, properties.name
 
 
 def plan_kv_cache(config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int,

@@ -8,11 +8,12 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from kvtool.engine.sizing.request_length import check_request_length, max_tokens_too_large_message
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.protocol import COMPLETIONS_DEFAULT_MAX_TOKENS
+from kvtool.engine.sizing import messages
+from kvtool.engine.sizing.request_length import check_request_length
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
@@ -63,7 +64,8 @@ def resolve_max_tokens(settings: ServerSettings, num_prompt_tokens: int, request
     if num_prompt_tokens == 0:
         raise APIError("The decoder prompt cannot be empty", param="prompt")
     if requested is not None and requested > settings.max_model_len:  # named after the field the client sent
-        message = max_tokens_too_large_message(requested, settings.max_model_len, param)
+        message = messages.MAX_TOKENS_TOO_LARGE.format(param=param, max_tokens=requested,
+                                                   max_model_len=settings.max_model_len)
         raise APIError(message, param=param)
     if defaulted and settings.default_max_tokens is not None:
         room = max(settings.max_model_len - num_prompt_tokens, 1)

@@ -1,6 +1,6 @@
 """Architecture facts read from an HF `config.json` dict, the way vLLM reads them (no torch)."""
 
-# vLLM's keys for the model's context length, in its order; the smallest present wins (facts §5.1).
+# vLLM's keys for the model's context length, in its order; the smallest present wins (docs/design.md).
 MAX_LEN_KEYS = (
     "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
     "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
@@ -52,7 +52,7 @@ def head_dim(config: dict, hidden_size: int, num_heads: int) -> int:
 
 
 def derive_max_model_len(config: dict) -> int:
-    """vLLM's derived max_model_len (facts §5, vLLM 0.33 rules)."""
+    """vLLM's derived max_model_len (vLLM 0.33's rules, docs/design.md)."""
     lengths = [config[key] for key in MAX_LEN_KEYS if isinstance(config.get(key), (int, float))]
     derived = min(lengths) if lengths else DEFAULT_MAX_MODEL_LEN
     if config.get("model_max_length"):

@@ -5,22 +5,24 @@
 
 from dataclasses import dataclass
 
+from kvtool.engine.sizing import messages
+from kvtool.engine.sizing.defaults import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DTYPE_BYTES,
+    FP8_KV_CACHE_DTYPES,
+    KV_CACHE_DTYPES,
+)
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
-from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length  # noqa: F401 (re-exported)
+from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB, format_gib, parse_human_int  # noqa: F401 (GiB is part of this API)
-from kvtool.errors import KvtoolError, UsageError
+from kvtool.errors import StartupError, UsageError
 
-DEFAULT_BLOCK_SIZE = 16
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048  # vLLM 0.33 SchedulerConfig default (server default on < 70 GiB GPUs)
-FP8_KV_CACHE_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", *FP8_KV_CACHE_DTYPES)
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
-CONSERVING_MEMORY_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
 
-class KVCacheTooSmallError(KvtoolError):
+class KVCacheTooSmallError(StartupError):
     """The KV cache cannot hold one request of max_model_len tokens (vLLM's start-up failure)."""
 
     def __init__(self, message: str, needed_bytes: int, available_bytes: int, estimated_max_model_len: int):
@@ -34,8 +36,8 @@ def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
     """Bytes per cached element: `auto` follows the model dtype; every fp8 flavour is 1 byte."""
     if kv_cache_dtype in FP8_KV_CACHE_DTYPES:
         return 1
-    name = DTYPE_NAMES.get(model_dtype if kv_cache_dtype == "auto" else kv_cache_dtype)
-    if name is None:
+    name = DTYPE_NAMES.get(model_dtype) if kv_cache_dtype == "auto" else kv_cache_dtype
+    if name not in DTYPE_BYTES or kv_cache_dtype not in KV_CACHE_DTYPES:
         raise UsageError(f"unknown kv-cache dtype '{kv_cache_dtype}'.", f"Use one of: {', '.join(KV_CACHE_DTYPES)}.")
     return DTYPE_BYTES[name]
 
@@ -116,28 +118,14 @@ def check_kv_cache_fits(spec: ModelSpec, available_bytes: int, max_model_len: in
                         pp: int = 1, max_num_batched_tokens: int | None = None) -> None:
     """Raise KVCacheTooSmallError, worded like vLLM 0.33, unless one max_model_len request fits."""
     if available_bytes <= 0:
-        raise KVCacheTooSmallError(no_memory_message(), 0, int(available_bytes), 0)
+        raise KVCacheTooSmallError(messages.no_memory_for_cache(), 0, int(available_bytes), 0)
     args = (block_size, kv_cache_dtype, tp, pp)
     needed = request_kv_bytes(spec, max_model_len, *args, max_num_batched_tokens)
     if needed <= available_bytes - block_bytes(spec, *args):
         return
     estimate = estimate_max_model_len(available_bytes, spec, *args, max_num_batched_tokens, limit=max_model_len)
-    raise KVCacheTooSmallError(too_small_message(max_model_len, needed, available_bytes, estimate),
+    raise KVCacheTooSmallError(messages.kv_cache_too_small(max_model_len, needed, available_bytes, estimate),
                                needed, int(available_bytes), estimate)
-
-
-def no_memory_message() -> str:
-    return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-            "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
-            f"See {CONSERVING_MEMORY_URL} for more details.")
-
-
-def too_small_message(max_model_len: int, needed: int, available: int, estimate: int) -> str:
-    return (f"To serve at least one request with the model's max seq len ({max_model_len}), ({format_gib(needed)} GiB "
-            f"KV cache is needed, which is larger than the available KV cache memory ({format_gib(available)} GiB). "
-            f"Based on the available memory, the estimated maximum model length is {estimate}. Try increasing "
-            "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
-            f"`max_model_len` when initializing the engine. See {CONSERVING_MEMORY_URL} for more details.")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -161,7 +149,7 @@ class KVCachePlan:
     fits: bool
 
     def log_line(self, device: str = "GPU") -> str:
-        return format_kv_cache_log(self.kv_cache_tokens, self.max_model_len, self.max_concurrency, device)
+        return messages.kv_cache_size_log(self.kv_cache_tokens, self.max_model_len, self.max_concurrency, device)
 
 
 def plan_kv_cache(available_bytes: int, spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
@@ -192,12 +180,6 @@ def safe_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = 
     return length // block_size * block_size
 
 
-def format_kv_cache_log(kv_cache_tokens: int, max_model_len: int, max_concurrency: float, device: str = "GPU") -> str:
-    """vLLM 0.33's start-up line."""
-    return (f"{device} KV cache size: {kv_cache_tokens:,} tokens, Maximum concurrency for {max_model_len:,} "
-            f"tokens per request: {max_concurrency:.2f}x")
-
-
 def resolve_max_model_len(spec: ModelSpec, requested: str | int | None, available_bytes: int | None = None,
                           **kv_args) -> int:
     """None -> the config's derived length; `auto` / -1 -> the largest that fits; `8k` / `8K` / 8192 as given."""
@@ -208,8 +190,7 @@ def resolve_max_model_len(spec: ModelSpec, requested: str | int | None, availabl
             raise UsageError("max_model_len 'auto' needs a KV-cache budget.", "Give a GPU or a memory size, or a number.")
         length = estimate_max_model_len(available_bytes, spec, **kv_args)
         if length < 1:
-            raise UsageError("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
-                             "token.", "Try increasing `gpu_memory_utilization`.")
+            raise UsageError(messages.CANNOT_AUTO_FIT)
         return length
     length = parse_human_int(requested, "max_model_len")
     if length < 1:

@@ -9,13 +9,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvtool.engine.sizing.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_BATCHED_TOKENS, DTYPES
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
 from kvtool.engine.sizing.spec import ModelSpec
-from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 MiB = 1 << 20
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM >= 0.20 (0.9 before)
 # Bytes per weight for quantization methods: 4-bit formats carry group scales (~4.25 bits).
 QUANT_BYTES_PER_PARAM = {
     "fp8": 1.0, "fbgemm_fp8": 1.0, "modelopt": 1.0, "compressed-tensors": 1.0, "experts_int8": 1.0,
@@ -52,12 +51,16 @@ class MemoryBudget:
         return self.requested_bytes - self.non_kv_cache_bytes
 
 
-def resolve_dtype(dtype: str, spec: ModelSpec) -> str:
-    """vLLM's `--dtype`: `auto` keeps the config dtype, but runs float32 checkpoints in bfloat16 on GPUs."""
+def resolve_dtype(dtype: str, checkpoint_dtype: str | None, bf16_supported: bool = True) -> str:
+    """vLLM's `--dtype`: `auto` keeps a 16-bit checkpoint dtype and runs anything else in bfloat16
+    (float16 on devices without bfloat16)."""
     if dtype == "auto":
-        return "bfloat16" if spec.dtype == "float32" else spec.dtype
+        name = DTYPE_NAMES.get(str(checkpoint_dtype).removeprefix("torch."))
+        if name in ("bfloat16", "float16"):
+            return name
+        return "bfloat16" if bf16_supported else "float16"
     if dtype not in DTYPE_NAMES:
-        raise UsageError(f"unknown dtype '{dtype}'.", "Use auto, bfloat16, float16 or float32.")
+        raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(DTYPES)}.")
     return DTYPE_NAMES[dtype]
 
 
@@ -70,7 +73,7 @@ def weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None
         if method not in QUANT_BYTES_PER_PARAM:
             raise UsageError(f"unknown quantization '{method}'.", f"Use one of: {', '.join(QUANT_BYTES_PER_PARAM)}.")
         return int(spec.num_parameters * QUANT_BYTES_PER_PARAM[method])
-    return spec.num_parameters * (4 if resolve_dtype(dtype, spec) == "float32" else 2)
+    return spec.num_parameters * (4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2)
 
 
 def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, dtype: str = "auto",
@@ -83,7 +86,7 @@ def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs:
 
 def _activation_bytes_per_token(spec: ModelSpec, dtype: str, tp: int) -> int:
     """Live tensors of one layer per token: residual stream copies, q/k/v, and the gated MLP's input."""
-    element = 4 if resolve_dtype(dtype, spec) == "float32" else 2
+    element = 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
     qkv = (spec.num_attention_heads + 2 * spec.num_key_value_heads) * spec.head_dim // tp
     mlp = 2 * spec.intermediate_size * max(1, spec.num_experts_per_tok or 1) // tp
     return element * (4 * spec.hidden_size + qkv + mlp)
@@ -99,7 +102,7 @@ def cudagraph_bytes(spec: ModelSpec, dtype: str = "auto", tp: int = 1, pp: int =
 
 def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                   tp: int = 1, pp: int = 1, dtype: str = "auto", quantization: str | None = None,
-                  max_num_batched_tokens: int = 2048, max_num_seqs: int = 256, enforce_eager: bool = False,
+                  max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = 256, enforce_eager: bool = False,
                   kv_cache_memory: int | None = None) -> MemoryBudget:
     """The per-GPU budget, vLLM 0.33 style; `kv_cache_memory` fixes the KV share instead."""
     if not 0 < gpu_memory_utilization <= 1:
@@ -117,10 +120,8 @@ def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: flo
     )
 
 
-def default_scheduler_limits(total_bytes: int, gpu_name: str = "", server: bool = True) -> tuple[int, int]:
-    """vLLM 0.33's (max_num_batched_tokens, max_num_seqs) defaults by GPU class (facts §8)."""
-    if total_bytes >= 160 * GiB:
-        return 16384, 1024
-    if total_bytes >= 70 * GiB and "a100" not in gpu_name.lower():
-        return (8192, 1024) if server else (16384, 1024)
-    return (2048, 256) if server else (8192, 256)
+def utilization_for(needed_bytes: float, total_bytes: float) -> float:
+    """The gpu_memory_utilization whose budget holds `needed_bytes`, rounded up to a hundredth."""
+    if total_bytes <= 0:
+        return float("inf")
+    return math.ceil(needed_bytes / total_bytes * 100 - 1e-9) / 100

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from kvtool.bench.client import _ChunkStream, RequestRecord, error_message
+from kvtool.bench.client import RequestRecord, _ChunkStream, error_message
 from kvtool.bench.datasets import FileDataset, RandomDataset, load_dataset
+from kvtool.bench.runner import BenchConfig
 from kvtool.bench.schedule import arrival_times
 from kvtool.bench.sweep import parse_sweep
-from kvtool.bench.runner import BenchConfig
 from kvtool.errors import UsageError
 
 

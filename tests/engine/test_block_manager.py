@@ -1,7 +1,7 @@
 """The block pool: allocation, ref counts, prefix hits, LRU eviction, vLLM's usage formula."""
 
-from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.core.sequence import Sequence
 
 

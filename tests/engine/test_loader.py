@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from kvtool.engine.runtime.worker import loader
 from kvtool.cache import cache_dir
+from kvtool.engine.runtime.worker import loader
 from kvtool.errors import UsageError
 
 

@@ -4,8 +4,8 @@ import pytest
 from engine_cases import prompts_of
 
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
-from kvtool.engine.sizing.kv_cache import RequestTooLongError
 from kvtool.engine.runtime.llm import LLM
+from kvtool.engine.sizing.kv_cache import RequestTooLongError
 from kvtool.errors import UsageError
 
 

@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
+from kvtool.engine.runtime.llm import LLM
 from kvtool.engine.sizing import kv_cache
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
-from kvtool.engine.runtime.llm import LLM
 from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.errors import UsageError
 
@@ -45,7 +45,9 @@ def test_too_small_kv_cache_fails_at_startup_with_vllms_message(tiny_llama):
 
 def test_plan_cli_prints_the_numbers_the_engine_uses(tiny_llama, tiny_llm):
     import json
+
     from typer.testing import CliRunner
+
     from kvtool.cli.app import app
     result = CliRunner().invoke(app, ["plan", "--model", str(tiny_llama[0]), "--dtype", "float32",
                                       "--kv-cache-memory", str(1 << 20), "--max-model-len", "512", "--json"])

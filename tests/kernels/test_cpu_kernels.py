@@ -5,11 +5,10 @@ import logging
 
 import pytest
 import torch
-import torch.nn.functional as F
+from paged_cases import CONFIG, filled_caches, naive_attention, one_rounding_step, ops_from, run_two_steps
 
 from kvtool.engine.runtime.models.rotary import build_cos_sin_cache
 from kvtool.kernels import cpu_build, cpu_linear, cpu_ops, get_ops, reference
-from paged_cases import CONFIG, filled_caches, naive_attention, ops_from, run_two_steps
 
 pytestmark = pytest.mark.skipif(not cpu_ops.available(), reason="no C compiler to build the CPU kernels")
 
@@ -67,9 +66,11 @@ def test_rms_norm_matches_the_reference(with_residual, dtype):
     weight = (torch.rand(576, generator=g) + 0.5).to(dtype)
     got = cpu_ops.rms_norm(x, weight, 1e-5, residual if with_residual else None)
     expected = reference.rms_norm(x, weight, 1e-5, residual if with_residual else None)
-    exact = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-5, "rtol": 1e-5}
-    for got_part, expected_part in zip(*((got, expected) if with_residual else ((got,), (expected,)))):
-        torch.testing.assert_close(got_part, expected_part, **exact)
+    got, expected = (got, expected) if with_residual else ((got,), (expected,))
+    # The sum of squares is a reduction whose order the compiler and the CPU choose: one rounding step apart.
+    torch.testing.assert_close(got[0], expected[0], **one_rounding_step(dtype))
+    if with_residual:  # x + residual is one addition per element: identical everywhere
+        torch.testing.assert_close(got[1], expected[1], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -88,10 +89,10 @@ def test_rotary_on_a_strided_qkv_view_matches_the_reference(dtype):
     query, key = qkv[:, :384].view(40, 6, 64), qkv[:, 384:512].view(40, 2, 64)   # rows 640 apart
     positions = torch.randint(0, 128, (40,), generator=g)
     cos_sin = build_cos_sin_cache(CONFIG, 128)
-    exact = {"atol": 0, "rtol": 0} if dtype == torch.bfloat16 else {"atol": 1e-6, "rtol": 1e-6}
+    # The compiler may fuse x1 * cos - x2 * sin into one multiply-add: one rounding step apart.
     for got, expected in zip(cpu_ops.rotary_embedding(positions, query, key, cos_sin),
                              reference.rotary_embedding(positions, query, key, cos_sin)):
-        torch.testing.assert_close(got, expected, **exact)
+        torch.testing.assert_close(got, expected, **one_rounding_step(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

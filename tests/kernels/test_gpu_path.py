@@ -3,15 +3,21 @@ the profile run that sizes the KV cache. Graph capture itself runs only on a GPU
 
 import pytest
 import torch
+from paged_cases import BLOCK_SIZE
 from transformers import LlamaConfig
 
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.cuda_graph import CUDAGraphRunner, DecodeBuffers, capture_sizes
-from kvtool.engine.runtime.worker.kv_budget import GiB, MemorySnapshot, check_free_memory, kv_memory_profile, profile_forward
-from kvtool.errors import KvtoolError
+from kvtool.engine.runtime.worker.kv_budget import (
+    GiB,
+    MemorySnapshot,
+    check_free_memory,
+    kv_memory_profile,
+    profile_forward,
+)
 from kvtool.engine.runtime.worker.loader import load_model
+from kvtool.errors import KvtoolError
 from kvtool.kernels import get_ops
-from paged_cases import BLOCK_SIZE
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

@@ -6,8 +6,9 @@ import torch
 
 pytest.importorskip("triton")
 
-from kvtool.kernels import reference, triton_ops  # noqa: E402
 from paged_cases import ops_from, run_two_steps  # noqa: E402
+
+from kvtool.kernels import reference, triton_ops  # noqa: E402
 
 
 def test_triton_ops_drive_the_model_like_the_references():

@@ -3,9 +3,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from paged_cases import BLOCK_SIZE, filled_caches, naive_attention
 
 from kvtool.kernels import get_ops, reference
-from paged_cases import BLOCK_SIZE, filled_caches, naive_attention
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 

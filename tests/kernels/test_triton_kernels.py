@@ -8,8 +8,9 @@ import torch
 
 pytest.importorskip("triton")
 
-from kvtool.kernels import decode_attention, fused_ops, prefill_attention, reference, store_kv  # noqa: E402
 from paged_cases import BLOCK_SIZE, filled_caches  # noqa: E402
+
+from kvtool.kernels import decode_attention, fused_ops, prefill_attention, reference, store_kv  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)

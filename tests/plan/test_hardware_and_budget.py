@@ -8,10 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-
 from kvtool.engine.sizing import gpus
-from kvtool.engine.sizing.memory_budget import GiB, default_scheduler_limits, memory_budget, weights_bytes
+from kvtool.engine.sizing.defaults import default_scheduler_limits
+from kvtool.engine.sizing.memory_budget import memory_budget, weights_bytes
 from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 

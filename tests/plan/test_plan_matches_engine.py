@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing.kv_cache import format_kv_cache_log
+from kvtool.engine.sizing.messages import kv_cache_size_log
 
 
 @pytest.mark.slow
@@ -19,6 +19,6 @@ def test_plan_predicts_the_engine_kv_cache(smollm2_llm):
     assert predicted["num_blocks"] == allocated.num_blocks
     assert predicted["kv_cache_tokens"] == allocated.kv_cache_tokens
     assert predicted["kv_bytes_per_token"] == allocated.kv_bytes_per_token
-    logged = format_kv_cache_log(allocated.kv_cache_tokens, allocated.max_model_len, allocated.max_concurrency, "CPU")
-    assert format_kv_cache_log(predicted["kv_cache_tokens"], predicted["max_model_len"],
+    logged = kv_cache_size_log(allocated.kv_cache_tokens, allocated.max_model_len, allocated.max_concurrency, "CPU")
+    assert kv_cache_size_log(predicted["kv_cache_tokens"], predicted["max_model_len"],
                                predicted["max_concurrency"], "CPU") == logged

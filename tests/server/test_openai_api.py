@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from kvtool.engine.sizing.request_length import total_too_long_message
+from kvtool.engine.sizing import messages
 
 pytestmark = pytest.mark.slow
 MAX_MODEL_LEN = 512  # tests/conftest.py KVTOOL_SERVER_ARGS
@@ -78,7 +78,9 @@ def test_prompt_plus_max_tokens_over_the_context_is_a_400_with_vllms_body(client
     error = caught.value.response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert (error["type"], error["code"], error["param"]) == ("BadRequestError", 400, "input_tokens")
-    assert error["message"] == total_too_long_message(prompt_tokens, 200, MAX_MODEL_LEN)
+    assert error["message"] == messages.TOTAL_TOO_LONG.format(prompt_tokens=prompt_tokens, max_tokens=200,
+                                                            max_model_len=MAX_MODEL_LEN,
+                                                            total_tokens=prompt_tokens + 200)
     assert error["message"].startswith(f"This model's maximum context length is {MAX_MODEL_LEN} tokens.")
 
 

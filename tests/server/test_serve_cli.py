@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.cli.exit_codes import ExitCode
 from kvtool.engine.sizing import kv_cache
 from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.errors import ExitCode
 
 
 @pytest.mark.slow
@@ -56,4 +56,4 @@ def test_backend_vllm_without_vllm_is_one_clear_line(tmp_path):
 def test_a_max_model_len_beyond_the_model_is_refused_before_loading():
     result = run_kvtool("serve", "--max-model-len", "100000")
     assert result.returncode == ExitCode.USAGE
-    assert "max_model_len (100000) is greater than the derived max_model_len (8192)" in result.stderr
+    assert "max_model_len (100000) is greater than the derived max_model_len (max_position_embeddings=8192" in result.stderr

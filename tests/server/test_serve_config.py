@@ -2,9 +2,9 @@
 
 import pytest
 
+from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
 from kvtool.engine.sizing import kv_cache
 from kvtool.engine.sizing.spec import resolve_model_spec
-from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import load_profile
 
@@ -54,5 +54,5 @@ def test_cpu_budget_is_what_max_num_seqs_full_sequences_need_when_small(smollm2)
 
 
 def test_a_flag_longer_than_the_model_context_is_refused(smollm2):
-    with pytest.raises(UsageError, match=r"max_model_len \(9000\) is greater than the derived max_model_len \(8192\)"):
+    with pytest.raises(UsageError, match=r"max_model_len \(9000\) is greater than the derived max_model_len \(max_position_embeddings=8192"):
         build_serve_plan(None, {"max_model_len": 9000}, CPU, smollm2)

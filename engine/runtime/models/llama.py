@@ -7,8 +7,8 @@ Weights keep HF names, except that q/k/v and gate/up projections are packed into
 import torch
 from torch import nn
 
-from kvtool.engine.runtime.worker.attention import AttentionMetadata, PagedAttention
 from kvtool.engine.runtime.models.rotary import build_cos_sin_cache
+from kvtool.engine.runtime.worker.attention import AttentionMetadata, PagedAttention
 
 # HF weight name -> (packed parameter, shard index)
 PACKED_SHARDS = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),

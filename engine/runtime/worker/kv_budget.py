@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.units import GiB
-from kvtool.errors import KvtoolError
-
+from kvtool.errors import StartupError
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,9 @@ def check_free_memory(before_model: MemorySnapshot, gpu_memory_utilization: floa
     requested = math.ceil(before_model.total_bytes * gpu_memory_utilization)
     if before_model.free_bytes >= requested:
         return
-    free, total = round(before_model.free_bytes / GiB, 2), round(before_model.total_bytes / GiB, 2)
-    raise KvtoolError(
-        f"Free memory on device {device} ({free}/{total} GiB) on startup is less than desired GPU memory "
-        f"utilization ({gpu_memory_utilization}, {round(requested / GiB, 2)} GiB).",
-        fix="Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+    raise StartupError(messages.FREE_MEMORY_BELOW_UTILIZATION.format(
+        device=device, free_gib=round(before_model.free_bytes / GiB, 2), total_gib=round(before_model.total_bytes / GiB, 2),
+        gpu_memory_utilization=gpu_memory_utilization, requested_gib=round(requested / GiB, 2)))
 
 
 def profile_kv_cache_bytes(model, before_model: MemorySnapshot, gpu_memory_utilization: float,

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvtool.engine.runtime.worker.gguf_convert import converted_folder
+from kvtool.engine.sizing.memory_budget import resolve_dtype
 from kvtool.errors import UsageError
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -54,23 +55,18 @@ def load_hf_config(folder: Path):
     return config
 
 
-def resolve_dtype(dtype: str, hf_config, device):
-    """"auto" is the checkpoint's dtype, except that fp32 (or unknown) runs in bf16 (fp16 on old GPUs)."""
+def torch_dtype(dtype: str, hf_config, device):
+    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it."""
     import torch
-    if dtype != "auto":
-        return getattr(torch, dtype)
     declared = getattr(hf_config, "dtype", None)   # transformers 5 name; reading `torch_dtype` warns
-    declared = getattr(torch, declared) if isinstance(declared, str) else declared
-    if declared in (torch.bfloat16, torch.float16):
-        return declared
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return torch.float16
-    return torch.bfloat16
+    bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
+    return getattr(torch, resolve_dtype(dtype, declared, bf16))
 
 
 def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, load_format: str, seed: int):
     """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones."""
     import torch
+
     from kvtool.engine.runtime.models.llama import LlamaForCausalLM
     torch.manual_seed(seed)
     default_dtype = torch.get_default_dtype()

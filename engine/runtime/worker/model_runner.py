@@ -9,18 +9,17 @@ from dataclasses import dataclass
 
 import torch
 
+from kvtool.engine.runtime.core.scheduler import SchedulerOutput
+from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.engine.runtime.worker.sampler import Sampler
-from kvtool.engine.runtime.core.scheduler import SchedulerOutput
-from kvtool.engine.runtime.core.sequence import Sequence
-from kvtool.engine.sizing.units import GiB
+from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION
 from kvtool.kernels import get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
-CPU_KV_CACHE_CAP = 4 * GiB
 CPU_DECODE_GROUP = 8
 FP8_KV_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
@@ -68,7 +67,7 @@ class ModelRunner:
             return self.config.kv_cache_memory
         if self.device.type == "cuda":
             return self._cuda_kv_bytes()
-        return min(_available_ram() // 4, CPU_KV_CACHE_CAP)
+        return min(_available_ram() // CPU_KV_CACHE_RAM_FRACTION, CPU_KV_CACHE_CAP)
 
     def _cuda_kv_bytes(self) -> int:
         """total × gpu_memory_utilization minus what loading and one profile forward consumed (vLLM v1)."""

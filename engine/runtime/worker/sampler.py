@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kvtool.engine.runtime.outputs import Logprob
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.outputs import Logprob
 
 
 @dataclass

@@ -1,0 +1,62 @@
+"""Every default and choice list, defined once.
+
+The engine, `plan`, `serve`, the workload profiles and the command-line options all read these names;
+the vLLM release each value comes from is in docs/design.md.
+"""
+
+from kvtool.engine.sizing.units import GiB
+
+# Model dtypes (`--dtype`).
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+# KV-cache dtypes vLLM 0.33 accepts among the plain ones; every fp8 flavour stores 1 byte per element.
+FP8_KV_CACHE_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", *FP8_KV_CACHE_DTYPES)
+# fp8_inc is Intel Gaudi's scaled format: the embedded engine stores the other two fp8 layouts.
+ENGINE_KV_CACHE_DTYPES = tuple(name for name in KV_CACHE_DTYPES if name != "fp8_inc")
+
+# What happens to a request whose prompt + max_tokens exceeds max_model_len.
+OVERFLOW_POLICIES = ("reject", "clamp")
+DEFAULT_OVERFLOW = "reject"
+
+LOAD_FORMATS = ("auto", "dummy")
+DEFAULT_MODEL = "smollm2"
+
+DEFAULT_BLOCK_SIZE = 16
+DEFAULT_MAX_TOKENS = 16  # SamplingParams.max_tokens when a request does not set it
+DEFAULT_MAX_MODEL_LEN = 2048  # when a config names no context length at all
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM >= 0.20
+LEGACY_GPU_MEMORY_UTILIZATION = 0.90  # vLLM < 0.20
+HIGHEST_ADVISED_UTILIZATION = 0.98  # fixes never advise more: CUDA context and fragmentation need the rest
+
+# (max_num_batched_tokens, max_num_seqs) defaults, vLLM 0.33, by device class and entry point.
+CPU_SCHEDULER_LIMITS = {"server": (2048, 128), "offline": (4096, 256)}
+SMALL_GPU_SCHEDULER_LIMITS = {"server": (2048, 256), "offline": (8192, 256)}  # < 70 GiB, or any A100
+LARGE_GPU_SCHEDULER_LIMITS = {"server": (8192, 1024), "offline": (16384, 1024)}  # >= 70 GiB (H100, H200, MI300X)
+HUGE_GPU_SCHEDULER_LIMITS = {"server": (16384, 1024), "offline": (16384, 1024)}  # >= 160 GiB (B200, B300)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = SMALL_GPU_SCHEDULER_LIMITS["server"][0]
+
+CPU_KV_CACHE_CAP = 2 * GiB  # the most the CPU path gives the KV cache unless told otherwise
+CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machine's memory
+
+
+def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
+    """vLLM's default gpu_memory_utilization: 0.92 from 0.20, 0.90 before."""
+    if vllm_version is None:
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+    major_minor = tuple(int(part) for part in vllm_version.split(".")[:2] if part.isdigit())
+    return DEFAULT_GPU_MEMORY_UTILIZATION if major_minor >= (0, 20) else LEGACY_GPU_MEMORY_UTILIZATION
+
+
+def default_scheduler_limits(total_bytes: int | None, gpu_name: str = "", server: bool = True) -> tuple[int, int]:
+    """vLLM 0.33's (max_num_batched_tokens, max_num_seqs) for a device: None total means a CPU."""
+    entry = "server" if server else "offline"
+    if total_bytes is None:
+        return CPU_SCHEDULER_LIMITS[entry]
+    if total_bytes >= 160 * GiB:
+        return HUGE_GPU_SCHEDULER_LIMITS[entry]
+    if total_bytes >= 70 * GiB and "a100" not in gpu_name.lower():
+        return LARGE_GPU_SCHEDULER_LIMITS[entry]
+    return SMALL_GPU_SCHEDULER_LIMITS[entry]
