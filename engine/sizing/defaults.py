@@ -1,7 +1,7 @@
 """Every default and choice list, defined once.
 
 The engine, `plan`, `serve`, the workload profiles and the command-line options all read these names;
-the vLLM release each value comes from is in docs/design.md.
+the vLLM release each value comes from is in docs/design.md ("vLLM facts kvtool relies on").
 """
 
 from kvtool.engine.sizing.units import GiB
