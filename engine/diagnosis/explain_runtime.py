@@ -6,6 +6,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_startup import default_utilization
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
+from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
 
 ALLOC_CONF = Fix("let PyTorch grow segments instead of fragmenting them", flag="PYTORCH_CUDA_ALLOC_CONF",
                  value="expandable_segments:True")
@@ -38,24 +39,24 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
         return [Fix("the weights alone do not fit: shard them", flag="--tensor-parallel-size", value=memory.tp * 2),
                 Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8)", flag="--quantization", value=None)]
     if phase == "sampler warm-up":
-        dummy = n.get("dummy_requests") or context.max_num_seqs or 256
+        dummy = n.get("dummy_requests") or context.max_num_seqs or ASSUMED_MAX_NUM_SEQS
         return [Fix("warm up (and serve) fewer sequences at once", flag="--max-num-seqs", value=max(1, dummy // 2)),
                 _lower_utilization(n, context)]
     if phase == "CUDA graph capture":
         return [Fix("skip CUDA graphs (slower decode, no graph memory)", flag="--enforce-eager", value=True),
                 _lower_utilization(n, context),
-                Fix("capture graphs for fewer batch sizes", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or 256) // 2))]
-    batched = context.max_num_batched_tokens or 8192
+                Fix("capture graphs for fewer batch sizes", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2))]
+    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
     return [Fix("shrink the profiling batch: the activation peak grows with it", flag="--max-num-batched-tokens",
                 value=max(512, batched // 2)),
-            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or 256) // 2)),
+            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2)),
             _lower_utilization(n, context)]
 
 
 def _runtime_fixes(n: dict, context: LogContext) -> list[Fix]:
     return [_lower_utilization(n, context),
-            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or 256) // 2)),
-            Fix("prefill in smaller chunks", flag="--max-num-batched-tokens", value=max(512, (context.max_num_batched_tokens or 8192) // 2))]
+            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2)),
+            Fix("prefill in smaller chunks", flag="--max-num-batched-tokens", value=max(512, (context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS) // 2))]
 
 
 def _lower_utilization(n: dict, context: LogContext) -> Fix:

@@ -6,7 +6,8 @@ import math
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION, default_gpu_memory_utilization
+from kvtool.engine.sizing.defaults import (ASSUMED_MAX_NUM_BATCHED_TOKENS, HIGHEST_ADVISED_UTILIZATION,
+                                          default_gpu_memory_utilization)
 from kvtool.engine.sizing.memory_budget import utilization_for
 
 
@@ -103,7 +104,7 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
         if n["gpu_memory_utilization_needed"] <= HIGHEST_ADVISED_UTILIZATION:
             fixes.append(Fix("raise the utilization so one max_model_len request fits", flag="--gpu-memory-utilization",
                              value=n["gpu_memory_utilization_needed"]))
-    batched = context.max_num_batched_tokens or 8192
+    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
     fixes += [Fix("shrink the profiling batch (the activation peak grows with it)", flag="--max-num-batched-tokens",
                   value=max(512, batched // 2)),
               Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),

@@ -43,7 +43,7 @@ class EngineConfig:
                 _check_positive(name, getattr(self, name))
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",
-                             fix="Pass a fraction such as 0.92.")
+                             fix=f"Pass a fraction such as {defaults.DEFAULT_GPU_MEMORY_UTILIZATION}.")
         if self.tensor_parallel_size != 1:
             raise UsageError(f"The embedded engine runs on one device; tensor_parallel_size={self.tensor_parallel_size}.",
                              fix="Use tensor_parallel_size=1, or serve with --backend vllm for several GPUs.")

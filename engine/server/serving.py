@@ -12,7 +12,7 @@ from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.protocol import COMPLETIONS_DEFAULT_MAX_TOKENS
-from kvtool.engine.sizing import messages
+from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.request_length import check_request_length
 
 logger = logging.getLogger("kvtool.serve")
@@ -24,7 +24,7 @@ class ServerSettings:
     model_name: str
     max_model_len: int
     api_key: str | None = None
-    overflow: str = "reject"
+    overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
 
 

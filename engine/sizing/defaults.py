@@ -37,6 +37,8 @@ SMALL_GPU_SCHEDULER_LIMITS = {"server": (2048, 256), "offline": (8192, 256)}  # 
 LARGE_GPU_SCHEDULER_LIMITS = {"server": (8192, 1024), "offline": (16384, 1024)}  # >= 70 GiB (H100, H200, MI300X)
 HUGE_GPU_SCHEDULER_LIMITS = {"server": (16384, 1024), "offline": (16384, 1024)}  # >= 160 GiB (B200, B300)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = SMALL_GPU_SCHEDULER_LIMITS["server"][0]
+# What a log that names no scheduler limits most likely ran with: the offline defaults of a common GPU.
+ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS = SMALL_GPU_SCHEDULER_LIMITS["offline"]
 
 CPU_KV_CACHE_CAP = 2 * GiB  # the most the CPU path gives the KV cache unless told otherwise
 CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machine's memory

@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine.sizing.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_BATCHED_TOKENS, DTYPES
+from kvtool.engine.sizing.defaults import (DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_BATCHED_TOKENS, DTYPES,
+                                          SMALL_GPU_SCHEDULER_LIMITS)
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
@@ -102,7 +103,7 @@ def cudagraph_bytes(spec: ModelSpec, dtype: str = "auto", tp: int = 1, pp: int =
 
 def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                   tp: int = 1, pp: int = 1, dtype: str = "auto", quantization: str | None = None,
-                  max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = 256, enforce_eager: bool = False,
+                  max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = SMALL_GPU_SCHEDULER_LIMITS["server"][1], enforce_eager: bool = False,
                   kv_cache_memory: int | None = None) -> MemoryBudget:
     """The per-GPU budget, vLLM 0.33 style; `kv_cache_memory` fixes the KV share instead."""
     if not 0 < gpu_memory_utilization <= 1:

@@ -1,6 +1,7 @@
 """Per-request length checks with vLLM's messages, and the overflow policy."""
 
 from kvtool.engine.sizing import messages
+from kvtool.engine.sizing.defaults import DEFAULT_OVERFLOW
 from kvtool.errors import KvtoolError
 
 
@@ -16,7 +17,7 @@ class RequestTooLongError(KvtoolError):
 
 
 def check_request_length(prompt_tokens: int, max_tokens: int | None, max_model_len: int,
-                         overflow: str = "reject") -> int:
+                         overflow: str = DEFAULT_OVERFLOW) -> int:
     """The max_tokens to run with, or RequestTooLongError.
 
     `reject` refuses prompt + max_tokens > max_model_len like vLLM <= 0.31; `clamp` lowers max_tokens
