@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 
 from kvtool import __version__
-from kvtool.cli import bench, diagnose, plan, profiles, serve
+from kvtool.cli import alerts, bench, diagnose, plan, profiles, serve, watch
 from kvtool.cli.exit_codes import ExitCode
 from kvtool.errors import KvtoolError
 
@@ -22,6 +22,8 @@ app.command("plan")(plan.plan)
 app.command("serve")(serve.serve)
 app.command("bench")(bench.bench)
 app.command("diagnose")(diagnose.diagnose)
+app.command("watch")(watch.watch)
+app.command("alerts")(alerts.alerts)
 app.add_typer(profiles.app, name="profiles")
 
 
