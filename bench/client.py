@@ -42,7 +42,7 @@ class RequestSpec:
     endpoint: str  # "chat" | "completions"
     model: str
     ignore_eos: bool = False
-    temperature: float = 0.0
+    sampling: tuple[tuple[str, object], ...] = (("temperature", 0.0),)  # fields sent as they are, after the others
 
 
 def build_payload(spec: RequestSpec, sample: SampleRequest) -> dict:
@@ -50,7 +50,6 @@ def build_payload(spec: RequestSpec, sample: SampleRequest) -> dict:
         "model": spec.model,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        "temperature": spec.temperature,
     }
     if spec.endpoint == "chat":
         payload["messages"] = [{"role": "user", "content": sample.prompt}]
@@ -60,6 +59,7 @@ def build_payload(spec: RequestSpec, sample: SampleRequest) -> dict:
         payload["max_tokens"] = sample.max_tokens
     if spec.ignore_eos:
         payload["ignore_eos"] = True
+    payload.update(spec.sampling)
     return payload
 
 

@@ -20,7 +20,8 @@ def run_offline(config: BenchConfig, vs_hf: bool = False, llm=None) -> dict:
 
     samples = workload(config)
     llm = llm or _make_llm(config)
-    params = [SamplingParams(max_tokens=s.max_tokens, temperature=0.0, ignore_eos=config.ignore_eos) for s in samples]
+    sampling = dict(config.sampling)
+    params = [SamplingParams(max_tokens=s.max_tokens, ignore_eos=config.ignore_eos, **sampling) for s in samples]
     start = time.perf_counter()
     outputs = llm.generate([s.prompt for s in samples], params, use_tqdm=False)
     duration_s = time.perf_counter() - start

@@ -7,6 +7,8 @@ from rich.text import Text
 
 from kvtool.bench.runner import BenchResult, RunProgress
 
+# Above this prefix-cache hit rate the report warns that the run measured cache hits.
+HIGH_PREFIX_HIT_RATE = 0.5
 LATENCY_ROWS = (
     ("ttft", "TTFT", "send -> first token"),
     ("tpot", "TPOT", "per output token after the first"),
@@ -30,6 +32,8 @@ def result_tables(result: BenchResult) -> Group:
     parts = [_totals_table(result), _latency_table(result)]
     if result.server is not None:
         parts.append(_server_table(result.server))
+        if (warning := prefix_cache_warning(result.server)) is not None:
+            parts.append(Text(warning, style="bold yellow"))
     if result.summary["failures"]:
         parts.append(_failures_table(result.summary["failures"]))
     return Group(*parts)
@@ -42,6 +46,7 @@ def _totals_table(result: BenchResult) -> Table:
     table.add_column(justify="right")
     table.add_row("Successful / failed requests", f"{s['completed']} / {s['failed']}")
     table.add_row("Duration (s)", f"{s['duration']:.2f}")
+    table.add_row("Data seed", str(result.config.seed))
     table.add_row("Input / output tokens (server usage)", f"{s['total_input_tokens']} / {s['total_output_tokens']}")
     table.add_row("Request throughput (req/s)", f"{s['request_throughput']:.2f}")
     if "request_goodput" in s:
@@ -74,6 +79,17 @@ def _server_table(server: dict) -> Table:
     table.add_row("Peak running requests", _number(server["peak_num_requests_running"]))
     table.add_row("Prefix-cache hit rate", _percent(server["prefix_cache_hit_rate"]))
     return table
+
+
+def prefix_cache_warning(server: dict) -> str | None:
+    """A warning when the prefix cache served much of the run's prompts: latency and throughput then
+    measure cache hits, not the prefill fresh traffic needs."""
+    rate = server.get("prefix_cache_hit_rate")
+    if rate is None or rate < HIGH_PREFIX_HIT_RATE:
+        return None
+    return (f"Warning: the server's prefix cache answered {rate:.0%} of prompt tokens during the run: prompts repeated "
+            "(a --seed used before, a shared --prefix-len, or a dataset with common prefixes), so TTFT and throughput "
+            "are better than fresh traffic would get. Drop --seed for fresh prompts.")
 
 
 def _failures_table(failures: dict[str, int]) -> Table:

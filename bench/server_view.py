@@ -7,42 +7,23 @@ without `/metrics` simply has no view.
 """
 
 import asyncio
-from collections import defaultdict
 
 import httpx
 
-COUNTERS = {
-    "preemptions": ("vllm:num_preemptions_total",),
-    "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-}
-GAUGES = {
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-    "num_requests_waiting": ("vllm:num_requests_waiting",),
-    "num_requests_running": ("vllm:num_requests_running",),
-}
+from kvtool.monitor.page import MetricsUnavailable, Page, parse_page
+
+# report key -> the quantity read from the page (kvtool.monitor.names: V1 names, then older ones)
+COUNTERS = {"preemptions": "num_preemptions", "prefix_cache_queries": "prefix_cache_queries",
+            "prefix_cache_hits": "prefix_cache_hits"}
+GAUGES = {"kv_cache_usage": "kv_cache_usage", "num_requests_waiting": "num_requests_waiting",
+          "num_requests_running": "num_requests_running"}
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Sample name -> value summed over label sets (engines, models)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    totals: dict[str, float] = defaultdict(float)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            totals[sample.name] += sample.value
-    return dict(totals)
-
-
-def pick(samples: dict[str, float], names: tuple[str, ...]) -> float | None:
-    return next((samples[n] for n in names if n in samples), None)
-
-
-async def scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+async def scrape(client: httpx.AsyncClient, base_url: str) -> Page | None:
     try:
         response = await client.get(base_url.rstrip("/") + "/metrics", timeout=5.0)
-        return parse_metrics(response.text) if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
+        return parse_page(response.text) if response.status_code == 200 else None
+    except (httpx.HTTPError, MetricsUnavailable):
         return None
 
 
@@ -51,7 +32,7 @@ class ServerWatcher:
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float = 0.2):
         self.client, self.base_url, self.interval_s = client, base_url, interval_s
-        self.before: dict[str, float] | None = None
+        self.before: Page | None = None
         self.peaks: dict[str, float] = {}
         self._poller: asyncio.Task | None = None
 
@@ -72,22 +53,22 @@ class ServerWatcher:
 
     async def _poll(self) -> None:
         while True:
-            samples = await scrape(self.client, self.base_url)
-            if samples is not None:
-                self._record_peaks(samples)
+            page = await scrape(self.client, self.base_url)
+            if page is not None:
+                self._record_peaks(page)
             await asyncio.sleep(self.interval_s)
 
-    def _record_peaks(self, samples: dict[str, float]) -> None:
-        busy = (pick(samples, GAUGES["num_requests_running"]) or 0) + (pick(samples, GAUGES["num_requests_waiting"]) or 0)
+    def _record_peaks(self, page: Page) -> None:
+        busy = (page.value("num_requests_running") or 0) + (page.value("num_requests_waiting") or 0)
         if not busy:
             return
-        for key, names in GAUGES.items():
-            value = pick(samples, names)
+        for key, quantity in GAUGES.items():
+            value = page.value(quantity, max if key == "kv_cache_usage" else sum)
             if value is not None:
                 self.peaks[key] = max(value, self.peaks.get(key, value))
 
-    def _view(self, after: dict[str, float]) -> dict:
-        delta = {key: (pick(after, names) or 0.0) - (pick(self.before, names) or 0.0) for key, names in COUNTERS.items()}
+    def _view(self, after: Page) -> dict:
+        delta = {key: (after.value(q) or 0.0) - (self.before.value(q) or 0.0) for key, q in COUNTERS.items()}
         queries = delta["prefix_cache_queries"]
         return {
             "preemptions": int(delta["preemptions"]),

@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 
 from kvtool import __version__
-from kvtool.cli import bench, diagnose, plan, profiles, serve
+from kvtool.cli import alerts, bench, diagnose, plan, profiles, serve, watch
 from kvtool.errors import ExitCode, KvtoolError
 
 app = typer.Typer(
@@ -39,7 +39,7 @@ def print_error(err: KvtoolError) -> None:
 
 
 for name, command in (("plan", plan.plan), ("serve", serve.serve), ("bench", bench.bench),
-                      ("diagnose", diagnose.diagnose)):
+                      ("diagnose", diagnose.diagnose), ("watch", watch.watch), ("alerts", alerts.alerts)):
     app.command(name)(report_errors(command))
 app.add_typer(profiles.app, name="profiles")
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import math
+import secrets
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +11,8 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
-SERVER, WORKLOAD, LOAD, METRICS, OUTPUT, OFFLINE = "Server", "Workload", "Load", "Metrics", "Output", "Offline"
+SERVER, WORKLOAD, SAMPLING, LOAD, METRICS, OUTPUT, OFFLINE = (
+    "Server", "Workload", "Sampling", "Load", "Metrics", "Output", "Offline")
 
 
 class Endpoint(str, Enum):
@@ -34,7 +36,11 @@ def bench(
     prefix_len: Annotated[int, typer.Option(min=0, help="Random prompts: a prefix of this many words shared by all.", rich_help_panel=WORKLOAD)] = 0,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="max_tokens for every request (overrides the dataset).", rich_help_panel=WORKLOAD)] = None,
     ignore_eos: Annotated[bool, typer.Option(help="Generate max_tokens tokens even past end-of-sequence.", rich_help_panel=WORKLOAD)] = False,
-    seed: Annotated[int, typer.Option(help="Seed for prompts and arrival times.", rich_help_panel=WORKLOAD)] = 0,
+    seed: Annotated[int | None, typer.Option(help="Seed for prompts and arrival times (default: a fresh one per run, printed).", rich_help_panel=WORKLOAD, show_default=False)] = None,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sent with every request; 0 is greedy, as vllm bench serve sends.", rich_help_panel=SAMPLING)] = 0.0,
+    top_p: Annotated[float | None, typer.Option(help="Sent with every request when given.", rich_help_panel=SAMPLING, show_default=False)] = None,
+    top_k: Annotated[int | None, typer.Option(help="Sent with every request when given.", rich_help_panel=SAMPLING, show_default=False)] = None,
+    extra_body: Annotated[str | None, typer.Option(help='JSON object merged into every request, e.g. \'{"min_p": 0.1}\'.', rich_help_panel=SAMPLING, show_default=False)] = None,
     request_rate: Annotated[float, typer.Option(help="Requests per second, or inf to send all at once.", rich_help_panel=LOAD)] = math.inf,
     burstiness: Annotated[float, typer.Option(help="Gamma shape of arrivals: 1 = Poisson, < 1 burstier.", rich_help_panel=LOAD)] = 1.0,
     max_concurrency: Annotated[int | None, typer.Option(min=1, help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
@@ -58,6 +64,7 @@ def bench(
     from kvtool.bench.datasets import load_dataset
     from kvtool.bench.metrics import parse_percentiles, parse_slo
     from kvtool.bench.runner import BenchConfig
+    from kvtool.bench.sampling import sampling_fields
     from kvtool.errors import UsageError
 
     if request_rate <= 0 or burstiness <= 0:
@@ -66,12 +73,15 @@ def bench(
         raise UsageError("--sweep and --csv work against a server, not with --offline.", fix="Drop them, or drop --offline.")
     if chart and not sweep:
         raise UsageError("--chart plots a sweep.", fix="Add e.g. --sweep max-concurrency=1,8,32.")
+    if (offline or vs) and extra_body:
+        raise UsageError("--extra-body is sent to a server, not to the engine offline.", fix="Drop it, or drop --offline.")
+    seed = secrets.randbelow(2**31) if seed is None else seed  # fresh prompts, so no run finds the last one's in the prefix cache
     config = BenchConfig(
         dataset=load_dataset(dataset, input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len, seed=seed),
         base_url=url, endpoint=endpoint.value, model=model, num_prompts=num_prompts, request_rate=request_rate,
         burstiness=burstiness, max_concurrency=max_concurrency, duration_s=duration, warmups=warmups, max_tokens=max_tokens,
         ignore_eos=ignore_eos, seed=seed, slo=parse_slo(slo) if slo else None, percentiles=parse_percentiles(percentiles),
-        request_timeout_s=request_timeout,
+        request_timeout_s=request_timeout, sampling=sampling_fields(temperature, top_p, top_k, extra_body),
     )
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)

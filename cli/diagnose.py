@@ -16,6 +16,7 @@ from kvtool.errors import ExitCode
 PASTE_HINT = ("Paste the whole failure: the exception's last lines, the HTTP 400/404 body, or the server log from "
               "start-up to the error (e.g. `kvtool diagnose server.log` or `docker logs vllm 2>&1 | kvtool diagnose`).")
 PLAN_PANEL = "Plan-based fixes"
+LIVE_PANEL = "Live server"
 
 
 def diagnose(
@@ -28,24 +29,47 @@ def diagnose(
                                             rich_help_panel=PLAN_PANEL)] = None,
     gpu_mem: Annotated[str | None, typer.Option(help="Memory of the GPU, e.g. 23.58GiB or 80GB.",
                                                 rich_help_panel=PLAN_PANEL)] = None,
+    url: Annotated[str | None, typer.Option(help="Diagnose a running server from its /metrics (base or /metrics URL).",
+                                            rich_help_panel=LIVE_PANEL)] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="KVTOOL_API_KEY", help="Bearer token for --url servers behind one.",
+                                                rich_help_panel=LIVE_PANEL)] = None,
 ) -> None:
     """Find memory and length failures in vLLM / PyTorch output and compute the fix.
 
-    Reads start-up logs, tracebacks, client exceptions, HTTP error bodies and /metrics scrapes, any size.
-    Exit status: 0 something diagnosed, 1 nothing recognised, 2 usage error.
+    Reads start-up logs, tracebacks, client exceptions, HTTP error bodies and /metrics scrapes, any size,
+    or a running server's /metrics with --url (preemptions, a KV cache near full).
+    Exit status: 0 something diagnosed, 1 nothing recognised, 2 usage error or no metrics at --url.
     """
     from kvtool.engine.diagnosis import diagnose as run_diagnosis
     from kvtool.engine.diagnosis.memory_model import resolve_spec
 
     spec = resolve_spec(model) if model else None
-    total_gib = _gpu_gib(gpu, gpu_mem) if gpu or gpu_mem else None
-    with _open_input(log) as stream:
-        result = run_diagnosis(stream, spec=spec, total_gpu_gib=total_gib)
+    if url is not None:
+        result = _diagnose_url(url, api_key, spec, log)
+    else:
+        total_gib = _gpu_gib(gpu, gpu_mem) if gpu or gpu_mem else None
+        with _open_input(log) as stream:
+            result = run_diagnosis(stream, spec=spec, total_gpu_gib=total_gib)
     if json_output:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         _render(result.findings)
     raise typer.Exit(ExitCode.OK if result.findings else ExitCode.NEGATIVE)
+
+
+def _diagnose_url(url: str, api_key: str | None, spec, log: Path | None):
+    """One scrape of /metrics (and /v1/models for max_model_len), explained as diagnose explains a log."""
+    from kvtool.engine.diagnosis.live import diagnose_server
+    from kvtool.errors import UsageError
+    from kvtool.monitor.alerts import server_numbers
+    from kvtool.monitor.scrape import Scraper
+    from kvtool.monitor.window import snapshot
+
+    if log is not None:
+        raise UsageError("give a log or --url, not both.", fix="Drop one of them.")
+    with Scraper(url, api_key) as scraper:
+        view = snapshot(scraper.url, [scraper.reading()])
+        return diagnose_server(server_numbers(view, scraper.max_model_len()), spec)
 
 
 def _open_input(log: Path | None):

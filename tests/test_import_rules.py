@@ -24,7 +24,7 @@ ENGINE_LAYERS = {
 }
 OUTSIDE_ENGINE_ALLOWED = {"runtime": {"kvtool.kernels"}}
 NEVER_FROM_ENGINE = ("kvtool.cli", "kvtool.profiles")
-TORCH_FREE = ("engine/sizing", "engine/plan", "engine/diagnosis", "cli")
+TORCH_FREE = ("engine/sizing", "engine/plan", "engine/diagnosis", "cli", "monitor")
 SHARED_TOP_LEVEL = ("kvtool.errors", "kvtool.cache", "kvtool.__version__")  # usable by every layer
 HEAVY_MODULES = ("torch", "transformers", "triton")
 

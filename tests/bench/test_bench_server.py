@@ -91,3 +91,25 @@ def test_duration_stops_sending_on_a_poisson_schedule(kvtool_server, tmp_path):
     assert 1 <= len(requests) < 50
     assert all(r["send_time"] <= 1.5 for r in requests)
     assert [r["send_time"] for r in requests] == sorted(r["send_time"] for r in requests)
+
+
+@pytest.mark.parametrize(("flags", "field"), [(["--top-p", "0"], "top_p"), (["--extra-body", '{"min_p": 2}'], "min_p")])
+def test_sampling_flags_reach_the_server(kvtool_server, flags, field):
+    # values the server refuses: its HTTP 400 names the field, which proves the field was sent
+    result = bench(kvtool_server, "-n", "5", *SMALL, *flags)
+    assert result.exit_code == 1 and "HTTP 400" in result.output and field in result.output
+
+
+def test_fresh_seed_per_run_and_a_warning_when_the_prefix_cache_answers(kvtool_server, tmp_path):
+    seeds = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.json"
+        assert bench(kvtool_server, "-n", "1", *SMALL, "--json", str(out)).exit_code == 0
+        seeds.append(json.loads(out.read_text())["config"]["seed"])
+    assert seeds[0] != seeds[1]
+    # the same --seed twice: the second run's 48-word prompts are three cached 16-token blocks
+    args = ("-n", "2", "--input-len", "48", "--output-len", "2", "--seed", "123457", "--max-concurrency", "1")
+    bench(kvtool_server, *args)
+    again = bench(kvtool_server, *args)
+    assert again.exit_code == 0, again.output
+    assert "Warning: the server's prefix cache answered" in again.output and "Data seed" in again.output

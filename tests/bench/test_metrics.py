@@ -101,10 +101,11 @@ def test_empty_run_summarises_without_error():
 
 
 def test_server_peaks_come_only_from_samples_taken_while_the_server_was_busy():
-    from kvtool.bench.server_view import ServerWatcher, parse_metrics
+    from kvtool.bench.server_view import ServerWatcher
+    from kvtool.monitor.page import parse_page
 
     def sample(running, waiting, usage):
-        return parse_metrics(f"vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\n"
+        return parse_page(f"vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\n"
                              f"vllm:kv_cache_usage_perc {usage}\n")
 
     watcher = ServerWatcher(client=None, base_url="http://127.0.0.1:1")
