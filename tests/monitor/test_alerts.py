@@ -12,7 +12,6 @@ from kvtool.cli.app import app
 from kvtool.monitor.alerts import evaluate
 from kvtool.monitor.page import parse_page
 from kvtool.monitor.window import Reading, snapshot
-
 from tests.monitor.conftest import PAGES
 
 runner = CliRunner()

@@ -4,7 +4,6 @@ import pytest
 
 from kvtool.monitor.page import MetricsUnavailable, parse_page
 from kvtool.monitor.window import Reading, histogram_quantile, snapshot
-
 from tests.monitor.conftest import PAGES
 
 
