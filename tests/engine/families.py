@@ -14,10 +14,12 @@ def family_config(family: str):
     configs = {
         "qwen3": lambda: hf.Qwen3Config(**TINY, head_dim=32, tie_word_embeddings=False),
         "gemma2": lambda: hf.Gemma2Config(**TINY, head_dim=16, sliding_window=WINDOW, query_pre_attn_scalar=24,
-                                          attn_logit_softcapping=5.0, final_logit_softcapping=3.0),
+                                          attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
+                                          tie_word_embeddings=False),
         "gemma3_text": lambda: hf.Gemma3TextConfig(**TINY, head_dim=16, sliding_window=WINDOW, layer_types=both,
                                                    query_pre_attn_scalar=16, rope_local_base_freq=100.0,
-                                                   rope_scaling={"rope_type": "linear", "factor": 2.0}),
+                                                   rope_scaling={"rope_type": "linear", "factor": 2.0},
+                                                   tie_word_embeddings=False),
         "phi3": lambda: hf.Phi3Config(**TINY, original_max_position_embeddings=64, pad_token_id=0, rope_scaling={
             "rope_type": "longrope", "short_factor": [1.0 + i / 16 for i in range(8)],
             "long_factor": [2.0 + i / 4 for i in range(8)]}),

@@ -9,6 +9,8 @@ MODEL_CLASSES = {
     "qwen2": ("llama", "LlamaForCausalLM"),
     "phi3": ("llama", "LlamaForCausalLM"),
     "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "gemma2": ("gemma", "Gemma2ForCausalLM"),
+    "gemma3_text": ("gemma", "Gemma3ForCausalLM"),
 }
 SUPPORTED_MODEL_TYPES = tuple(MODEL_CLASSES)
 
