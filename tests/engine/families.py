@@ -20,7 +20,7 @@ def family_config(family: str):
                                                    query_pre_attn_scalar=16, rope_local_base_freq=100.0,
                                                    rope_scaling={"rope_type": "linear", "factor": 2.0},
                                                    tie_word_embeddings=False),
-        "phi3": lambda: hf.Phi3Config(**TINY, original_max_position_embeddings=64, pad_token_id=0, rope_scaling={
+        "phi3": lambda: hf.Phi3Config(**TINY, original_max_position_embeddings=128, pad_token_id=0, rope_scaling={
             "rope_type": "longrope", "short_factor": [1.0 + i / 16 for i in range(8)],
             "long_factor": [2.0 + i / 4 for i in range(8)]}),
         "qwen3_moe": lambda: hf.Qwen3MoeConfig(**TINY, head_dim=16, num_experts=4, num_experts_per_tok=2,
