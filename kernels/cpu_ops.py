@@ -10,10 +10,10 @@ import torch
 
 from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import compiled_library, load_library
-from kvtool.kernels.reference import prefill_attention, store_kv
+from kvtool.kernels.reference import fused_moe, prefill_attention, store_kv
 
 __all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
-           "rms_norm", "rotary_embedding", "silu_and_mul", "available"]
+           "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe", "available"]
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 

@@ -148,3 +148,28 @@ def silu_and_mul(x):
     """x [T, 2I] -> silu(x[:, :I]) * x[:, I:]"""
     gate, up = x.chunk(2, dim=-1)
     return F.silu(gate) * up
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids):
+    """x [T, H], w13 [E, 2I, H] (gate then up), w2 [E, H, I], topk_weights / topk_ids [T, K]
+    -> sum over k of topk_weights[t, k] * down(silu(gate(x_t)) * up(x_t)) of expert topk_ids[t, k].
+
+    The (token, expert) pairs are sorted by expert; each expert runs one matmul over its slice of
+    them and an expert that received no token is skipped.
+    """
+    top_k = topk_ids.shape[1]
+    flat = topk_ids.flatten()
+    order = flat.argsort(stable=True)
+    tokens = order // top_k
+    counts = torch.bincount(flat, minlength=w13.shape[0]).tolist()
+    grouped = x[tokens]
+    out = torch.empty_like(grouped)
+    start = 0
+    for expert, count in enumerate(counts):
+        if count:
+            rows = slice(start, start + count)
+            gate, up = F.linear(grouped[rows], w13[expert]).chunk(2, dim=-1)
+            out[rows] = F.linear(F.silu(gate) * up, w2[expert])
+            start += count
+    out *= topk_weights.flatten()[order, None].to(out.dtype)
+    return torch.zeros_like(x).index_add_(0, tokens, out)

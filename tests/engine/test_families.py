@@ -9,7 +9,7 @@ from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
 
 GREEDY_12 = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-FAMILIES = ["qwen3", "gemma2", "gemma3_text", "phi3"]
+FAMILIES = ["qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe", "mixtral"]
 PROMPT_LENGTHS = [1, 7, 20, 2 * WINDOW + 11]   # the last is longer than the sliding window
 
 

@@ -11,6 +11,8 @@ MODEL_CLASSES = {
     "qwen3": ("qwen3", "Qwen3ForCausalLM"),
     "gemma2": ("gemma", "Gemma2ForCausalLM"),
     "gemma3_text": ("gemma", "Gemma3ForCausalLM"),
+    "qwen3_moe": ("moe", "Qwen3MoeForCausalLM"),
+    "mixtral": ("moe", "MixtralForCausalLM"),
 }
 SUPPORTED_MODEL_TYPES = tuple(MODEL_CLASSES)
 
