@@ -1,14 +1,14 @@
 """Attention, KV-cache and fused ops: Triton kernels on CUDA; on CPU C kernels where they can be
 built and apply, the plain-PyTorch references for the rest.
 
-`get_ops(device)` returns the six functions the model runner calls; both sets share signatures.
+`get_ops(device)` returns the seven functions the model runner calls; all sets share signatures.
 """
 
 from dataclasses import dataclass
 from typing import Callable
 
 OP_NAMES = ("store_kv", "paged_decode_attention", "prefill_attention",
-            "rms_norm", "rotary_embedding", "silu_and_mul")
+            "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class KernelOps:
     rms_norm: Callable
     rotary_embedding: Callable
     silu_and_mul: Callable
+    fused_moe: Callable
 
 
 def get_ops(device) -> KernelOps:

@@ -10,10 +10,10 @@ import torch
 
 from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import compiled_library, load_library
-from kvtool.kernels.reference import prefill_attention, store_kv
+from kvtool.kernels.reference import fused_moe, prefill_attention, store_kv
 
 __all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
-           "rms_norm", "rotary_embedding", "silu_and_mul", "available"]
+           "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe", "available"]
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 
@@ -25,7 +25,8 @@ class DecodeArgs(ctypes.Structure):
                 ("block_tables", ctypes.c_void_p), ("context_lens", ctypes.c_void_p), ("out", ctypes.c_void_p),
                 ("num_seqs", ctypes.c_int64), ("num_heads", ctypes.c_int64), ("num_kv_heads", ctypes.c_int64),
                 ("head_dim", ctypes.c_int64), ("block_size", ctypes.c_int64), ("table_stride", ctypes.c_int64),
-                ("scale", ctypes.c_float), ("dtype", ctypes.c_int32), ("num_threads", ctypes.c_int32)]
+                ("scale", ctypes.c_float), ("dtype", ctypes.c_int32), ("num_threads", ctypes.c_int32),
+                ("sliding_window", ctypes.c_int64)]
 
 
 def available() -> bool:
@@ -33,11 +34,13 @@ def available() -> bool:
 
 
 def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                           k_scale=1.0, v_scale=1.0):
-    """One query token per sequence over its whole context, read in place from the paged cache."""
-    if not (_covered(query, k_cache) and query.shape[-1] % 16 == 0 and k_cache.is_contiguous() and len(query)):
+                           k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+    """One query token per sequence over its context (or its last `sliding_window` tokens), read in
+    place from the paged cache; soft-capped logits go to the reference."""
+    if not (_covered(query, k_cache) and query.shape[-1] % 16 == 0 and k_cache.is_contiguous() and len(query)
+            and logits_soft_cap is None):
         return reference.paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                                                k_scale, v_scale)
+                                                k_scale, v_scale, sliding_window, logits_soft_cap)
     query = query.contiguous()
     tables = block_tables.to(torch.int32).contiguous()
     lens = context_lens.to(torch.int32).contiguous()
@@ -45,7 +48,7 @@ def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, 
     num_seqs, num_heads, head_dim = query.shape
     args = DecodeArgs(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(), lens.data_ptr(),
                       out.data_ptr(), num_seqs, num_heads, k_cache.shape[2], head_dim, k_cache.shape[1],
-                      tables.shape[1], scale, DTYPE_CODES[query.dtype], torch.get_num_threads())
+                      tables.shape[1], scale, DTYPE_CODES[query.dtype], torch.get_num_threads(), sliding_window or 0)
     compiled_library().kvtool_paged_decode(ctypes.addressof(args))
     return out
 

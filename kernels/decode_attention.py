@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kvtool.kernels.triton_common import dot_dtype, dot_precision, load_paged_tile
+from kvtool.kernels.triton_common import dot_dtype, dot_precision, load_paged_tile, scaled_scores
 
 BLOCK_N = 64            # keys per inner step
 PARTITION_SIZE = 512    # keys per split
@@ -26,7 +26,7 @@ def _decode_split_kernel(
         NUM_KV_HEADS: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
         HEAD_DIM: tl.constexpr, HEAD_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
         BLOCK_N: tl.constexpr, PARTITION: tl.constexpr, SPLIT: tl.constexpr,
-        DOT_DTYPE: tl.constexpr, PRECISION: tl.constexpr):
+        DOT_DTYPE: tl.constexpr, PRECISION: tl.constexpr, WINDOW: tl.constexpr, SOFT_CAP: tl.constexpr):
     seq, kv_head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     context_len = tl.load(context_lens_ptr + seq)
     heads = kv_head * GROUP + tl.arange(0, GROUP_PAD)
@@ -36,7 +36,6 @@ def _decode_split_kernel(
     q_offs = seq * q_stride_b + heads[:, None] * q_stride_h + dims[None, :]
     q = tl.load(q_ptr + q_offs, mask=head_mask[:, None] & dim_mask[None, :], other=0.0)
     q = q.to(tl.float32).to(DOT_DTYPE)
-    qk_scale = scale * 1.4426950408889634  # softmax in the exp2 domain
 
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
@@ -44,6 +43,8 @@ def _decode_split_kernel(
     table_row = block_tables_ptr + seq * table_stride
     split_start = split * PARTITION
     split_end = tl.minimum(split_start + PARTITION, context_len)
+    if WINDOW > 0:   # the first step starts at a visible key, so no step sees only masked ones
+        split_start = tl.maximum(split_start, context_len - WINDOW)
     for start in range(split_start, split_end, BLOCK_N):
         tokens = start + tl.arange(0, BLOCK_N)
         valid = tokens < split_end
@@ -51,7 +52,7 @@ def _decode_split_kernel(
                             NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE)
         v = load_paged_tile(v_cache_ptr, table_row, tokens, valid, kv_head, dims, dim_mask, v_scale,
                             NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE)
-        scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=PRECISION) * qk_scale
+        scores = scaled_scores(q, k, scale, SOFT_CAP, DOT_DTYPE, PRECISION)
         scores = tl.where(valid[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, 1))
         p = tl.exp2(scores - m_new[:, None])
@@ -96,8 +97,9 @@ def _decode_reduce_kernel(out_ptr, part_out_ptr, part_max_ptr, part_sum_ptr, out
 
 
 def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                           k_scale=1.0, v_scale=1.0):
-    """One query token per sequence over its whole context; query [B, Hq, D] -> out [B, Hq, D]."""
+                           k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+    """One query token per sequence over its context (its last `sliding_window` tokens when set);
+    query [B, Hq, D] -> out [B, Hq, D]."""
     batch, num_heads, head_dim = query.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     group = num_heads // num_kv_heads
@@ -112,7 +114,7 @@ def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, 
         NUM_KV_HEADS=num_kv_heads, GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)),
         HEAD_DIM=head_dim, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, BLOCK_N=BLOCK_N,
         PARTITION=PARTITION_SIZE, SPLIT=num_splits > 1, DOT_DTYPE=dot_dtype(query.dtype),
-        PRECISION=dot_precision(query.dtype))
+        PRECISION=dot_precision(query.dtype), WINDOW=sliding_window or 0, SOFT_CAP=float(logits_soft_cap or 0.0))
     if num_splits > 1:
         _decode_reduce_kernel[(batch, num_heads)](
             out, *parts, out.stride(0), out.stride(1), num_splits, NUM_HEADS=num_heads, HEAD_DIM=head_dim,

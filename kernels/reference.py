@@ -46,8 +46,12 @@ def _gather(cache, block_table, num_tokens, dtype, scale):
 
 
 def prefill_attention(query, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
-                      k_scale=1.0, v_scale=1.0):
-    """Causal attention of each sequence's chunk over its cached prefix plus the chunk itself."""
+                      k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+    """Causal attention of each sequence's chunk over its cached prefix plus the chunk itself.
+
+    With `sliding_window` W a query sees only the W keys ending at its own position; with
+    `logits_soft_cap` c the scores become c * tanh(score / c) before the softmax (Gemma 2).
+    """
     out = torch.empty_like(query)
     starts, lens = cu_seqlens_q.tolist(), context_lens.tolist()
     for b, context_len in enumerate(lens):
@@ -55,23 +59,38 @@ def prefill_attention(query, k_cache, v_cache, block_tables, cu_seqlens_q, conte
         q = query[starts[b]:starts[b + 1]].transpose(0, 1)[None]
         k = _gather(k_cache, block_tables[b], context_len, query.dtype, k_scale).transpose(0, 1)[None]
         v = _gather(v_cache, block_tables[b], context_len, query.dtype, v_scale).transpose(0, 1)[None]
-        out[starts[b]:starts[b + 1]] = _causal_attention(q, k, v, scale)[0].transpose(0, 1)
+        attended = _causal_attention(q, k, v, scale, sliding_window, logits_soft_cap)
+        out[starts[b]:starts[b + 1]] = attended[0].transpose(0, 1)
     return out
 
 
-def _causal_attention(q, k, v, scale):
+def _causal_attention(q, k, v, scale, sliding_window=None, logits_soft_cap=None):
     """q [1, Hq, L, D] over k/v [1, Hkv, S, D]; query i sits at position S - L + i."""
     q_len, context_len = q.shape[2], k.shape[2]
-    if q_len == context_len:
+    if q_len == context_len and sliding_window is None and logits_soft_cap is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
     q_pos = torch.arange(context_len - q_len, context_len, device=q.device)
-    mask = torch.arange(context_len, device=q.device)[None, :] <= q_pos[:, None]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+    distance = q_pos[:, None] - torch.arange(context_len, device=q.device)[None, :]
+    mask = (distance >= 0) & (distance < (sliding_window or context_len + 1))
+    if logits_soft_cap is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+    return _soft_capped_attention(q, k, v, mask, scale, logits_soft_cap)
+
+
+def _soft_capped_attention(q, k, v, mask, scale, cap):
+    """Attention with c * tanh(score / c) scores, in fp32 (SDPA has no soft cap)."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1).float(), v.repeat_interleave(group, dim=1).float()
+    scores = torch.matmul(q.float(), k.transpose(-1, -2)) * scale
+    scores = torch.tanh(scores / cap) * cap
+    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return torch.matmul(probs, v).to(q.dtype)
 
 
 def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                           k_scale=1.0, v_scale=1.0):
-    """One query token per sequence over its whole context, batched with a padding mask."""
+                           k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+    """One query token per sequence over its context (its last `sliding_window` tokens when set),
+    batched with a padding mask."""
     batch, num_heads, head_dim = query.shape
     num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
     max_len = int(context_lens.max())
@@ -84,8 +103,15 @@ def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, 
     q = query.view(batch, num_kv_heads, group, head_dim)
     k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [B, Hkv, S, D]
     positions = torch.arange(k.shape[2], device=query.device)
-    mask = (positions[None, :] < context_lens[:, None].to(query.device))[:, None, None, :]
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    lens = context_lens[:, None].to(query.device)
+    mask = positions[None, :] < lens
+    if sliding_window is not None:
+        mask &= positions[None, :] >= lens - sliding_window
+    mask = mask[:, None, None, :]
+    if logits_soft_cap is None:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    else:
+        out = _soft_capped_attention(q, k, v, mask, scale, logits_soft_cap)
     return out.reshape(batch, num_heads, head_dim)
 
 
@@ -122,3 +148,28 @@ def silu_and_mul(x):
     """x [T, 2I] -> silu(x[:, :I]) * x[:, I:]"""
     gate, up = x.chunk(2, dim=-1)
     return F.silu(gate) * up
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids):
+    """x [T, H], w13 [E, 2I, H] (gate then up), w2 [E, H, I], topk_weights / topk_ids [T, K]
+    -> sum over k of topk_weights[t, k] * down(silu(gate(x_t)) * up(x_t)) of expert topk_ids[t, k].
+
+    The (token, expert) pairs are sorted by expert; each expert runs one matmul over its slice of
+    them and an expert that received no token is skipped.
+    """
+    top_k = topk_ids.shape[1]
+    flat = topk_ids.flatten()
+    order = flat.argsort(stable=True)
+    tokens = order // top_k
+    counts = torch.bincount(flat, minlength=w13.shape[0]).tolist()
+    grouped = x[tokens]
+    out = torch.empty_like(grouped)
+    start = 0
+    for expert, count in enumerate(counts):
+        if count:
+            rows = slice(start, start + count)
+            gate, up = F.linear(grouped[rows], w13[expert]).chunk(2, dim=-1)
+            out[rows] = F.linear(F.silu(gate) * up, w2[expert])
+            start += count
+    out *= topk_weights.flatten()[order, None].to(out.dtype)
+    return torch.zeros_like(x).index_add_(0, tokens, out)

@@ -39,3 +39,12 @@ def load_paged_tile(cache_ptr, table_row_ptr, tokens, valid, kv_head, dims, dim_
     offsets = (slots[:, None] * NUM_KV_HEADS + kv_head) * HEAD_DIM + dims[None, :]
     tile = tl.load(cache_ptr + offsets, mask=valid[:, None] & dim_mask[None, :], other=0.0)
     return tile.to(tl.float32) * scale   # fp8 caches hold x / scale; others are read with scale 1
+
+
+@triton.jit
+def scaled_scores(q, k, scale, SOFT_CAP: tl.constexpr, DOT_DTYPE: tl.constexpr, PRECISION: tl.constexpr):
+    """q . k * scale, soft-capped to SOFT_CAP * tanh(x / SOFT_CAP) when SOFT_CAP > 0, in the exp2 domain."""
+    scores = tl.dot(q, tl.trans(k.to(DOT_DTYPE)), input_precision=PRECISION) * scale
+    if SOFT_CAP > 0:
+        scores = SOFT_CAP * (2.0 * tl.sigmoid(2.0 * scores / SOFT_CAP) - 1.0)
+    return scores * 1.4426950408889634

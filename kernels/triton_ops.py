@@ -1,9 +1,10 @@
-"""The Triton implementations of the six ops, gathered under the names `get_ops` looks up."""
+"""The Triton implementations of the seven ops, gathered under the names `get_ops` looks up."""
 
 from kvtool.kernels.decode_attention import paged_decode_attention
+from kvtool.kernels.fused_moe import fused_moe
 from kvtool.kernels.fused_ops import rms_norm, rotary_embedding, silu_and_mul
 from kvtool.kernels.prefill_attention import prefill_attention
 from kvtool.kernels.store_kv import store_kv
 
 __all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
-           "rms_norm", "rotary_embedding", "silu_and_mul"]
+           "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe"]

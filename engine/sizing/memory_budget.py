@@ -9,8 +9,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvtool.engine.sizing.defaults import (DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_MAX_NUM_BATCHED_TOKENS, DTYPES,
-                                          SMALL_GPU_SCHEDULER_LIMITS)
+from kvtool.engine.sizing.defaults import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DTYPES,
+    SMALL_GPU_SCHEDULER_LIMITS,
+)
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError

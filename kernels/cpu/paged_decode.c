@@ -23,7 +23,13 @@ typedef struct {
     int64_t num_seqs, num_heads, num_kv_heads, head_dim, block_size, table_stride;
     float scale;
     int32_t dtype, num_threads;
+    int64_t sliding_window;   /* 0: the whole context; else only its last sliding_window tokens */
 } DecodeArgs;
+
+/* the first token a sequence of ctx tokens attends to */
+static int64_t first_visible(const DecodeArgs *a, int64_t ctx) {
+    return a->sliding_window > 0 && ctx > a->sliding_window ? ctx - a->sliding_window : 0;
+}
 
 static int64_t row_of(const DecodeArgs *a, const int32_t *table, int64_t t) {
     return ((int64_t)table[t / a->block_size] * a->block_size + t % a->block_size) * a->num_kv_heads;

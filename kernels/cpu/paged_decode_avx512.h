@@ -40,12 +40,12 @@ INLINE __m512 transpose_sum16(const __m512 v[16]) {
 }
 
 /* scores[h * stride + t] = scale * q_h . k_t for one tile of n <= 16 tokens starting at t0 */
-INLINE void score_tile(const DecodeArgs *a, const int32_t *table, const float *q, float *k_tile, int64_t t0,
+INLINE void score_tile(const DecodeArgs *a, const int32_t *table, int64_t first, const float *q, float *k_tile, int64_t t0,
                        int n, float *scores, int64_t stride, int dtype, int chunks) {
     int64_t hkv = a->num_kv_heads, group = a->num_heads / hkv, d = a->head_dim;
     for (int64_t kh = 0; kh < hkv; kh++) {
         for (int j = 0; j < n; j++) {
-            int64_t base = (row_of(a, table, t0 + j) + kh) * d;
+            int64_t base = (row_of(a, table, first + t0 + j) + kh) * d;
             for (int c = 0; c < chunks; c++) _mm512_storeu_ps(k_tile + j * d + c * 16, load16(a->k_cache, base + c * 16, dtype));
         }
         for (int64_t g = 0; g < group; g++) {
@@ -64,12 +64,12 @@ INLINE void score_tile(const DecodeArgs *a, const int32_t *table, const float *q
 
 #if defined(__AVX512BF16__)
 /* score_tile for bf16 caches: pairs of bf16 products summed in fp32 by one instruction, no conversion */
-INLINE void score_tile_bf16(const DecodeArgs *a, const int32_t *table, const uint16_t *query, int64_t t0, int n,
+INLINE void score_tile_bf16(const DecodeArgs *a, const int32_t *table, int64_t first, const uint16_t *query, int64_t t0, int n,
                             float *scores, int64_t stride, int pairs) {
     int64_t hkv = a->num_kv_heads, group = a->num_heads / hkv, d = a->head_dim;
     const uint16_t *rows[TILE];
     for (int64_t kh = 0; kh < hkv; kh++) {
-        for (int j = 0; j < n; j++) rows[j] = (const uint16_t *)a->k_cache + (row_of(a, table, t0 + j) + kh) * d;
+        for (int j = 0; j < n; j++) rows[j] = (const uint16_t *)a->k_cache + (row_of(a, table, first + t0 + j) + kh) * d;
         for (int64_t g = 0; g < group; g++) {
             const uint16_t *qh = query + (kh * group + g) * d;
             __m512 dots[TILE];
@@ -107,13 +107,13 @@ INLINE float softmax_row(float *s, int64_t ctx) {
 }
 
 /* out for the query heads of one KV head: sum_t p[h][t] * v_t, divided by the row sums */
-INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t ctx, int64_t kh, const float *p,
+INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t first, int64_t ctx, int64_t kh, const float *p,
                          int64_t stride, const float *sums, void *out, int dtype, int chunks) {
     int64_t group = a->num_heads / a->num_kv_heads, d = a->head_dim;
     __m512 acc[group * chunks];
     for (int64_t i = 0; i < group * chunks; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t t = 0; t < ctx; t++) {
-        int64_t base = (row_of(a, table, t) + kh) * d;
+        int64_t base = (row_of(a, table, first + t) + kh) * d;
         __m512 v[chunks];
         for (int c = 0; c < chunks; c++) v[c] = load16(a->v_cache, base + c * 16, dtype);
         for (int64_t g = 0; g < group; g++) {
@@ -129,7 +129,8 @@ INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t ctx,
 }
 
 INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int dtype, int chunks) {
-    int64_t ctx = a->context_lens[b], hq = a->num_heads, d = a->head_dim;
+    int64_t first = first_visible(a, a->context_lens[b]), ctx = a->context_lens[b] - first;
+    int64_t hq = a->num_heads, d = a->head_dim;
     int64_t stride = (ctx + TILE - 1) / TILE * TILE;
     const int32_t *table = a->block_tables + b * a->table_stride;
     float *q = scratch, *k_tile = q + hq * d, *sums = k_tile + TILE * d, *s = sums + hq;
@@ -138,13 +139,13 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int dty
     for (int64_t t0 = 0; t0 < ctx; t0 += TILE) {
         int n = ctx - t0 < TILE ? (int)(ctx - t0) : TILE;
         if (direct_bf16)
-            score_tile_bf16(a, table, (const uint16_t *)a->query + b * hq * d, t0, n, s, stride, chunks / 2);
+            score_tile_bf16(a, table, first, (const uint16_t *)a->query + b * hq * d, t0, n, s, stride, chunks / 2);
         else
-            score_tile(a, table, q, k_tile, t0, n, s, stride, dtype, chunks);
+            score_tile(a, table, first, q, k_tile, t0, n, s, stride, dtype, chunks);
     }
     for (int64_t h = 0; h < hq; h++) sums[h] = softmax_row(s + h * stride, ctx);
     for (int64_t kh = 0; kh < a->num_kv_heads; kh++)
-        weigh_values(a, table, ctx, kh, s, stride, sums, (char *)a->out + b * hq * d * (dtype == DTYPE_F32 ? 4 : 2),
+        weigh_values(a, table, first, ctx, kh, s, stride, sums, (char *)a->out + b * hq * d * (dtype == DTYPE_F32 ? 4 : 2),
                      dtype, chunks);
 }
 

@@ -1,12 +1,13 @@
 /* Portable path of paged_decode.c: plain loops the compiler vectorizes as far as the target allows. */
 
 INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int dtype) {
-    int64_t ctx = a->context_lens[b], hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
+    int64_t first = first_visible(a, a->context_lens[b]), ctx = a->context_lens[b] - first;
+    int64_t hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
     const int32_t *table = a->block_tables + b * a->table_stride;
     float *q = scratch, *acc = q + hq * d, *s = acc + hq * d;
     for (int64_t i = 0; i < hq * d; i++) q[i] = load_scalar(a->query, b * hq * d + i, dtype) * a->scale;
     for (int64_t t = 0; t < ctx; t++) {
-        int64_t row = row_of(a, table, t);
+        int64_t row = row_of(a, table, first + t);
         for (int64_t h = 0; h < hq; h++) {
             int64_t base = (row + h / group) * d;
             float dot = 0;
@@ -22,7 +23,7 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int dty
         for (int64_t t = 0; t < ctx; t++) s[h * ctx + t] /= sum;
     }
     for (int64_t t = 0; t < ctx; t++) {
-        int64_t row = row_of(a, table, t);
+        int64_t row = row_of(a, table, first + t);
         for (int64_t h = 0; h < hq; h++) {
             int64_t base = (row + h / group) * d;
             float w = s[h * ctx + t];

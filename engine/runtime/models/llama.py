@@ -1,16 +1,19 @@
-"""The Llama-family decoder (Llama, Mistral, Qwen2, SmolLM) on the paged KV cache.
+"""The Llama-family decoder (Llama, Mistral, Qwen2, SmolLM, Phi-3) on the paged KV cache.
 
 Weights keep HF names, except that q/k/v and gate/up projections are packed into one matrix each
-(`qkv_proj`, `gate_up_proj`) so that a layer runs two matmuls fewer.
+(`qkv_proj`, `gate_up_proj`) so that a layer runs two matmuls fewer; Phi-3 checkpoints come packed.
+Other families subclass these modules (qwen3.py, gemma.py, moe.py).
 """
 
 import torch
 from torch import nn
 
-from kvtool.engine.runtime.models.rotary import build_cos_sin_cache
+from kvtool.engine.runtime.models.rotary import build_cos_sin_cache, head_dim, rotary_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata, PagedAttention
+from kvtool.engine.sizing import hf_config
 
 # HF weight name -> (packed parameter, shard index)
+LAYER_KINDS = ("full_attention", "sliding_attention")
 PACKED_SHARDS = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
                  "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
 
@@ -26,18 +29,32 @@ class RMSNorm(nn.Module):
         return self.ops.rms_norm(x, self.weight, self.eps, residual)
 
 
+def layer_types(config) -> tuple[str, ...]:
+    """Each layer's attention kind ("full_attention" or "sliding_attention"), as `kvtool plan` reads it."""
+    return hf_config.layer_types(config.to_dict(), config.num_hidden_layers)
+
+
+def sliding_window(config, layer_idx: int) -> int | None:
+    """The window of a sliding layer (it sees its last `window` tokens, itself included); None for full layers."""
+    window = getattr(config, "sliding_window", None)
+    if layer_types(config)[layer_idx] != "sliding_attention" or getattr(config, "use_sliding_window", None) is False:
+        return None
+    return window or None
+
+
 class LlamaAttention(nn.Module):
-    def __init__(self, config, ops, cos_sin_cache):
+    def __init__(self, config, ops, cos_sin_cache, layer_idx: int = 0):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.num_heads
+        self.head_dim = head_dim(config)
+        self.rotary_dim = rotary_dim(config)
         self.shard_sizes = [self.num_heads * self.head_dim] + [self.num_kv_heads * self.head_dim] * 2
         qkv_bias = config.model_type == "qwen2" or getattr(config, "attention_bias", False)
         self.qkv_proj = nn.Linear(config.hidden_size, sum(self.shard_sizes), bias=qkv_bias)
         o_bias = getattr(config, "attention_bias", False) and config.model_type != "qwen2"
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=o_bias)
-        self.attn = PagedAttention(ops, self.head_dim ** -0.5)
+        self.attn = PagedAttention(ops, self.head_dim ** -0.5, sliding_window(config, layer_idx))
         self.ops = ops
         self.cos_sin_cache = cos_sin_cache
 
@@ -46,9 +63,16 @@ class LlamaAttention(nn.Module):
         q = q.view(-1, self.num_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
-        q, k = self.ops.rotary_embedding(positions, q, k, self.cos_sin_cache)
+        q, k = self.rotate(positions, q, k)
         out = self.attn(q, k, v, meta)
         return self.o_proj(out.reshape(len(x), -1))
+
+    def rotate(self, positions, q, k):
+        if self.rotary_dim == self.head_dim:
+            return self.ops.rotary_embedding(positions, q, k, self.cos_sin_cache)
+        r = self.rotary_dim   # partial rotary: the rest of each head passes through
+        q_rot, k_rot = self.ops.rotary_embedding(positions, q[..., :r], k[..., :r], self.cos_sin_cache)
+        return torch.cat((q_rot, q[..., r:]), -1), torch.cat((k_rot, k[..., r:]), -1)
 
 
 class LlamaMLP(nn.Module):
@@ -65,12 +89,17 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config, ops, cos_sin_cache):
+    attention_class = LlamaAttention
+
+    def __init__(self, config, ops, cos_sin_cache, layer_idx: int = 0):
         super().__init__()
-        self.self_attn = LlamaAttention(config, ops, cos_sin_cache)
-        self.mlp = LlamaMLP(config, ops)
+        self.self_attn = self.attention_class(config, ops, cos_sin_cache, layer_idx)
+        self.mlp = self.make_mlp(config, ops, layer_idx)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops)
+
+    def make_mlp(self, config, ops, layer_idx):
+        return LlamaMLP(config, ops)
 
     def forward(self, positions, x, residual, meta):
         if residual is None:
@@ -83,12 +112,13 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, config, ops, cos_sin_cache):
+    def __init__(self, config, ops, cos_sin_caches: dict, layer_class=LlamaDecoderLayer, norm_class=RMSNorm):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config, ops, cos_sin_cache)
-                                    for _ in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, ops)
+        kinds = layer_types(config)
+        self.layers = nn.ModuleList(layer_class(config, ops, cos_sin_caches.get(kinds[i], cos_sin_caches.get(None)), i)
+                                    for i in range(config.num_hidden_layers))
+        self.norm = norm_class(config.hidden_size, config.rms_norm_eps, ops)
 
     def forward(self, input_ids, positions, meta):
         x, residual = self.embed_tokens(input_ids), None
@@ -98,11 +128,18 @@ class LlamaModel(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
+    model_class = LlamaModel
+    layer_class = LlamaDecoderLayer
+
     def __init__(self, config, ops, max_positions: int):
         super().__init__()
         self.config = config
-        self.cos_sin_cache = build_cos_sin_cache(config, max_positions)   # fp32, kept out of .to(dtype)
-        self.model = LlamaModel(config, ops, self.cos_sin_cache)
+        # fp32, kept out of .to(dtype); one per layer type when the config keys RoPE by layer type
+        self.cos_sin_caches = {kind: build_cos_sin_cache(config, max_positions, kind)
+                               for kind in (getattr(config, "rope_parameters", None) or {}) if kind in LAYER_KINDS}
+        if not self.cos_sin_caches:
+            self.cos_sin_caches[None] = build_cos_sin_cache(config, max_positions)
+        self.model = self.model_class(config, ops, self.cos_sin_caches, self.layer_class)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         # A tied output layer is still its own module, sharing the embedding's weight, so that the
         # CPU path can swap every linear layer alike.

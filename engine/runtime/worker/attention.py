@@ -28,9 +28,11 @@ class AttentionMetadata:
 class PagedAttention:
     """One layer's view of the KV cache; `k_cache` / `v_cache` are bound by the model runner."""
 
-    def __init__(self, ops, scale: float):
+    def __init__(self, ops, scale: float, sliding_window: int | None = None, logits_soft_cap: float | None = None):
         self.ops = ops
         self.scale = scale
+        self.sliding_window = sliding_window      # a sliding layer sees only its last sliding_window tokens
+        self.logits_soft_cap = logits_soft_cap    # scores become cap * tanh(score / cap) (Gemma 2)
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
         self.k_scale = 1.0
@@ -50,10 +52,12 @@ class PagedAttention:
         splits = meta.decode_splits or [0, len(query)]
         parts = [self.ops.paged_decode_attention(
             query[a:b], self.k_cache, self.v_cache, meta.decode_block_tables[a:b], meta.decode_context_lens[a:b],
-            self.scale, self.k_scale, self.v_scale) for a, b in zip(splits, splits[1:])]
+            self.scale, self.k_scale, self.v_scale, self.sliding_window, self.logits_soft_cap)
+            for a, b in zip(splits, splits[1:])]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _prefill(self, query, meta):
         return self.ops.prefill_attention(
             query, self.k_cache, self.v_cache, meta.prefill_block_tables, meta.prefill_cu_seqlens_q,
-            meta.prefill_context_lens, self.scale, self.k_scale, self.v_scale)
+            meta.prefill_context_lens, self.scale, self.k_scale, self.v_scale, self.sliding_window,
+            self.logits_soft_cap)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.units import GiB
@@ -116,7 +117,6 @@ def _positions(cu_seqlens: torch.Tensor, num_tokens: int) -> torch.Tensor:
 
 
 def _scratch_caches(config, block_size: int, kv_cache_dtype, device):
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    shape = (config.num_hidden_layers, 1, block_size, config.num_key_value_heads, head_dim)
+    shape = (config.num_hidden_layers, 1, block_size, config.num_key_value_heads, head_dim(config))
     return (torch.zeros(shape, dtype=kv_cache_dtype, device=device),
             torch.zeros(shape, dtype=kv_cache_dtype, device=device))

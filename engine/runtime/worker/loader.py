@@ -1,16 +1,16 @@
-"""Find a model (alias, HF folder, GGUF file, config.json) and load it into the engine's Llama model."""
+"""Find a model (alias, HF folder, GGUF file, config.json) and load it into the engine's model for its family."""
 
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvtool.engine.runtime.models.registry import SUPPORTED_MODEL_TYPES, model_class
 from kvtool.engine.runtime.worker.gguf_convert import converted_folder
 from kvtool.engine.sizing.memory_budget import resolve_dtype
 from kvtool.errors import UsageError
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,9 @@ def load_hf_config(folder: Path):
     from transformers import AutoConfig
     config = AutoConfig.from_pretrained(str(folder))
     if config.model_type not in SUPPORTED_MODEL_TYPES:
-        raise UsageError(f"Model type {config.model_type!r} is not supported by the embedded engine.",
-                         fix=f"Use a {', '.join(SUPPORTED_MODEL_TYPES)} model, or serve with --backend vllm.")
+        raise UsageError(f"Model type {config.model_type!r} is not supported by the embedded engine, which serves "
+                         f"{', '.join(SUPPORTED_MODEL_TYPES)}.",
+                         fix="Use a model of one of those families, or serve with --backend vllm.")
     return config
 
 
@@ -66,14 +67,12 @@ def torch_dtype(dtype: str, hf_config, device):
 def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, load_format: str, seed: int):
     """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones."""
     import torch
-
-    from kvtool.engine.runtime.models.llama import LlamaForCausalLM
     torch.manual_seed(seed)
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = LlamaForCausalLM(hf_config, ops, max_positions)
+            model = model_class(hf_config.model_type)(hf_config, ops, max_positions)
     finally:
         torch.set_default_dtype(default_dtype)
     if load_format == "dummy":

@@ -11,6 +11,7 @@ import torch
 
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
@@ -80,8 +81,7 @@ class ModelRunner:
     def allocate_kv_cache(self, num_blocks: int) -> None:
         """One tensor [2, layers, num_blocks, block_size, kv_heads, head_dim]; block 0 is the null block."""
         cfg = self.model.config
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        shape = (2, cfg.num_hidden_layers, num_blocks, self.block_size, cfg.num_key_value_heads, head_dim)
+        shape = (2, cfg.num_hidden_layers, num_blocks, self.block_size, cfg.num_key_value_heads, head_dim(cfg))
         self.kv_cache = torch.zeros(shape, dtype=self.kv_cache_dtype, device=self.device)
         self.model.bind_kv_cache(self.kv_cache[0], self.kv_cache[1])
         self.graph_runner = capture_decode_graphs(self.model, self.config, self.device)
