@@ -15,3 +15,11 @@ class KvtoolError(Exception):
 
 class UsageError(KvtoolError, ValueError):
     """Bad input: an unknown model, a malformed file, a size or flag out of range (exit 2)."""
+
+
+class InvalidRequestError(UsageError):
+    """A request field out of range (vLLM's VLLMValidationError): HTTP 400 whose `param` names the field."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from kvtool import __version__
 from kvtool.engine.server.chat import chat_prompt_ids, create_chat_completion
 from kvtool.engine.server.completions import create_completion
-from kvtool.engine.server.errors import APIError, error_body, install_error_handlers
+from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
 from kvtool.engine.server.serving import ServerSettings, ServerState
@@ -32,6 +32,7 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     app.state.server = state
     install_error_handlers(app)
     _add_routes(app, state)
+    app.add_middleware(ContainErrors)
     app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
     return app
 
@@ -39,7 +40,8 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
 def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        """200 while the engine runs; 503 once it is dead (as vLLM's EngineDeadError)."""
+        return Response(status_code=503 if state.engine.errored else 200)
 
     @app.get("/version")
     async def version() -> dict:
@@ -63,25 +65,25 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/tokenize")
     async def tokenize(body: TokenizeRequest) -> dict:
         state.check_model(body.model)
-        tokens = _tokenize(state.engine.tokenizer, body)
+        tokens = _tokenize(state.engine.input_processor, body)
         return {"count": len(tokens), "max_model_len": state.settings.max_model_len, "tokens": tokens}
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> dict:
         state.check_model(body.model)
-        return {"prompt": state.engine.tokenizer.decode(body.tokens)}
+        return {"prompt": state.engine.input_processor.detokenize(body.tokens)}
 
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
 
 
-def _tokenize(tokenizer, body: TokenizeRequest) -> list[int]:
+def _tokenize(processor, body: TokenizeRequest) -> list[int]:
     if body.messages is not None:
-        return chat_prompt_ids(tokenizer, body.messages, body.add_generation_prompt)
+        return chat_prompt_ids(processor, body.messages, body.add_generation_prompt)
     if body.prompt is None:
         raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")
-    return tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+    return processor.encode(body.prompt, "prompt", add_special_tokens=body.add_special_tokens)
 
 
 class ApiKeyAndRequestId:
