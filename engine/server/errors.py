@@ -95,6 +95,8 @@ _TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict", "union",
 
 def _described(value) -> str:
     """A short stand-in for a refused value: long texts and containers are not echoed whole."""
+    if value is None:
+        return "null"
     if isinstance(value, (list, dict, tuple)):
         return f"a {type(value).__name__} of {len(value)} items" if value else repr(value)
     text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(value))} digits"

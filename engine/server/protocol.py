@@ -14,9 +14,11 @@ from kvtool.errors import InvalidRequestError
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's /v1/completions default, in every version
 
 # The vocabulary bound of token ids is the served model's: build_app writes it into the OpenAPI document.
-TokenId = Annotated[int, Field(ge=0)]
+TokenId = Annotated[int, Field(ge=0, json_schema_extra={"x-token-id": True})]
 TokenIds = Annotated[list[TokenId], Field(min_length=1)]
 NonEmptyText = Annotated[str, Field(min_length=1)]
+MAX_MODEL_LEN_BOUND = {"x-max-model-len": True}
+ServedModel = Annotated[str | None, Field(json_schema_extra={"x-served-model": True})]
 
 
 class StrictModel(BaseModel):
@@ -33,7 +35,7 @@ class StreamOptions(StrictModel):
 class _SamplingFields(StrictModel):
     """Fields shared by completions and chat; names, defaults and ranges as vLLM's SamplingParams checks them."""
 
-    model: str | None = None
+    model: ServedModel = None
     n: int = Field(1, ge=1, le=128)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
@@ -79,7 +81,7 @@ class _SamplingFields(StrictModel):
 
 class CompletionRequest(_SamplingFields):
     prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
-    max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1)
+    max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
 
@@ -111,8 +113,8 @@ class ChatMessage(StrictModel):
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
+    max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     add_generation_prompt: bool = True
@@ -128,7 +130,7 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class TokenizeRequest(StrictModel):
-    model: str | None = None
+    model: ServedModel = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = Field(None, min_length=1)
     add_special_tokens: bool = True
@@ -136,5 +138,80 @@ class TokenizeRequest(StrictModel):
 
 
 class DetokenizeRequest(StrictModel):
-    model: str | None = None
+    model: ServedModel = None
     tokens: list[TokenId]
+
+
+# Response bodies, for the OpenAPI document (the routes build plain dicts of the same shape).
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: dict | None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+
+
+class _Response(BaseModel):
+    id: str
+    object: str
+    created: int
+    model: str
+    usage: Usage | None
+
+
+class CompletionResponse(_Response):
+    choices: list[CompletionChoice]
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: dict | None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+
+
+class ChatCompletionResponse(_Response):
+    choices: list[ChatChoice]
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    root: str
+    parent: str | None
+    max_model_len: int
+    permission: list
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class VersionResponse(BaseModel):
+    version: str

@@ -2,6 +2,7 @@
 and one keep-alive connection carries on after every refusal."""
 
 import concurrent.futures
+import json
 
 import httpx
 import openai
@@ -32,6 +33,11 @@ BAD_REQUESTS = [  # (path, body, the field the error must name)
 ]
 
 
+def post_json(http: httpx.Client, path: str, body: dict) -> httpx.Response:
+    """JSON with \\u escapes, so that a lone surrogate travels as the JSON text `"\\ud800"`."""
+    return http.post(path, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
+
+
 def _stream(base_url: str, prompt: str) -> tuple[int, str | None]:
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=300)
     stream = client.completions.create(model="smollm2", prompt=prompt, max_tokens=STREAM_TOKENS, stream=True,
@@ -50,7 +56,7 @@ def test_bad_requests_are_refused_while_streams_run_and_the_connection_survives(
     with concurrent.futures.ThreadPoolExecutor(3) as pool, httpx.Client(base_url=kvtool_server, timeout=60) as http:
         streams = [pool.submit(_stream, kvtool_server, p) for p in prompts]
         for path, body, field in BAD_REQUESTS:
-            reply = http.post(path, json=body)
+            reply = post_json(http, path, body)
             assert 400 <= reply.status_code < 500, (path, body, reply.text)
             error = reply.json()["error"]
             assert error["type"] == "BadRequestError" and error["param"].startswith(field), (body, error)
