@@ -176,7 +176,7 @@ class AsyncLLM:
     def _die(self, err: Exception) -> None:
         logger.error("The engine is dead; every request in flight fails", exc_info=err)
         self.dead_error = err if isinstance(err, EngineDeadError) else EngineDeadError(f"{type(err).__name__}: {err}")
-        for request_id, queue in list(self._queues.items()):
+        for queue in list(self._queues.values()):
             queue.put_nowait(self.dead_error)
 
 

@@ -35,14 +35,16 @@ class ChatJob(GenerationJob):
         return chat_logprobs(self.tokenizer, token_ids, logprobs, self.body.top_logprobs or 0)
 
     def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
-        return {"index": request.choice_index(completion.index), "message": {"role": "assistant", "content": completion.text},
+        return {"index": request.choice_index(completion.index),
+                "message": {"role": "assistant", "content": completion.text},
                 "logprobs": self.logprobs(completion.token_ids, completion.logprobs),
                 "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason}
 
     def stream_choices(self, request: EngineRequest, completion: CompletionOutput, first: bool) -> list[dict]:
         chunks = []
         if first:
-            chunks.append({"index": request.choice_index(completion.index), "delta": {"role": "assistant", "content": ""},
+            chunks.append({"index": request.choice_index(completion.index),
+                           "delta": {"role": "assistant", "content": ""},
                            "logprobs": None, "finish_reason": None})
         if completion.delta_text or completion.finish_reason is not None:
             chunks.append({"index": request.choice_index(completion.index), "delta": {"content": completion.delta_text},

@@ -99,7 +99,9 @@ def _described(value) -> str:
         return "null"
     if isinstance(value, (list, dict, tuple)):
         return f"a {type(value).__name__} of {len(value)} items" if value else repr(value)
-    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else f"an integer of {len(str(value))} digits"
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of {len(str(value))} digits"
+    text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -100,7 +100,8 @@ def clamp_headers(max_tokens: list[MaxTokens]) -> dict[str, str]:
 def make_requests(base_id: str, processed: list[ProcessedRequest], n: int) -> list[EngineRequest]:
     """One engine request per prompt; the engine runs its n sequences (seeded ones with seed + index, as vLLM)."""
     # a random tail keeps engine ids unique when clients reuse an x-request-id
-    return [EngineRequest(i, request, f"{base_id}-{i}-{uuid.uuid4().hex[:8]}", n) for i, request in enumerate(processed)]
+    return [EngineRequest(i, request, f"{base_id}-{i}-{uuid.uuid4().hex[:8]}", n)
+            for i, request in enumerate(processed)]
 
 
 def request_id(header_value: str | None, prefix: str) -> str:

@@ -8,9 +8,6 @@ TOKEN_OUT_OF_VOCAB = "Token id {token_id} is out of vocabulary"
 STOP_TOKEN_IDS_OUT_OF_VOCAB = (
     "token_id(s) {token_ids} in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
 )
-LOGIT_BIAS_OUT_OF_VOCAB = "token_id(s) {token_ids} in logit_bias contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
-ALLOWED_TOKEN_IDS_OUT_OF_VOCAB = "allowed_token_ids contains out-of-vocab token id!"
-ALLOWED_TOKEN_IDS_EMPTY = "allowed_token_ids is not None and empty!"
 EMPTY_PROMPT = "The decoder prompt cannot be empty"
 N_BELOW_ONE = "n must be at least 1, got {value}."
 MAX_TOKENS_BELOW_ONE = "max_tokens must be at least 1, got {max_tokens}."

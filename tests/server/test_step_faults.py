@@ -95,7 +95,8 @@ def test_an_unexpected_error_in_a_route_keeps_the_connection_open(faulty_server,
 
     monkeypatch.setattr(InputProcessor, "encode", broken_encode)
     connection = http.client.HTTPConnection("127.0.0.1", int(base_url.rsplit(":", 1)[1]), timeout=60)
-    connection.request("POST", "/tokenize", body=json.dumps({"prompt": "Hi"}), headers={"content-type": "application/json"})
+    connection.request("POST", "/tokenize", body=json.dumps({"prompt": "Hi"}),
+                       headers={"content-type": "application/json"})
     reply = connection.getresponse()
     body = json.loads(reply.read())
     assert reply.status == 500 and body["error"]["type"] == "InternalServerError" and not reply.will_close
