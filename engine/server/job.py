@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -18,7 +17,6 @@ from kvtool.engine.server.errors import stream_error_body
 from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
 from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, max_tokens_of, request_id, usage
 
-logger = logging.getLogger("kvtool.serve")
 DISCONNECT_POLL_SECONDS = 0.5
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left before the answer
 
