@@ -9,9 +9,12 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
+from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN
+
 TOKEN_ID_MARK = "x-token-id"             # written on token-id fields by protocol.py
 MAX_TOKENS_MARK = "x-max-model-len"      # written on max_tokens fields
 MODEL_MARK = "x-served-model"            # written on the `model` fields
+SEED_MARK = "x-seed"                     # the document's numbers are floats: 2**63 - 1 needs its exact value
 ERROR_STATUSES = {"400": "Invalid request", "404": "Unknown model or path", "405": "Method not allowed (see Allow)",
                   "500": "Internal error (the request, or the engine, failed)"}
 ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
@@ -49,7 +52,8 @@ def install_openapi(app: FastAPI, model_name: str, vocab_size: int, max_model_le
                 for operation in operations.values():
                     _declare_errors(operation, path.startswith("/v1"))
             _bound(document, {TOKEN_ID_MARK: {"maximum": vocab_size - 1}, MAX_TOKENS_MARK: {"maximum": max_model_len},
-                              MODEL_MARK: {"anyOf": [{"type": "string", "enum": [model_name]}, {"type": "null"}]}})
+                              MODEL_MARK: {"anyOf": [{"type": "string", "enum": [model_name]}, {"type": "null"}]},
+                              SEED_MARK: {"minimum": SEED_MIN, "maximum": SEED_MAX}})
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -77,6 +81,9 @@ def _bound(node: Any, bounds: dict[str, dict]) -> None:
         for mark, facts in bounds.items():
             if node.pop(mark, None):
                 node.update(facts)
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if isinstance(node.get(key), float) and node[key].is_integer() and abs(node[key]) < 2**53:
+                node[key] = int(node[key])
         for value in node.values():
             _bound(value, bounds)
     elif isinstance(node, list):

@@ -18,6 +18,7 @@ TokenId = Annotated[int, Field(ge=0, json_schema_extra={"x-token-id": True})]
 TokenIds = Annotated[list[TokenId], Field(min_length=1)]
 NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {"x-max-model-len": True}
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={"x-seed": True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={"x-served-model": True})]
 
 
@@ -41,7 +42,7 @@ class _SamplingFields(StrictModel):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     top_k: int | None = Field(None, ge=-1)
     min_p: float | None = Field(None, ge=0.0, le=1.0)
-    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
+    seed: Seed | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
     logit_bias: dict[str, float] | None = Field(None, description="Not supported: any value is refused (400).")
