@@ -55,12 +55,15 @@ def test_bad_requests_are_refused_while_streams_run_and_the_connection_survives(
     prompts = ["The history of the river", "A recipe for bread", "Notes on the stars"]
     with concurrent.futures.ThreadPoolExecutor(3) as pool, httpx.Client(base_url=kvtool_server, timeout=60) as http:
         streams = [pool.submit(_stream, kvtool_server, p) for p in prompts]
+        assert http.get("/v1/models").status_code == 200
+        connections = list(http._transport._pool.connections)  # one, kept alive: a closed one would be replaced
         for path, body, field in BAD_REQUESTS:
             reply = post_json(http, path, body)
             assert 400 <= reply.status_code < 500, (path, body, reply.text)
             error = reply.json()["error"]
             assert error["type"] == "BadRequestError" and error["param"].startswith(field), (body, error)
-            assert http.get("/v1/models").status_code == 200  # the same keep-alive connection still works
+            assert http.get("/v1/models").status_code == 200
+            assert http._transport._pool.connections == connections  # the same keep-alive connection
         assert [s.result() for s in streams] == [(STREAM_TOKENS, "length")] * 3
 
 
