@@ -43,3 +43,11 @@ class NegativeResult(KvtoolError):
     """The command ran, and its answer is no: e.g. every benchmark request failed."""
 
     exit_code = ExitCode.NEGATIVE
+
+
+class InvalidRequestError(UsageError):
+    """A request field out of range (vLLM's VLLMValidationError): HTTP 400 whose `param` names the field."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param

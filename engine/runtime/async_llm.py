@@ -5,15 +5,20 @@ and routes each RequestOutput to its request's queue. Closing a request's stream
 """
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
 from kvtool.engine.runtime.core.scheduler import SchedulerStats
+from kvtool.engine.runtime.exceptions import EngineDeadError, EngineGenerateError
+from kvtool.engine.runtime.input_processor import InputProcessor, ProcessedRequest
 from kvtool.engine.runtime.llm_engine import LLMEngine
 from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.errors import KvtoolError, UsageError
+
+logger = logging.getLogger("kvtool.engine")
 
 
 class AsyncLLM:
@@ -25,6 +30,7 @@ class AsyncLLM:
         self._wakeup: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._stopped = False
+        self.dead_error: EngineDeadError | None = None   # set when a step failed in a way nothing survives
         self._step_thread = step_thread or _new_step_thread()
 
     @classmethod
@@ -54,9 +60,25 @@ class AsyncLLM:
     def kv_cache_info(self):
         return self.engine.kv_cache_info
 
-    async def generate(self, prompt: str | list[int], params: SamplingParams,
+    @property
+    def input_processor(self) -> InputProcessor:
+        return self.engine.input_processor
+
+    @property
+    def errored(self) -> bool:
+        return self.dead_error is not None
+
+    def check_health(self) -> None:
+        if self.dead_error is not None:
+            raise self.dead_error
+
+    async def generate(self, prompt: str | list[int] | ProcessedRequest, params: SamplingParams | None,
                        request_id: str) -> AsyncIterator[RequestOutput]:
-        """Stream the request's outputs; RequestTooLongError before the first one when it cannot fit."""
+        """Stream the request's outputs; a 400-type KvtoolError before the first one when it cannot run.
+
+        EngineGenerateError when the request fails inside a step, EngineDeadError when the engine died.
+        """
+        self.check_health()
         if request_id in self._queues:
             raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
         queue: asyncio.Queue = asyncio.Queue()
@@ -78,6 +100,8 @@ class AsyncLLM:
                 if isinstance(output, BaseException):
                     raise output
                 finished = output.finished
+                if output.error is not None:
+                    raise EngineGenerateError(output.error)
                 yield output
         finally:
             self._queues.pop(request_id, None)
@@ -105,7 +129,7 @@ class AsyncLLM:
             await self._loop_task
         self._step_thread.shutdown(wait=False)
 
-    def _add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams) -> None:
+    def _add_request(self, request_id: str, prompt, params: SamplingParams | None) -> None:
         with self._lock:
             self.engine.add_request(request_id, prompt, params)
 
@@ -138,7 +162,7 @@ class AsyncLLM:
             try:
                 outputs = await asyncio.get_running_loop().run_in_executor(self._step_thread, self._step)
             except Exception as err:   # the engine broke: every waiting stream gets the error
-                self._fail_all(err)
+                self._die(err)
                 return
             for output in outputs:
                 self._route(output)
@@ -149,10 +173,11 @@ class AsyncLLM:
             aborted = [self.engine.abort_request(request_id) for request_id in aborts]
             return [output for output in aborted if output is not None] + self.engine.step()
 
-    def _fail_all(self, err: Exception) -> None:
-        for request_id, queue in list(self._queues.items()):
-            queue.put_nowait(err)
-            self._abort_now(request_id)
+    def _die(self, err: Exception) -> None:
+        logger.error("The engine is dead; every request in flight fails", exc_info=err)
+        self.dead_error = err if isinstance(err, EngineDeadError) else EngineDeadError(f"{type(err).__name__}: {err}")
+        for queue in list(self._queues.values()):
+            queue.put_nowait(self.dead_error)
 
 
 def _new_step_thread() -> ThreadPoolExecutor:

@@ -1,9 +1,13 @@
 """EngineConfig and SamplingParams: what the engine is asked to do, checked before anything loads."""
 
+import math
 from dataclasses import dataclass, fields
 
 from kvtool.engine.sizing import defaults
-from kvtool.errors import UsageError
+from kvtool.engine.sizing import messages as msg
+from kvtool.errors import InvalidRequestError, UsageError
+
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1  # a signed 64-bit seed, as vLLM's request schema
 
 
 @dataclass
@@ -92,37 +96,42 @@ class SamplingParams:
         self._check()
 
     def _check(self):
-        if self.n < 1:
-            raise UsageError(f"n must be at least 1, got {self.n}.")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(f"max_tokens must be at least 1, got {self.max_tokens}.")
-        if self.min_tokens < 0:
-            raise UsageError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")
-        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-            raise UsageError(f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, "
-                             f"got {self.min_tokens}.")
-        if self.temperature < 0:
-            raise UsageError(f"temperature must be non-negative, got {self.temperature}.")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UsageError(f"top_p must be in (0, 1], got {self.top_p}.")
-        if self.top_k < -1:
-            raise UsageError(f"top_k must be -1 (disable), or at least 1, got {self.top_k}.")
-        if not 0.0 <= self.min_p <= 1.0:
-            raise UsageError(f"min_p must be in [0, 1], got {self.min_p}.")
+        _require(self.n >= 1, "n", msg.N_BELOW_ONE, value=self.n)
+        _require(self.max_tokens is None or self.max_tokens >= 1, "max_tokens", msg.MAX_TOKENS_BELOW_ONE,
+                 max_tokens=self.max_tokens)
+        _require(self.min_tokens >= 0, "min_tokens", msg.MIN_TOKENS_NEGATIVE, min_tokens=self.min_tokens)
+        _require(self.max_tokens is None or self.min_tokens <= self.max_tokens, "min_tokens", msg.MIN_TOKENS_OVER_MAX,
+                 max_tokens=self.max_tokens, min_tokens=self.min_tokens)
+        _require(self.seed is None or SEED_MIN <= self.seed <= SEED_MAX, "seed", msg.SEED_RANGE,
+                 low=SEED_MIN, high=SEED_MAX, value=self.seed)
+        self._check_sampling()
         self._check_penalties()
+        _require(self.logprobs is None or self.logprobs >= -1, "logprobs", msg.LOGPROBS_NEGATIVE, value=self.logprobs)
+        _require(all(self.stop), "stop", msg.STOP_EMPTY_STRING)
+
+    def _check_sampling(self):
+        _require(math.isfinite(self.temperature), "temperature", msg.TEMPERATURE_NOT_FINITE, value=self.temperature)
+        _require(self.temperature >= 0, "temperature", msg.TEMPERATURE_NEGATIVE, value=self.temperature)
+        _require(self.temperature <= 2, "temperature", msg.TEMPERATURE_RANGE, value=self.temperature)
+        _require(0.0 < self.top_p <= 1.0, "top_p", msg.TOP_P_RANGE, value=self.top_p)
+        _require(self.top_k >= -1, "top_k", msg.TOP_K_RANGE, value=self.top_k)
+        _require(0.0 <= self.min_p <= 1.0, "min_p", msg.MIN_P_RANGE, value=self.min_p)
 
     def _check_penalties(self):
         for name in ("presence_penalty", "frequency_penalty"):
-            if not -2.0 <= getattr(self, name) <= 2.0:
-                raise UsageError(f"{name} must be in [-2, 2], got {getattr(self, name)}.")
-        if self.repetition_penalty <= 0:
-            raise UsageError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
-        if self.logprobs is not None and self.logprobs < 0:
-            raise UsageError(f"logprobs must be non-negative, got {self.logprobs}.")
+            _require(-2.0 <= getattr(self, name) <= 2.0, name, msg.PENALTY_RANGE, name=name, value=getattr(self, name))
+        penalty = self.repetition_penalty
+        _require(math.isfinite(penalty), "repetition_penalty", msg.REPETITION_PENALTY_NOT_FINITE, value=penalty)
+        _require(penalty > 0, "repetition_penalty", msg.REPETITION_PENALTY_NOT_POSITIVE, value=penalty)
 
     @property
     def greedy(self) -> bool:
         return self.temperature < 1e-5
+
+
+def _require(ok: bool, param: str, template: str, **values) -> None:
+    if not ok:
+        raise InvalidRequestError(template.format(**values), param)
 
 
 def _check_choice(name: str, value, choices) -> None:

@@ -7,14 +7,16 @@ import time
 from kvtool.engine.runtime import startup
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
 from kvtool.engine.runtime.core.block_manager import BlockManager
-from kvtool.engine.runtime.core.scheduler import Scheduler, SchedulerStats
+from kvtool.engine.runtime.core.scheduler import Scheduler, SchedulerOutput, SchedulerStats
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.exceptions import EngineDeadError, is_engine_fatal
+from kvtool.engine.runtime.input_processor import InputProcessor, ProcessedRequest
 from kvtool.engine.runtime.output_processor import OutputProcessor
 from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
 from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, torch_dtype
-from kvtool.engine.runtime.worker.model_runner import ModelRunner
-from kvtool.engine.sizing.kv_cache import check_request_length
+from kvtool.engine.runtime.worker.model_runner import ModelRunner, ModelRunnerOutput
+from kvtool.engine.sizing.messages import REQUEST_FAILED_IN_STEP
 from kvtool.errors import UsageError
 
 logger = logging.getLogger("kvtool.engine")
@@ -41,22 +43,25 @@ class LLMEngine:
         block_manager = BlockManager(self.kv_cache_info.num_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(block_manager, max_seqs, batched_tokens, max_model_len,
                                    config.enable_chunked_prefill, eos)
+        self.input_processor = InputProcessor(self.tokenizer, self.spec.vocab_size, max_model_len, config.overflow)
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
         logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
 
-    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
-                    arrival_time: float | None = None) -> None:
-        """Queue a request; RequestTooLongError (vLLM's wording) when it cannot fit max_model_len."""
+    def add_request(self, request_id: str, prompt: str | list[int] | ProcessedRequest,
+                    params: SamplingParams | None = None) -> None:
+        """Queue a request: a prompt (processed here) or one the InputProcessor already checked.
+
+        RequestTooLongError / InvalidRequestError (vLLM's wording) when it cannot run.
+        """
         if request_id in self.seqs_by_request:
             raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
-        prompt_text, prompt_ids = self._tokenize(prompt)
-        max_tokens = check_request_length(len(prompt_ids), params.max_tokens, self.config.max_model_len,
-                                          self.config.overflow)
-        arrival = arrival_time if arrival_time is not None else time.monotonic()
-        seqs = [Sequence(request_id, prompt_ids, params, max_tokens, i, arrival) for i in range(params.n)]
+        request = prompt if isinstance(prompt, ProcessedRequest) else self.input_processor.process(prompt, params)
+        params = request.params
+        seqs = [Sequence(request_id, request.prompt_token_ids, params, request.max_tokens, i, request.arrival_time)
+                for i in range(params.n)]
         self.seqs_by_request[request_id] = seqs
-        self.output_processor.add_request(request_id, prompt_text, prompt_ids, seqs)
+        self.output_processor.add_request(request_id, request.prompt, request.prompt_token_ids, seqs)
         for seq in seqs:
             self.scheduler.add(seq)
 
@@ -70,17 +75,55 @@ class LLMEngine:
         return self.output_processor.abort(request_id)
 
     def step(self) -> list[RequestOutput]:
+        """One scheduled step; a request whose inputs make it raise is failed alone (finish_reason "error").
+
+        EngineDeadError when the failure leaves the engine unusable (out of memory, a device error).
+        """
         scheduled = self.scheduler.schedule()
         if not scheduled.seqs:
             return []
         self._mark_scheduled(scheduled.seqs)
-        result = self.model_runner.execute(scheduled)
+        result, failed = self._execute(scheduled)
+        outputs = [self._fail_request(request_id, err) for request_id, err in failed.items()]
         updated = self.scheduler.update_from_output(scheduled, result.sampled)
-        outputs = self.output_processor.process(updated, result.logprobs, self.scheduler.finish)
+        outputs += self.output_processor.process(updated, result.logprobs, self.scheduler.finish)
         for output in outputs:
             if output.finished:
                 self.seqs_by_request.pop(output.request_id, None)
         return outputs
+
+    def _execute(self, scheduled: SchedulerOutput) -> tuple[ModelRunnerOutput, dict[str, Exception]]:
+        try:
+            return self.model_runner.execute(scheduled), {}
+        except Exception as err:
+            if is_engine_fatal(err):
+                raise EngineDeadError(f"The engine step failed: {type(err).__name__}: {err}") from err
+            logger.warning("A step of %d sequences raised %s; running them one by one to find the cause",
+                           len(scheduled.seqs), type(err).__name__)
+            return self._execute_one_by_one(scheduled)
+
+    def _execute_one_by_one(self, scheduled: SchedulerOutput) -> tuple[ModelRunnerOutput, dict[str, Exception]]:
+        """Re-run each sequence of a failed step alone: a KV write repeats the same values into the same slots."""
+        merged, failed = ModelRunnerOutput({}, {}), {}
+        for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
+            try:
+                result = self.model_runner.execute(SchedulerOutput([seq], [num_new], int(num_new == 1)))
+            except Exception as err:
+                if is_engine_fatal(err):
+                    raise EngineDeadError(f"The engine step failed: {type(err).__name__}: {err}") from err
+                failed.setdefault(seq.request_id, err)
+                continue
+            merged.sampled.update(result.sampled)
+            merged.logprobs.update(result.logprobs)
+        return merged, failed
+
+    def _fail_request(self, request_id: str, err: Exception) -> RequestOutput:
+        logger.error("Request %s failed inside the engine step", request_id, exc_info=err)
+        for seq in self.seqs_by_request.get(request_id, []):
+            self.scheduler.finish(seq, "error")
+        output = self.output_processor.abort(request_id)
+        output.error = REQUEST_FAILED_IN_STEP.format(request_id=request_id, error=f"{type(err).__name__}: {err}")
+        return output
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -94,18 +137,3 @@ class LLMEngine:
             state = self.output_processor.requests.get(seq.request_id)
             if state is not None and state.metrics.first_scheduled_time is None:
                 state.metrics.first_scheduled_time = now
-
-    def _tokenize(self, prompt: str | list[int]) -> tuple[str | None, list[int]]:
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise UsageError("This model has no tokenizer, so prompts must be token-id lists.",
-                                 fix="Pass a list of token ids, or a model folder with tokenizer files.")
-            return prompt, self._checked_ids(self.tokenizer.encode(prompt))
-        return None, self._checked_ids(list(prompt))
-
-    def _checked_ids(self, ids: list[int]) -> list[int]:
-        if not ids:
-            raise UsageError("The decoder prompt cannot be empty.", fix="Send at least one token.")
-        if not all(isinstance(t, int) and 0 <= t < self.spec.vocab_size for t in ids):
-            raise UsageError(f"Prompt token ids must be integers in [0, {self.spec.vocab_size}).")
-        return ids

@@ -24,7 +24,7 @@ class CompletionOutput:
     text: str
     token_ids: list[int]
     logprobs: SampleLogprobs | None = None
-    finish_reason: str | None = None        # "stop" | "length" | "abort"
+    finish_reason: str | None = None        # "stop" | "length" | "abort" | "error"
     stop_reason: int | str | None = None    # the stop string or stop token id that ended it
     delta_text: str = ""
     delta_token_ids: list[int] = field(default_factory=list)
@@ -55,3 +55,4 @@ class RequestOutput:
     finished: bool
     num_cached_tokens: int = 0
     metrics: RequestMetrics | None = None
+    error: str | None = None                # why it failed, when finish_reason is "error"

@@ -12,9 +12,21 @@ from fastapi.responses import JSONResponse
 from kvtool import __version__
 from kvtool.engine.server.chat import chat_prompt_ids, create_chat_completion
 from kvtool.engine.server.completions import create_completion
-from kvtool.engine.server.errors import APIError, error_body, install_error_handlers
+from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
-from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from kvtool.engine.server.openapi import install_openapi, streamed
+from kvtool.engine.server.protocol import (
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    CompletionRequest,
+    CompletionResponse,
+    DetokenizeRequest,
+    DetokenizeResponse,
+    ModelList,
+    TokenizeRequest,
+    TokenizeResponse,
+    VersionResponse,
+)
 from kvtool.engine.server.serving import ServerSettings, ServerState
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -32,56 +44,63 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     app.state.server = state
     install_error_handlers(app)
     _add_routes(app, state)
+    install_openapi(app, settings.model_name, engine.input_processor.vocab_size, settings.max_model_len)
+    app.add_middleware(ContainErrors)
     app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
     return app
 
 
 def _add_routes(app: FastAPI, state: ServerState) -> None:
-    @app.get("/health")
+    @app.get("/health", response_class=Response, responses={
+        200: {"description": "The engine runs", "content": None},
+        503: {"description": "The engine is dead: every request fails until a restart", "content": None}})
     async def health() -> Response:
-        return Response(status_code=200)
+        """200 while the engine runs; 503 once it is dead (as vLLM's EngineDeadError)."""
+        return Response(status_code=503 if state.engine.errored else 200)
 
-    @app.get("/version")
+    @app.get("/version", response_model=VersionResponse)
     async def version() -> dict:
         return {"version": __version__}
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", response_model=ModelList)
     async def models() -> dict:
         name = state.settings.model_name
         card = {"id": name, "object": "model", "created": state.started, "owned_by": "kvtool", "root": name,
                 "parent": None, "max_model_len": state.settings.max_model_len, "permission": []}
         return {"object": "list", "data": [card]}
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", response_model=None, responses=streamed(CompletionResponse, "The completion"))
     async def completions(body: CompletionRequest, raw_request: Request):
         return await create_completion(state, body, raw_request)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", response_model=None,
+              responses=streamed(ChatCompletionResponse, "The chat completion"))
     async def chat_completions(body: ChatCompletionRequest, raw_request: Request):
         return await create_chat_completion(state, body, raw_request)
 
-    @app.post("/tokenize")
+    @app.post("/tokenize", response_model=TokenizeResponse)
     async def tokenize(body: TokenizeRequest) -> dict:
         state.check_model(body.model)
-        tokens = _tokenize(state.engine.tokenizer, body)
+        tokens = _tokenize(state.engine.input_processor, body)
         return {"count": len(tokens), "max_model_len": state.settings.max_model_len, "tokens": tokens}
 
-    @app.post("/detokenize")
+    @app.post("/detokenize", response_model=DetokenizeResponse)
     async def detokenize(body: DetokenizeRequest) -> dict:
         state.check_model(body.model)
-        return {"prompt": state.engine.tokenizer.decode(body.tokens)}
+        return {"prompt": state.engine.input_processor.detokenize(body.tokens)}
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response, responses={
+        200: {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
 
 
-def _tokenize(tokenizer, body: TokenizeRequest) -> list[int]:
+def _tokenize(processor, body: TokenizeRequest) -> list[int]:
     if body.messages is not None:
-        return chat_prompt_ids(tokenizer, body.messages, body.add_generation_prompt)
+        return chat_prompt_ids(processor, body.messages, body.add_generation_prompt)
     if body.prompt is None:
         raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")
-    return tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+    return processor.encode(body.prompt, "prompt", add_special_tokens=body.add_special_tokens)
 
 
 class ApiKeyAndRequestId:

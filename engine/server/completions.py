@@ -5,12 +5,11 @@ from __future__ import annotations
 from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput
-from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.generation import Choice
+from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.job import GenerationJob
 from kvtool.engine.server.logprobs import completion_logprobs
 from kvtool.engine.server.protocol import CompletionRequest
-from kvtool.engine.server.serving import ServerState, resolve_max_tokens, warn_if_default_truncated
+from kvtool.engine.server.serving import ServerState, process_prompts, warn_if_default_truncated
 
 
 class CompletionJob(GenerationJob):
@@ -19,46 +18,38 @@ class CompletionJob(GenerationJob):
 
     def __init__(self, state: ServerState, body: CompletionRequest, header_id: str | None):
         self.prompts = body.prompts()
-        if not self.prompts:
-            raise APIError("The decoder prompt cannot be empty", param="prompt")
-        prompt_ids = [_checked_ids(p, len(state.engine.tokenizer)) if isinstance(p, list)
-                      else state.engine.tokenizer.encode(p) for p in self.prompts]
         defaulted = not body.max_tokens_given()
-        max_tokens = [resolve_max_tokens(state.settings, len(ids), body.max_tokens, defaulted) for ids in prompt_ids]
-        super().__init__(state, body, header_id, prompt_ids, max_tokens, body.logprobs)
+        processed = process_prompts(state, self.prompts, body.max_tokens,
+                                    lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs), defaulted)
+        super().__init__(state, body, header_id, processed, defaulted)
 
-    def echo(self, choice: Choice) -> str:
+    def echo(self, request: EngineRequest) -> str:
         if not self.body.echo:
             return ""
-        prompt = self.prompts[choice.prompt_index]
+        prompt = self.prompts[request.prompt_index]
         return prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt)
 
-    def choice_body(self, choice: Choice, completion: CompletionOutput, text: str, token_ids, logprobs, offset: int) -> dict:
+    def choice_body(self, request: EngineRequest, completion: CompletionOutput, text: str, token_ids, logprobs,
+                    offset: int) -> dict:
         if self.body.logprobs is not None and logprobs is not None:
             logprobs = completion_logprobs(self.tokenizer, token_ids, logprobs, self.body.logprobs, offset)
-        return {"index": choice.index, "text": text, "logprobs": logprobs,
+        return {"index": request.choice_index(completion.index), "text": text, "logprobs": logprobs,
                 "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason}
 
-    def final_choice(self, choice: Choice, completion: CompletionOutput) -> dict:
-        echo = self.echo(choice)
-        return self.choice_body(choice, completion, echo + completion.text, completion.token_ids,
+    def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
+        echo = self.echo(request)
+        return self.choice_body(request, completion, echo + completion.text, completion.token_ids,
                                 completion.logprobs, len(echo))
 
-    def stream_choices(self, choice: Choice, completion: CompletionOutput, first: bool) -> list[dict]:
-        echo = self.echo(choice) if first else ""
+    def stream_choices(self, request: EngineRequest, completion: CompletionOutput, first: bool) -> list[dict]:
+        echo = self.echo(request) if first else ""
         offset = len(completion.text) - len(completion.delta_text)
-        return [self.choice_body(choice, completion, echo + completion.delta_text, completion.delta_token_ids,
+        return [self.choice_body(request, completion, echo + completion.delta_text, completion.delta_token_ids,
                                  completion.delta_logprobs, offset)]
 
-    def on_finished(self, choice: Choice, completion: CompletionOutput) -> None:
-        warn_if_default_truncated(self.id, self.max_tokens[choice.prompt_index],
+    def on_finished(self, request: EngineRequest, completion: CompletionOutput) -> None:
+        warn_if_default_truncated(self.id, self.max_tokens[request.prompt_index],
                                   len(completion.token_ids), completion.finish_reason)
-
-
-def _checked_ids(token_ids: list[int], vocab_size: int) -> list[int]:
-    if any(not 0 <= t < vocab_size for t in token_ids):
-        raise APIError(f"Prompt token ids must be integers in [0, {vocab_size}).", param="prompt")
-    return token_ids
 
 
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):

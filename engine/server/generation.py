@@ -1,4 +1,4 @@
-"""Run the engine requests behind one HTTP request (n choices, batched prompts) and merge their streams.
+"""Run the engine requests behind one HTTP request (one per prompt, each with n sequences) and merge their streams.
 
 `state` is the app's ServerState: its engine, metrics and the set of engine requests in flight.
 """
@@ -12,73 +12,78 @@ from dataclasses import dataclass
 
 import anyio
 
-from kvtool.engine.runtime.config import SamplingParams
-from kvtool.engine.runtime.outputs import RequestOutput
+from kvtool.engine.runtime.input_processor import ProcessedRequest
+from kvtool.engine.runtime.outputs import RequestMetrics, RequestOutput
 from kvtool.engine.server.metrics import ServerMetrics
 
 _DONE = object()
 
 
 @dataclass
-class Choice:
-    """One engine request: choice `index` of the response."""
+class EngineRequest:
+    """One prompt of the HTTP request, run as one engine request with n sequences (choices i*n .. i*n+n-1)."""
 
-    index: int
     prompt_index: int
-    prompt_token_ids: list[int]
-    params: SamplingParams
+    processed: ProcessedRequest
     request_id: str
+    n: int
+
+    def choice_index(self, sequence_index: int) -> int:
+        return self.prompt_index * self.n + sequence_index
 
 
 @dataclass
 class RequestTracker:
-    """Records one engine request's latencies into the server metrics as its outputs arrive."""
+    """Records one engine request into the server metrics from the engine's own timestamps (RequestMetrics)."""
 
     metrics: ServerMetrics
     num_prompt_tokens: int
-    arrival: float
     last_token_time: float | None = None
     num_generated: int = 0
     finish_reason: str = "abort"
+    timing: RequestMetrics | None = None
 
     def on_output(self, output: RequestOutput) -> None:
-        completion = output.outputs[0]
-        if completion.delta_token_ids:
-            now = time.monotonic()
+        timing = self.timing = output.metrics
+        if timing is not None and timing.last_token_time is not None and timing.last_token_time != self.last_token_time:
             if self.last_token_time is None:
-                self.metrics.observe_first_token(now - self.arrival)
+                self.metrics.observe_first_token(timing.first_token_time - timing.arrival_time)
             else:
-                self.metrics.observe_token_gap(now - self.last_token_time)
-            self.last_token_time = now
-        self.num_generated = len(completion.token_ids)
-        self.finish_reason = completion.finish_reason or self.finish_reason
+                self.metrics.observe_token_gap(timing.last_token_time - self.last_token_time)
+            self.last_token_time = timing.last_token_time
+        self.num_generated = sum(len(c.token_ids) for c in output.outputs)
+        reasons = [c.finish_reason for c in output.outputs if c.finish_reason]
+        self.finish_reason = reasons[-1] if output.finished and reasons else self.finish_reason
 
     def on_end(self) -> None:
-        self.metrics.observe_finished(self.num_prompt_tokens, self.num_generated, self.finish_reason,
-                                      time.monotonic() - self.arrival)
+        timing = self.timing
+        end = timing.finished_time if timing and timing.finished_time else time.monotonic()
+        start = timing.arrival_time if timing else end
+        self.metrics.observe_finished(self.num_prompt_tokens, self.num_generated, self.finish_reason, end - start)
 
 
-async def _run_choice(state, choice: Choice, queue: asyncio.Queue) -> None:
-    tracker = RequestTracker(state.metrics, len(choice.prompt_token_ids), time.monotonic())
-    stream = state.engine.generate(choice.prompt_token_ids, choice.params, choice.request_id)
-    state.active_request_ids.add(choice.request_id)
+async def _run_request(state, request: EngineRequest, queue: asyncio.Queue) -> None:
+    tracker = RequestTracker(state.metrics, len(request.processed.prompt_token_ids))
+    stream = state.engine.generate(request.processed, None, request.request_id)
+    state.active_request_ids.add(request.request_id)
     try:
         async for output in stream:
             tracker.on_output(output)
-            await queue.put((choice, output))
+            await queue.put((request, output))
     except BaseException as err:
-        await queue.put((choice, err))
+        tracker.finish_reason = "abort" if isinstance(err, asyncio.CancelledError) else "error"
+        await queue.put((request, err))
         raise
     finally:
-        state.active_request_ids.discard(choice.request_id)
+        state.active_request_ids.discard(request.request_id)
         await stream.aclose()
         tracker.on_end()
 
 
-async def merged_outputs(state, choices: list[Choice]) -> AsyncIterator[tuple[Choice, RequestOutput]]:
-    """Yield (choice, output) from all engine requests as they arrive; closing this aborts every one left."""
+async def merged_outputs(state, requests: list[EngineRequest]) -> AsyncIterator[tuple[EngineRequest, RequestOutput]]:
+    """Yield (request, output) from all engine requests as they arrive; closing this aborts every one left."""
     queue: asyncio.Queue = asyncio.Queue()
-    tasks = [asyncio.create_task(_run_choice(state, c, queue)) for c in choices]
+    tasks = [asyncio.create_task(_run_request(state, r, queue)) for r in requests]
     for task in tasks:
         task.add_done_callback(lambda _: queue.put_nowait(_DONE))
     try:
@@ -88,31 +93,31 @@ async def merged_outputs(state, choices: list[Choice]) -> AsyncIterator[tuple[Ch
             if item is _DONE:
                 remaining -= 1
                 continue
-            choice, output = item
+            request, output = item
             if isinstance(output, BaseException):
                 raise output
-            yield choice, output
+            yield request, output
     finally:
         with anyio.CancelScope(shield=True):  # a client that went away cancels us; the cleanup must still run
-            await _cancel(state.engine, tasks, choices)
+            await _cancel(state.engine, tasks, requests)
 
 
-async def _cancel(engine, tasks: list[asyncio.Task], choices: list[Choice]) -> None:
-    unfinished = [c for t, c in zip(tasks, choices) if not t.done()]
+async def _cancel(engine, tasks: list[asyncio.Task], requests: list[EngineRequest]) -> None:
+    unfinished = [r for t, r in zip(tasks, requests) if not t.done()]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for choice in unfinished:
-        await engine.abort(choice.request_id)
+    for request in unfinished:
+        await engine.abort(request.request_id)
 
 
-async def final_outputs(state, choices: list[Choice]) -> dict[int, RequestOutput]:
-    """The last output of every choice, by choice index."""
+async def final_outputs(state, requests: list[EngineRequest]) -> dict[int, RequestOutput]:
+    """The last output of every engine request, by prompt index."""
     last: dict[int, RequestOutput] = {}
-    stream = merged_outputs(state, choices)
+    stream = merged_outputs(state, requests)
     try:
-        async for choice, output in stream:
-            last[choice.index] = output
+        async for request, output in stream:
+            last[request.prompt_index] = output
     finally:
         await stream.aclose()
     return last

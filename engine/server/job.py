@@ -5,20 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import time
 from collections.abc import AsyncIterator
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.outputs import CompletionOutput
-from kvtool.engine.server.errors import error_body
-from kvtool.engine.server.generation import Choice, final_outputs, merged_outputs
-from kvtool.engine.server.serving import MaxTokens, ServerState, clamp_headers, make_choices, request_id, usage
-from kvtool.errors import KvtoolError
+from kvtool.engine.server.errors import stream_error_body
+from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
+from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, max_tokens_of, request_id, usage
 
-logger = logging.getLogger("kvtool.serve")
 DISCONNECT_POLL_SECONDS = 0.5
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left before the answer
 
@@ -34,14 +32,14 @@ class GenerationJob:
     object_name = ""
     chunk_object_name = ""
 
-    def __init__(self, state: ServerState, body, header_id: str | None, prompt_ids: list[list[int]],
-                 max_tokens: list[MaxTokens], num_logprobs: int | None):
+    def __init__(self, state: ServerState, body, header_id: str | None, processed: list[ProcessedRequest],
+                 defaulted: bool):
         self.state, self.body, self.header_id = state, body, header_id
         self.id = request_id(header_id, self.id_prefix)
         self.created = int(time.time())
-        self.prompt_ids, self.max_tokens = prompt_ids, max_tokens
-        self.choices = make_choices(self.id, prompt_ids, body.n,
-                                    lambda i: body.to_sampling_params(max_tokens[i].value, num_logprobs))
+        self.prompt_ids = [request.prompt_token_ids for request in processed]
+        self.max_tokens = [max_tokens_of(request, defaulted) for request in processed]
+        self.requests = make_requests(self.id, processed, body.n)
 
     @property
     def tokenizer(self):
@@ -57,43 +55,44 @@ class GenerationJob:
     def usage(self, num_generated: int) -> dict:
         return usage([len(ids) for ids in self.prompt_ids], num_generated)
 
-    def final_choice(self, choice: Choice, completion: CompletionOutput) -> dict:
+    def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
         raise NotImplementedError
 
-    def stream_choices(self, choice: Choice, completion: CompletionOutput, first: bool) -> list[dict]:
+    def stream_choices(self, request: EngineRequest, completion: CompletionOutput, first: bool) -> list[dict]:
         raise NotImplementedError
 
-    def on_finished(self, choice: Choice, completion: CompletionOutput) -> None:
+    def on_finished(self, request: EngineRequest, completion: CompletionOutput) -> None:
         pass
 
     async def full_response(self) -> dict:
-        finals = await final_outputs(self.state, self.choices)
+        finals = await final_outputs(self.state, self.requests)
         bodies, generated = [], 0
-        for choice in self.choices:
-            completion = finals[choice.index].outputs[0]
-            self.on_finished(choice, completion)
-            bodies.append(self.final_choice(choice, completion))
-            generated += len(completion.token_ids)
+        for request in self.requests:
+            for completion in finals[request.prompt_index].outputs:
+                self.on_finished(request, completion)
+                bodies.append(self.final_choice(request, completion))
+                generated += len(completion.token_ids)
         return self.response(bodies, self.usage(generated))
 
     async def stream(self) -> AsyncIterator[str]:
-        generated, started = 0, set()
+        generated, started, finished = 0, set(), set()
         try:
-            async with contextlib.aclosing(merged_outputs(self.state, self.choices)) as outputs:
-                async for choice, output in outputs:
-                    completion = output.outputs[0]
-                    generated += len(completion.delta_token_ids)
-                    if completion.finish_reason is not None:
-                        self.on_finished(choice, completion)
-                    running_usage = self.usage(generated) if self.body.continuous_usage() else None
-                    for body in self.stream_choices(choice, completion, choice.index not in started):
-                        yield sse(self.response([body], running_usage, chunk=True))
-                    started.add(choice.index)
-        except KvtoolError as err:  # the status line is sent already: report in the stream, as vLLM does
-            yield sse(error_body(err.message, "BadRequestError", 400, getattr(err, "param", None)))
-        except Exception as err:
-            logger.exception("Request %s failed while streaming", self.id)
-            yield sse(error_body(f"{type(err).__name__}: {err}", "InternalServerError", 500))
+            async with contextlib.aclosing(merged_outputs(self.state, self.requests)) as outputs:
+                async for request, output in outputs:
+                    for completion in output.outputs:
+                        index = request.choice_index(completion.index)
+                        if index in finished or not (completion.delta_token_ids or completion.finish_reason):
+                            continue  # an output of the request that brings nothing new for this sequence
+                        generated += len(completion.delta_token_ids)
+                        if completion.finish_reason is not None:
+                            self.on_finished(request, completion)
+                            finished.add(index)
+                        running_usage = self.usage(generated) if self.body.continuous_usage() else None
+                        for body in self.stream_choices(request, completion, index not in started):
+                            yield sse(self.response([body], running_usage, chunk=True))
+                        started.add(index)
+        except Exception as err:  # the status line is sent already: report in the stream, as vLLM does
+            yield sse(stream_error_body(err, self.id))
         if self.body.include_usage():
             yield sse(self.response([], self.usage(generated), chunk=True))
         yield "data: [DONE]\n\n"

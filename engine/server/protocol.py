@@ -2,34 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
+from kvtool.engine.runtime.input_processor import MAX_LOGPROBS
+from kvtool.engine.sizing.messages import FIELD_NOT_SUPPORTED
+from kvtool.errors import InvalidRequestError
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's /v1/completions default, in every version
 
+# The vocabulary bound of token ids is the served model's: build_app writes it into the OpenAPI document.
+TokenId = Annotated[int, Field(ge=0, json_schema_extra={"x-token-id": True})]
+TokenIds = Annotated[list[TokenId], Field(min_length=1)]
+NonEmptyText = Annotated[str, Field(min_length=1)]
+MAX_MODEL_LEN_BOUND = {"x-max-model-len": True}
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={"x-seed": True})]
+ServedModel = Annotated[str | None, Field(json_schema_extra={"x-served-model": True})]
 
-class StreamOptions(BaseModel):
+
+class StrictModel(BaseModel):
+    """No coercion: "yes" is not a bool and false is not a token id (OpenAI's API refuses both)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StreamOptions(StrictModel):
     include_usage: bool = False
     continuous_usage_stats: bool = False
 
 
-class _SamplingFields(BaseModel):
-    """Fields shared by completions and chat; names and defaults as vLLM's."""
+class _SamplingFields(StrictModel):
+    """Fields shared by completions and chat; names, defaults and ranges as vLLM's SamplingParams checks them."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    model: str | None = None
+    model: ServedModel = None
     n: int = Field(1, ge=1, le=128)
-    temperature: float | None = Field(None, ge=0.0)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = None
+    top_k: int | None = Field(None, ge=-1)
     min_p: float | None = Field(None, ge=0.0, le=1.0)
-    seed: int | None = None
+    seed: Seed | None = None
     stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[TokenId] | None = None
+    logit_bias: dict[str, float] | None = Field(None, description="Not supported: any value is refused (400).")
+    allowed_token_ids: list[TokenId] | None = Field(None, description="Not supported: any value is refused (400).")
     ignore_eos: bool = False
     min_tokens: int = Field(0, ge=0)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
@@ -48,22 +65,25 @@ class _SamplingFields(BaseModel):
         """vLLM's extension: usage so far in every chunk."""
         return self.include_usage() and self.stream_options.continuous_usage_stats
 
-    def to_sampling_params(self, max_tokens: int, logprobs: int | None) -> SamplingParams:
-        """One engine request's parameters (n is handled by the server, one engine request per choice)."""
+    def to_sampling_params(self, max_tokens: int | None, logprobs: int | None) -> SamplingParams:
+        """One engine request's parameters: the engine runs its n sequences."""
+        for name in ("logit_bias", "allowed_token_ids"):
+            if getattr(self, name) is not None:
+                raise InvalidRequestError(FIELD_NOT_SUPPORTED.format(param=name), name)
         given = {name: getattr(self, name) for name in
                  ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
                  if getattr(self, name) is not None}
         return SamplingParams(
-            n=1, max_tokens=max_tokens, seed=self.seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
+            n=self.n, max_tokens=max_tokens, seed=self.seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
             ignore_eos=self.ignore_eos, min_tokens=self.min_tokens, logprobs=logprobs,
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens, **given)
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1)
-    logprobs: int | None = Field(None, ge=0, le=20)
+    prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
+    max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
+    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
 
     def max_tokens_given(self) -> bool:
@@ -76,13 +96,13 @@ class CompletionRequest(_SamplingFields):
         return list(self.prompt)
 
 
-class TextPart(BaseModel):
+class TextPart(StrictModel):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ChatMessage(StrictModel):
+    model_config = ConfigDict(strict=True, extra="allow")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list[TextPart] | None = None
@@ -94,10 +114,10 @@ class ChatMessage(BaseModel):
 
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
+    max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=20)
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     add_generation_prompt: bool = True
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
@@ -110,14 +130,89 @@ class ChatCompletionRequest(_SamplingFields):
         return (self.top_logprobs or 0) if self.logprobs else None
 
 
-class TokenizeRequest(BaseModel):
-    model: str | None = None
+class TokenizeRequest(StrictModel):
+    model: ServedModel = None
     prompt: str | None = None
-    messages: list[ChatMessage] | None = None
+    messages: list[ChatMessage] | None = Field(None, min_length=1)
     add_special_tokens: bool = True
     add_generation_prompt: bool = True
 
 
-class DetokenizeRequest(BaseModel):
-    model: str | None = None
+class DetokenizeRequest(StrictModel):
+    model: ServedModel = None
+    tokens: list[TokenId]
+
+
+# Response bodies, for the OpenAPI document (the routes build plain dicts of the same shape).
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: dict | None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+
+
+class _Response(BaseModel):
+    id: str
+    object: str
+    created: int
+    model: str
+    usage: Usage | None
+
+
+class CompletionResponse(_Response):
+    choices: list[CompletionChoice]
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: dict | None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+
+
+class ChatCompletionResponse(_Response):
+    choices: list[ChatChoice]
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
     tokens: list[int]
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+    root: str
+    parent: str | None
+    max_model_len: int
+    permission: list
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelCard]
+
+
+class VersionResponse(BaseModel):
+    version: str

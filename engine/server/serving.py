@@ -8,12 +8,12 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
+from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.generation import Choice
+from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.protocol import COMPLETIONS_DEFAULT_MAX_TOKENS
-from kvtool.engine.sizing import defaults, messages
-from kvtool.engine.sizing.request_length import check_request_length
+from kvtool.engine.sizing import defaults
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
@@ -58,24 +58,30 @@ class MaxTokens:
         return f"{self.requested}->{self.value}" if self.clamped else None
 
 
-def resolve_max_tokens(settings: ServerSettings, num_prompt_tokens: int, requested: int | None,
-                       defaulted: bool, param: str = "max_tokens") -> MaxTokens:
-    """Apply the profile default and the overflow policy; raise vLLM's 400 when the request cannot run."""
-    if num_prompt_tokens == 0:
-        raise APIError("The decoder prompt cannot be empty", param="prompt")
-    if requested is not None and requested > settings.max_model_len:  # named after the field the client sent
-        message = messages.MAX_TOKENS_TOO_LARGE.format(param=param, max_tokens=requested,
-                                                   max_model_len=settings.max_model_len)
-        raise APIError(message, param=param)
-    if defaulted and settings.default_max_tokens is not None:
-        room = max(settings.max_model_len - num_prompt_tokens, 1)
-        requested = min(settings.default_max_tokens, room)  # a default never makes a request fail
-    value = check_request_length(num_prompt_tokens, requested, settings.max_model_len, settings.overflow)
-    clamped = requested is not None and value < requested
-    if clamped:
-        logger.info("max_tokens %d lowered to %d: prompt of %d tokens, max_model_len %d (--overflow clamp)",
-                    requested, value, num_prompt_tokens, settings.max_model_len)
-    return MaxTokens(value, requested, defaulted, clamped)
+def process_prompts(state: ServerState, prompts: list, requested: int | None, params_for, defaulted: bool,
+                    param: str = "max_tokens") -> list[ProcessedRequest]:
+    """Every prompt through the engine's InputProcessor (tokenize, validate, overflow policy): 400s come from there.
+
+    `params_for(max_tokens)` builds the request's SamplingParams; a request that set no max_tokens runs with the
+    serving profile's default when there is one.
+    """
+    settings, processor = state.settings, state.engine.input_processor
+    profile_default = settings.default_max_tokens if defaulted else None
+    max_tokens = None if profile_default is not None else requested
+    processed = []
+    for prompt in prompts:
+        request = processor.process(prompt, params_for(max_tokens), max_tokens_param=param,
+                                    default_max_tokens=profile_default)
+        if request.clamped:
+            logger.info("max_tokens %d lowered to %d: prompt of %d tokens, max_model_len %d (--overflow clamp)",
+                        request.requested_max_tokens, request.max_tokens, len(request.prompt_token_ids),
+                        settings.max_model_len)
+        processed.append(request)
+    return processed
+
+
+def max_tokens_of(request: ProcessedRequest, defaulted: bool) -> MaxTokens:
+    return MaxTokens(request.max_tokens, request.requested_max_tokens, defaulted, request.clamped)
 
 
 def warn_if_default_truncated(request_id: str, max_tokens: MaxTokens, num_generated: int, finish_reason: str | None) -> None:
@@ -92,18 +98,11 @@ def clamp_headers(max_tokens: list[MaxTokens]) -> dict[str, str]:
     return {CLAMP_HEADER: ",".join(notes)} if notes else {}
 
 
-def make_choices(base_id: str, prompts: list[list[int]], n: int, params_for) -> list[Choice]:
-    """n choices per prompt; choice i*n+j runs prompt i with a seed derived from the request's seed."""
-    choices = []
-    for i, prompt_ids in enumerate(prompts):
-        for j in range(n):
-            params = params_for(i)
-            if params.seed is not None and j:
-                params.seed = params.seed + j
-            index = i * n + j
-            # a random tail keeps engine ids unique when clients reuse an x-request-id
-            choices.append(Choice(index, i, prompt_ids, params, f"{base_id}-{index}-{uuid.uuid4().hex[:8]}"))
-    return choices
+def make_requests(base_id: str, processed: list[ProcessedRequest], n: int) -> list[EngineRequest]:
+    """One engine request per prompt; the engine runs its n sequences (seeded ones with seed + index, as vLLM)."""
+    # a random tail keeps engine ids unique when clients reuse an x-request-id
+    return [EngineRequest(i, request, f"{base_id}-{i}-{uuid.uuid4().hex[:8]}", n)
+            for i, request in enumerate(processed)]
 
 
 def request_id(header_value: str | None, prefix: str) -> str:
