@@ -3,6 +3,7 @@
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -10,7 +11,7 @@ PAGES = Path(__file__).parent / "pages"
 
 
 class _Pages(BaseHTTPRequestHandler):
-    routes: dict[str, tuple[int, str]] = {}
+    routes: ClassVar[dict[str, tuple[int, str]]] = {}
 
     def do_GET(self):
         status, body = self.routes.get(self.path, (404, '{"detail":"Not Found"}'))

@@ -50,7 +50,7 @@ def test_unreachable_server_exits_2_with_one_line():
     import sys
 
     done = subprocess.run([sys.executable, "-m", "kvtool", "watch", "http://127.0.0.1:9", "--once"],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no server answers at http://127.0.0.1:9/metrics" in done.stderr
 
