@@ -99,11 +99,13 @@ def _alerts_table(alerts) -> Table | Text:
     if not alerts:
         return Text("No alerts.", style="green")
     table = Table(title="Alerts", title_justify="left", show_header=False, box=None, padding=(0, 1))
+    shown = set()
     for alert in alerts:
         style = "bold red" if alert.severity == "critical" else "bold yellow"
         table.add_row(Text(alert.severity.upper(), style=style), Text(alert.name, style="bold"),
                       f"{alert.summary} (value {alert.value:g})")
-        table.add_row("", "", Text(f"fix: {alert.fix}", style="green"))
+        table.add_row("", "", Text("fix: as above" if alert.fix in shown else f"fix: {alert.fix}", style="green"))
+        shown.add(alert.fix)
     return table
 
 

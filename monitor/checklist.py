@@ -73,13 +73,13 @@ CHECKS = (
     Check("VllmRequestsWaiting", "warning", "Requests keep waiting for KV-cache blocks or a batch slot.", "5m",
           lambda v, _: f"sum by (model_name) ({name('num_requests_waiting', v)}) > 0",
           lambda s, _: _above(s.num_requests_waiting_min, 0),
-          "Add capacity (replicas, --tensor-parallel-size) or make room in the KV cache: " + KV_REMEDY),
+          "Add capacity (replicas, --tensor-parallel-size) or make room in the KV cache. " + KV_REMEDY),
     Check("VllmTtftP99High", "warning", "The p99 time to first token is above the objective.", "5m",
           _ttft_p99, lambda s, objective: _above(s.ttft_p99_s, objective),
           "Queueing or long prefills: lower --max-num-batched-tokens for shorter steps, or add capacity.",
           kv_pressure=False),
     Check("VllmCpuSwap", "warning", "Requests are swapped to CPU memory (V0): the GPU KV cache is too small.", "1m",
-          lambda v, _: _swap(v), _swapping, "Give the GPU KV cache more room: " + KV_REMEDY),
+          lambda v, _: _swap(v), _swapping, "Give the GPU KV cache more room. " + KV_REMEDY),
 )
 
 

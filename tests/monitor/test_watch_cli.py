@@ -44,12 +44,19 @@ def test_a_url_without_vllm_metrics_is_one_line(page_server, path, message):
     assert result.exit_code == 2 and "kvtool: error:" in result.stderr and message in result.stderr
 
 
+def test_api_key_is_sent_as_a_bearer_token(page_server):
+    refused = runner.invoke(app, ["watch", f"{page_server}/secure", "--once", "--interval", "0.1"])
+    assert isinstance(refused.exception, MetricsUnavailable) and "Pass the server's --api-key" in str(refused.exception)
+    result = runner.invoke(app, ["watch", f"{page_server}/secure", "--json", "--interval", "0.1", "--api-key", "sesame"])
+    assert result.exit_code == 0 and json.loads(result.output)["num_engines"] == 2
+
+
 def test_unreachable_server_exits_2_with_one_line():
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-m", "kvtool", "watch", "http://127.0.0.1:9", "--once"],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no server answers at http://127.0.0.1:9/metrics" in done.stderr
 
