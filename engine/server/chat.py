@@ -13,7 +13,14 @@ from kvtool.engine.server.protocol import ChatCompletionRequest, ChatMessage
 from kvtool.engine.server.serving import ServerState, resolve_max_tokens
 
 
+NO_CHAT_TEMPLATE = ("As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat "
+                    "template if the tokenizer does not define one. This model's tokenizer config has no "
+                    "chat_template: use /v1/completions with your own prompt format, or a model that ships one.")
+
+
 def chat_prompt_ids(tokenizer, messages: list[ChatMessage], add_generation_prompt: bool = True) -> list[int]:
+    if not getattr(tokenizer, "chat_template", None):
+        raise APIError(NO_CHAT_TEMPLATE, param="messages")
     conversation = [m.as_template_message() for m in messages]
     try:
         text = tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt, tokenize=False)
