@@ -23,9 +23,10 @@ def family_config(family: str):
                                                    query_pre_attn_scalar=16, rope_local_base_freq=100.0,
                                                    rope_scaling={"rope_type": "linear", "factor": 2.0},
                                                    tie_word_embeddings=False),
+        # partial rotary as in Phi-4-mini: a quarter of each 16-wide head turns (4 frequencies)
         "phi3": lambda: hf.Phi3Config(**TINY, original_max_position_embeddings=128, pad_token_id=0, rope_scaling={
-            "rope_type": "longrope", "short_factor": [1.0 + i / 16 for i in range(8)],
-            "long_factor": [2.0 + i / 4 for i in range(8)]}),
+            "rope_type": "longrope", "short_factor": [1.0 + i / 16 for i in range(2)],
+            "long_factor": [2.0 + i / 4 for i in range(2)], "partial_rotary_factor": 0.25}),
         "qwen3_moe": lambda: hf.Qwen3MoeConfig(**TINY, head_dim=16, num_experts=4, num_experts_per_tok=2,
                                                moe_intermediate_size=32, norm_topk_prob=True),
         "mixtral": lambda: hf.MixtralConfig(**TINY, num_local_experts=4, num_experts_per_tok=2,
