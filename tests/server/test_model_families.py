@@ -23,6 +23,7 @@ def gemma3_server(tmp_path_factory, kvtool_server_process):
         server.stop()
 
 
+@pytest.mark.slow
 def test_serve_answers_chat_and_completions_for_a_gemma3_folder(gemma3_server):
     client = openai.OpenAI(base_url=f"{gemma3_server.base_url}/v1", api_key="unused", max_retries=0, timeout=120)
     assert client.models.list().data[0].id == "tiny-gemma3"
