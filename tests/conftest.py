@@ -1,6 +1,12 @@
 """Session fixtures shared by every test area: the default model, converted once, and one engine."""
 
+import os
+import sys
+
 import pytest
+
+# Test modules import the tiny-model builders in families.py (pytest runs with importlib mode).
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +22,19 @@ def smollm2_llm(smollm2_dir):
     from kvtool.engine.runtime.llm import LLM
     return LLM(str(smollm2_dir), dtype="float32", max_model_len=2048, kv_cache_memory=256 << 20, seed=0)
 
+
+@pytest.fixture(scope="session")
+def tiny_family(tmp_path_factory):
+    """family -> (folder, HF model) of a tiny random-weight model of that family, each built once."""
+    from families import save_tiny_family
+    built = {}
+
+    def get(family):
+        if family not in built:
+            folder = tmp_path_factory.mktemp(f"tiny-{family}")
+            built[family] = folder, save_tiny_family(folder, family)
+        return built[family]
+    return get
 
 
 KVTOOL_SERVER_ARGS = ("--max-model-len", "512", "--max-num-seqs", "32", "--kv-cache-memory", "64MiB")

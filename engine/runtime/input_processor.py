@@ -82,6 +82,8 @@ class InputProcessor:
 
     def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True) -> list[int]:
         """The prompt ids of a conversation, rendered by the tokenizer's chat template."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise InvalidRequestError(msg.NO_CHAT_TEMPLATE, "messages")
         for i, message in enumerate(conversation):
             check_text(message["content"], f"messages.{i}.content")
         try:

@@ -40,7 +40,9 @@ class LLMEngine:
         self.kv_cache_info = startup.plan_kv_cache(self.config, self.spec, self.model_runner.available_kv_bytes(),
                                                    max_model_len, batched_tokens)
         self.model_runner.allocate_kv_cache(self.kv_cache_info.num_blocks)
-        block_manager = BlockManager(self.kv_cache_info.num_blocks, config.block_size, config.enable_prefix_caching)
+        runner = self.model_runner
+        block_manager = BlockManager(runner.num_pool_blocks(self.kv_cache_info.num_blocks), config.block_size,
+                                     config.enable_prefix_caching, runner.kv_cache_layout.sliding_windows)
         self.scheduler = Scheduler(block_manager, max_seqs, batched_tokens, max_model_len,
                                    config.enable_chunked_prefill, eos)
         self.input_processor = InputProcessor(self.tokenizer, self.spec.vocab_size, max_model_len, config.overflow)

@@ -99,6 +99,11 @@ STOP_TOKEN_IDS_OUT_OF_VOCAB = (
     "token_id(s) {token_ids} in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
 )
 EMPTY_PROMPT = "The decoder prompt cannot be empty"
+NO_CHAT_TEMPLATE = (  # transformers' wording, then kvtool's advice
+    "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the "
+    "tokenizer does not define one. This model's tokenizer config has no chat_template: use /v1/completions with "
+    "your own prompt format, or a model that ships one."
+)
 N_BELOW_ONE = "n must be at least 1, got {value}."
 MIN_TOKENS_NEGATIVE = "min_tokens must be greater than or equal to 0, got {min_tokens}."
 MIN_TOKENS_OVER_MAX = "min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}."

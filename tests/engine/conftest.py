@@ -44,20 +44,6 @@ def tiny_qwen2(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_family(tmp_path_factory):
-    """family -> (folder, HF model) of a tiny random-weight model of that family, each built once."""
-    from families import save_tiny_family
-    built = {}
-
-    def get(family):
-        if family not in built:
-            folder = tmp_path_factory.mktemp(f"tiny-{family}")
-            built[family] = folder, save_tiny_family(folder, family)
-        return built[family]
-    return get
-
-
-@pytest.fixture(scope="session")
 def tiny_llm(tiny_llama):
     """One fp32 engine on the tiny Llama, 1 MiB of KV cache (128 blocks)."""
     from kvtool.engine.runtime.llm import LLM

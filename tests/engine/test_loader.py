@@ -38,8 +38,10 @@ def test_unknown_model_is_a_usage_error():
 
 def test_unsupported_architecture_is_a_usage_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
-    with pytest.raises(UsageError, match="not supported"):
+    with pytest.raises(UsageError, match="not supported") as refused:
         loader.load_hf_config(tmp_path)
+    for family in ("llama", "qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe", "mixtral"):
+        assert family in str(refused.value)
 
 
 def test_dummy_weights_need_only_a_config(tiny_llama, tmp_path):

@@ -1,9 +1,12 @@
 """The engine sizes its KV cache with `kvtool.engine.sizing.kv_cache`, so `kvtool plan` predicts it exactly."""
 
 import dataclasses
+import json
 
 import pytest
+from typer.testing import CliRunner
 
+from kvtool.cli.app import app
 from kvtool.engine.runtime.llm import LLM
 from kvtool.engine.sizing import kv_cache
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
@@ -23,6 +26,26 @@ def test_engine_allocates_what_plan_predicts(tiny_llm, tiny_llama):
     cache = tiny_llm.engine.model_runner.kv_cache
     assert cache.shape[2] == plan.num_blocks
     assert cache.numel() * cache.element_size() // (16 * plan.num_blocks) == plan.kv_bytes_per_token
+
+
+def test_engine_allocates_what_plan_predicts_for_a_sliding_model(tiny_family):
+    """Gemma 2's sliding layers: plan counts their window, the engine pools blocks per KV cache group."""
+    folder = str(tiny_family("gemma2")[0])
+    llm = LLM(folder, dtype="float32", kv_cache_memory=1 << 20, max_num_batched_tokens=64)
+    spec = dataclasses.replace(resolve_model_spec(folder), dtype="float32")
+    assert spec.layer_types == ("sliding_attention", "full_attention") and spec.sliding_window == 24
+    plan = kv_cache.plan_kv_cache(1 << 20, spec, 512, block_size=16, max_num_batched_tokens=64)
+    info, runner = llm.engine.kv_cache_info, llm.engine.model_runner
+    assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency, info.request_bytes) == \
+        (plan.num_blocks, plan.kv_cache_tokens, plan.max_concurrency, plan.request_bytes)
+    assert runner.kv_cache.numel() * runner.kv_cache.element_size() == plan.num_blocks * plan.block_bytes
+    assert llm.engine.stats().num_blocks == 2 * plan.num_blocks    # one pool block per group per plan block
+    result = CliRunner().invoke(app, ["plan", "--model", folder, "--dtype", "float32", "--kv-cache-memory",
+                                      str(1 << 20), "--max-model-len", "512", "--max-num-batched-tokens", "64",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["num_blocks"], report["kv_cache_tokens"]) == (info.num_blocks, info.kv_cache_tokens)
 
 
 def test_fp8_kv_cache_holds_twice_the_blocks(tiny_llama):

@@ -3,6 +3,12 @@
 As in vLLM v1, block 0 is a null block that is never handed out (padding in block tables points at
 it), only full blocks are cached, a cached block is found by the chained hash of its tokens and
 every block before it, and a freed block keeps its hash until it is reused (LRU eviction).
+
+A sequence holds one block table per KV cache group (see kv_cache_groups.py). In a sliding-window
+group, the blocks whose tokens every future query has left behind are freed before each
+allocation and their table entries point at the null block, as vLLM's SlidingWindowManager does:
+such a group keeps at most cdiv(window - 1 + new tokens, block_size) + 1 blocks per sequence.
+Prefix caching is off when a group slides (its blocks are not all kept).
 """
 
 from collections import OrderedDict
@@ -24,10 +30,12 @@ class Block:
 class BlockManager:
     """`num_blocks` blocks as the KV cache holds them; block 0 is the null block, never handed out."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
+                 sliding_windows: tuple[int | None, ...] = (None,)):
         self.block_size = block_size
         self.num_blocks = num_blocks
-        self.enable_prefix_caching = enable_prefix_caching
+        self.sliding_windows = sliding_windows          # one entry per KV cache group; None: full attention
+        self.enable_prefix_caching = enable_prefix_caching and not any(sliding_windows)
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
         self.cached: dict[int, int] = {}     # block hash -> block id
@@ -67,14 +75,19 @@ class BlockManager:
         `computed_blocks` (from get_computed_blocks, for a sequence without blocks yet) are shared
         and move `seq.num_computed_tokens` forward past them.
         """
+        if not seq.block_tables:
+            seq.block_tables = [[] for _ in self.sliding_windows]
+        self._free_skipped_blocks(seq)
         num_computed = seq.num_computed_tokens + len(computed_blocks) * self.block_size
-        num_have = len(seq.block_table) + len(computed_blocks)
-        num_needed = max(0, self._blocks_for(num_computed + num_new_tokens) - num_have)
+        num_total = self._blocks_for(num_computed + num_new_tokens)
+        num_needed = [max(0, num_total - len(table)) for table in seq.block_tables]
+        num_needed[0] -= len(computed_blocks)
         num_revived = sum(1 for b in computed_blocks if self.blocks[b].ref_count == 0)
-        if num_needed + num_revived > self.num_free_blocks:
+        if sum(num_needed) + num_revived > self.num_free_blocks:
             return False
-        seq.block_table.extend(self._take(block_id) for block_id in computed_blocks)
-        seq.block_table.extend(self._take(self._pop_free()) for _ in range(num_needed))
+        seq.block_tables[0].extend(self._take(block_id) for block_id in computed_blocks)
+        for table, count in zip(seq.block_tables, num_needed):
+            table.extend(self._take(self._pop_free()) for _ in range(count))
         if computed_blocks:
             seq.num_computed_tokens = num_computed
             seq.num_cached_tokens = max(seq.num_cached_tokens, num_computed)
@@ -82,14 +95,36 @@ class BlockManager:
 
     def free(self, seq: Sequence) -> None:
         """Drop the sequence's references; tail blocks go first in line for eviction."""
-        for block_id in reversed(seq.block_table):
-            block = self.blocks[block_id]
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                self.free_queue[block_id] = None
-                if block.block_hash is None:
-                    self.free_queue.move_to_end(block_id, last=False)
-        seq.block_table = []
+        for table in seq.block_tables:
+            for block_id in reversed(table):
+                self._release(block_id)
+        seq.block_tables = []
+
+    def _release(self, block_id: int) -> None:
+        if block_id == NULL_BLOCK:
+            return
+        block = self.blocks[block_id]
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            self.free_queue[block_id] = None
+            if block.block_hash is None:
+                self.free_queue.move_to_end(block_id, last=False)
+
+    def _free_skipped_blocks(self, seq: Sequence) -> None:
+        """Sliding groups: free the blocks before the window of the next token to compute.
+
+        The query at position p sees keys p - window + 1 .. p; the earliest next query is at
+        num_computed_tokens. Freed entries become the null block, from the newest backwards until an
+        entry already freed, so each step costs only the blocks it frees.
+        """
+        for window, table in zip(self.sliding_windows, seq.block_tables):
+            if window is None:
+                continue
+            index = min(len(table), max(0, seq.num_computed_tokens - window + 1) // self.block_size) - 1
+            while index >= 0 and table[index] != NULL_BLOCK:
+                self._release(table[index])
+                table[index] = NULL_BLOCK
+                index -= 1
 
     def cache_full_blocks(self, seq: Sequence) -> None:
         """Register the blocks that computed tokens have filled, so later prompts can reuse them."""

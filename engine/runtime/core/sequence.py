@@ -30,7 +30,7 @@ class Sequence:
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
         self.num_cached_tokens = 0           # prompt tokens found in the prefix cache at admission
-        self.block_table: list[int] = []
+        self.block_tables: list[list[int]] = []   # one per KV cache group, made by the block manager
         self.block_hashes: list[int] = []    # chained hashes of this sequence's full blocks
         self.arrival_time = arrival_time if arrival_time is not None else time.monotonic()
         self.finish_reason: str | None = None
@@ -40,6 +40,11 @@ class Sequence:
 
     def __len__(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def block_table(self) -> list[int]:
+        """The block table of the first KV cache group (the only one unless layers slide)."""
+        return self.block_tables[0] if self.block_tables else []
 
     @property
     def num_output_tokens(self) -> int:
@@ -73,5 +78,5 @@ class Sequence:
         """Preempted: its blocks are gone, so every token will be computed again."""
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
-        self.block_table = []
+        self.block_tables = []
         self.num_preemptions += 1

@@ -19,6 +19,8 @@ class AttentionMetadata:
     prefill_cu_seqlens_q: torch.Tensor    # [num_prefills + 1] int32
     prefill_context_lens: torch.Tensor    # [num_prefills] int32
     decode_splits: list[int] | None = None  # decode groups of similar length [0, ..., num_decodes]; None: one
+    # the same step for KV cache groups 1, 2, ... (their own slots and block tables); empty with one group
+    group_metadata: tuple["AttentionMetadata", ...] = ()
 
     @property
     def num_prefills(self) -> int:
@@ -37,8 +39,11 @@ class PagedAttention:
         self.v_cache: torch.Tensor | None = None
         self.k_scale = 1.0
         self.v_scale = 1.0
+        self.kv_cache_group = 0                   # which block tables of the step this layer reads
 
     def __call__(self, query, key, value, meta: AttentionMetadata) -> torch.Tensor:
+        if self.kv_cache_group and meta.group_metadata:
+            meta = meta.group_metadata[self.kv_cache_group - 1]
         self.ops.store_kv(key, value, self.k_cache, self.v_cache, meta.slot_mapping, self.k_scale, self.v_scale)
         nd = meta.num_decodes
         if meta.num_prefills == 0:

@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 
 from kvtool.cache import cache_dir
+from kvtool.engine.runtime.models.registry import SUPPORTED_MODEL_TYPES
 from kvtool.errors import UsageError
 
 
@@ -28,8 +29,8 @@ def convert_gguf(gguf_path: Path, target: Path) -> None:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype="float32")
     except (ValueError, KeyError, OSError) as err:
-        raise UsageError(f"Cannot read {gguf_path} as a Llama-family GGUF: {err}",
-                         fix="Pass a GGUF of a Llama, Mistral or Qwen2 model, or an HF model folder.") from err
+        raise UsageError(f"Cannot read {gguf_path} as a GGUF of a supported family: {err}",
+                         fix=f"Pass a GGUF of a {', '.join(SUPPORTED_MODEL_TYPES)} model, or an HF model folder.") from err
     _write_folder(target, config, tokenizer, model)
 
 

@@ -4,13 +4,17 @@ Hooks for the GPU path: `available_kv_bytes()` sizes the KV cache, and `run_mode
 forward a CUDA-graph runner can capture and replace for decode batches.
 """
 
+import dataclasses
+import logging
 import os
 from dataclasses import dataclass
 
 import torch
 
+from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
@@ -21,6 +25,7 @@ from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRA
 from kvtool.kernels import get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
+logger = logging.getLogger("kvtool.engine")
 CPU_DECODE_GROUP = 8
 FP8_KV_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
@@ -56,6 +61,7 @@ class ModelRunner:
             pack_linears(self.model)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
         self.kv_cache: torch.Tensor | None = None
+        self.kv_cache_layout = kv_cache_layout([sliding_window(hf_config, i) for i in range(hf_config.num_hidden_layers)])
 
     @property
     def kv_cache_dtype(self) -> torch.dtype:
@@ -78,12 +84,26 @@ class ModelRunner:
                                          self.kv_cache_dtype, self.device)
         return profile.available_kv_cache_bytes
 
+    def num_pool_blocks(self, num_blocks: int) -> int:
+        """Blocks of the shared pool when the cache holds `num_blocks` blocks of every layer."""
+        return num_blocks * self.kv_cache_layout.num_groups
+
     def allocate_kv_cache(self, num_blocks: int) -> None:
-        """One tensor [2, layers, num_blocks, block_size, kv_heads, head_dim]; block 0 is the null block."""
-        cfg = self.model.config
-        shape = (2, cfg.num_hidden_layers, num_blocks, self.block_size, cfg.num_key_value_heads, head_dim(cfg))
+        """One tensor [2, group_size, pool blocks, block_size, kv_heads, head_dim] holding `num_blocks`
+        blocks of every layer; block 0 is the null block. With one KV cache group (no sliding layers,
+        or only sliding ones) group_size is the number of layers and the pool has num_blocks blocks."""
+        cfg, layout = self.model.config, self.kv_cache_layout
+        shape = (2, layout.group_size, self.num_pool_blocks(num_blocks), self.block_size, cfg.num_key_value_heads,
+                 head_dim(cfg))
         self.kv_cache = torch.zeros(shape, dtype=self.kv_cache_dtype, device=self.device)
-        self.model.bind_kv_cache(self.kv_cache[0], self.kv_cache[1])
+        placements = [layout.placement(i) for i in range(cfg.num_hidden_layers)]
+        self.model.bind_kv_cache([self.kv_cache[0, t] for _, t in placements],
+                                 [self.kv_cache[1, t] for _, t in placements])
+        for layer, (group, _) in zip(self.model.model.layers, placements):
+            layer.self_attn.attn.kv_cache_group = group
+        if layout.num_groups > 1 and not self.config.enforce_eager and self.device.type == "cuda":
+            logger.info("CUDA graphs are off: the model has %d KV cache groups", layout.num_groups)
+            return
         self.graph_runner = capture_decode_graphs(self.model, self.config, self.device)
 
     @torch.inference_mode()
@@ -116,8 +136,22 @@ class ModelRunner:
                 logits_indices.append(len(input_ids) - 1)
                 sample_seqs.append(seq)
         meta = self._attention_metadata(scheduled, slots)
+        if self.kv_cache_layout.num_groups > 1:
+            meta.group_metadata = tuple(self._group_metadata(scheduled, meta, g)
+                                        for g in range(1, self.kv_cache_layout.num_groups))
         return ModelInput(self._tensor(input_ids, torch.long), self._tensor(positions, torch.long), meta,
                           self._tensor(logits_indices, torch.long), sample_seqs)
+
+    def _group_metadata(self, scheduled: SchedulerOutput, meta: AttentionMetadata, group: int) -> AttentionMetadata:
+        """Slots and block tables of another KV cache group; lengths and chunks are the step's."""
+        slots = []
+        for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
+            slots.extend(self._slots(seq.block_tables[group], seq.num_computed_tokens, seq.num_computed_tokens + num_new))
+        nd = scheduled.num_decodes
+        tables = [seq.block_tables[group] for seq in scheduled.seqs]
+        return dataclasses.replace(meta, slot_mapping=self._tensor(slots, torch.long),
+                                   decode_block_tables=self._block_tables(tables[:nd]),
+                                   prefill_block_tables=self._block_tables(tables[nd:]))
 
     def _slots(self, block_table: list[int], start: int, end: int) -> list[int]:
         bs = self.block_size
@@ -136,9 +170,9 @@ class ModelRunner:
             slot_mapping=self._tensor(slots, torch.long),
             num_decodes=nd,
             decode_splits=self._decode_splits(nd),
-            decode_block_tables=self._block_tables(decodes),
+            decode_block_tables=self._block_tables([s.block_table for s in decodes]),
             decode_context_lens=self._tensor([s.num_computed_tokens + 1 for s in decodes], torch.int32),
-            prefill_block_tables=self._block_tables(prefills),
+            prefill_block_tables=self._block_tables([s.block_table for s in prefills]),
             prefill_cu_seqlens_q=self._tensor(cu_seqlens, torch.int32),
             prefill_context_lens=self._tensor([s.num_computed_tokens + n for s, n in zip(prefills, chunk_lens)],
                                               torch.int32))
@@ -150,10 +184,10 @@ class ModelRunner:
         size = max(CPU_DECODE_GROUP, -(-num_decodes // 4))
         return list(range(0, num_decodes, size)) + [num_decodes]
 
-    def _block_tables(self, seqs: list[Sequence]) -> torch.Tensor:
-        width = max((len(s.block_table) for s in seqs), default=0)
-        rows = [s.block_table + [0] * (width - len(s.block_table)) for s in seqs]
-        return self._tensor(rows, torch.int32).view(len(seqs), width)
+    def _block_tables(self, tables: list[list[int]]) -> torch.Tensor:
+        width = max((len(t) for t in tables), default=0)
+        rows = [t + [0] * (width - len(t)) for t in tables]
+        return self._tensor(rows, torch.int32).view(len(tables), width)
 
     def _tensor(self, data, dtype) -> torch.Tensor:
         """A host tensor copied to the device; pinned on CUDA so that the copy is truly asynchronous."""
