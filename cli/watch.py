@@ -17,7 +17,7 @@ SERVER, VIEW, ALERTS = "Server", "View", "Alerts"
 
 
 def watch(
-    url: Annotated[str, typer.Argument(help="The server's base URL or its /metrics URL.", show_default=False)],
+    url: Annotated[str, typer.Argument(help="The server's base URL or its /metrics URL.", metavar="URL", show_default=False)],
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between scrapes.", rich_help_panel=VIEW)] = 2.0,
     window: Annotated[float, typer.Option(min=1.0, help="Seconds of history behind rates, peaks and percentiles.",
                                           rich_help_panel=VIEW)] = 60.0,
