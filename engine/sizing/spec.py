@@ -132,7 +132,7 @@ def spec_from_config_file(path: str | Path, name: str = "") -> ModelSpec:
 
 
 def resolve_model_spec(model: str) -> ModelSpec:
-    """A catalog id or alias, a config.json, a model folder, a .gguf file, or a name transformers can resolve."""
+    """A catalog id or alias, a config.json, a model folder, a .gguf file, or a Hugging Face Hub id."""
     from kvtool.engine.sizing import catalog
 
     path = Path(model).expanduser()
@@ -141,7 +141,9 @@ def resolve_model_spec(model: str) -> ModelSpec:
     entry = catalog.find(model)
     if entry is not None:
         return entry.spec()
-    return _spec_from_transformers(model) or _unknown_model(model)
+    from kvtool.engine.sizing.hub import looks_like_repo_id
+
+    return spec_from_hub(model) if looks_like_repo_id(model) else _unknown_model(model)
 
 
 def resolve_model_path(model: str) -> Path | None:
@@ -175,17 +177,21 @@ def _spec_from_gguf(path: Path) -> ModelSpec:
     return spec_from_gguf(path)
 
 
-def _spec_from_transformers(model: str) -> ModelSpec | None:
-    """A local HF cache may know names the catalog does not; never reaches the network."""
-    if "/" not in model:
-        return None
-    try:
-        from transformers import AutoConfig
+def spec_from_hub(repo_id: str) -> ModelSpec:
+    """A Hub model id: its config.json, and its safetensors element counts per dtype when it has them."""
+    from kvtool.engine.sizing import hub
+    from kvtool.engine.sizing.quantization import FLOAT_DTYPES
 
-        config = AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=False)
-    except Exception:  # not cached, not installed, or not a model id: the caller reports it
-        return None
-    return spec_from_hf_config(config.to_dict(), model, f"transformers:{model}")
+    facts = hub.hub_facts(repo_id)
+    if not isinstance(facts.get("config"), dict):
+        raise UsageError(f"config.json of '{repo_id}' holds no JSON object.", "Give a local config.json with --model.")
+    spec = spec_from_hf_config(facts["config"], repo_id, f"hub:{repo_id}@{str(facts.get('revision'))[:12]}")
+    counts = facts.get("dtype_counts")
+    if not counts:
+        return spec
+    if set(counts) <= FLOAT_DTYPES:  # unquantized: the headers give the exact parameter count
+        spec = replace(spec, num_parameters=sum(counts.values()))
+    return replace(spec, checkpoint_dtypes=tuple(sorted(counts.items())))
 
 
 def _unknown_model(model: str) -> ModelSpec:
