@@ -29,7 +29,8 @@ class KVRules:
     sliding_batches: int = 2  # batches of max_num_batched_tokens a sliding layer keeps beyond its window; 0: full
     null_block_in_check: bool = True  # 0.29+: the start-up check keeps one block back
     tokens_from_concurrency: bool = True  # 0.20.1+: logged tokens = int(concurrency x max_model_len)
-    v0_check: bool = False  # V0: starts when max_model_len <= block_size x num_gpu_blocks
+    v0_check: bool = False  # V0: starts when max_model_len <= block_size x num_gpu_blocks (0.2.7+; before: any block)
+    v0_length_check: bool = True
 
 
 V033 = KVRules()
@@ -153,7 +154,8 @@ def request_fits(request_bytes: int, available_bytes: int, block: int, rules: KV
     if available_bytes <= 0 or not block:
         return False
     if rules.v0_check:
-        return max_model_len <= available_bytes // block * block_size
+        return max_model_len <= available_bytes // block * block_size or (
+            not rules.v0_length_check and available_bytes >= block)
     return request_bytes <= available_bytes - block * rules.null_block_in_check
 
 

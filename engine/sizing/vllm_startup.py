@@ -73,7 +73,8 @@ def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KV
     if mixed_sliding and release.mixed_sliding_as_full():
         batches = 0
     return KVRules(sliding_batches=batches, null_block_in_check=release.reached("null_block_in_check"),
-                   tokens_from_concurrency=not v0 and release.reached("tokens_from_concurrency"), v0_check=v0)
+                   tokens_from_concurrency=not v0 and release.reached("tokens_from_concurrency"), v0_check=v0,
+                   v0_length_check=release.reached("max_seq_len_check"))
 
 
 def cpu_swap_blocks(v0: bool, block_bytes: int) -> int:
