@@ -171,9 +171,11 @@ def encoder_shape(tower: dict) -> tuple[int, int, int]:
 def encoder_parameters(tower: dict, text_hidden: int) -> int:
     """Tower weights from its shapes: blocks, patch embedding and the projector into the text model."""
     layers, hidden, intermediate = encoder_shape(tower)
+    blocks = layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+    if tower.get("num_mel_bins"):  # Whisper-style: two kernel-3 convolutions over the mel bins, a linear projector
+        return blocks + 3 * int(tower["num_mel_bins"]) * hidden + 3 * hidden * hidden + hidden * text_hidden
     patch, merge = int(tower.get("patch_size") or 14), _merge(tower)
     channels = int(tower.get("num_channels") or tower.get("in_chans") or tower.get("in_channels") or 3)
-    blocks = layers * (4 * hidden * hidden + 2 * hidden * intermediate)
     projected = hidden * merge * merge
     return blocks + channels * patch * patch * hidden * int(tower.get("temporal_patch_size") or 1) + \
         projected * projected + projected * text_hidden
