@@ -25,9 +25,23 @@ def recommendations(report) -> dict:
         advice["gpu_memory_utilization_to_fit"] = utilization_to_fit(report)
     model = request.model or report.spec.name
     hf_id = report.spec.name if catalog.find(model) else model  # vLLM knows HF ids, not our aliases
+    blocked = _no_command_reason(report, advice)
+    if blocked:  # no length starts with these settings: print no command that would fail
+        return {**advice, "vllm_serve": None, "kvtool_serve": None, "no_command_reason": blocked}
     advice["vllm_serve"] = _command(["vllm", "serve", hf_id], report, advice, vllm=True)
     advice["kvtool_serve"] = _command(["kvtool", "serve", "--model", model], report, advice, vllm=False)
     return advice
+
+
+def _no_command_reason(report, advice: dict) -> str | None:
+    failed = report.failed_check
+    if failed is not None and failed.name == "free_memory":
+        return "other processes hold the GPU: free them, or lower --gpu-memory-utilization below the free share."
+    if failed is not None and failed.name == "weights":
+        return "the weights do not fit: raise --tensor-parallel-size or use a quantized checkpoint."
+    if advice["max_model_len"] < 1:
+        return "no max_model_len fits: raise --gpu-memory-utilization, --tensor-parallel-size, or quantize."
+    return None
 
 
 def utilization_to_fit(report) -> float | None:
@@ -92,7 +106,7 @@ def warnings(report, gpu) -> list[str]:
         notes.append(f"only {kv.max_concurrency:.2f} full-length requests fit at once: expect preemption under "
                      "concurrency (lower max_model_len or use fp8 KV).")
     if gpu.free_bytes is not None and gpu.free_bytes < budget.requested_bytes:
-        notes.append(f"GPU {gpu.index} has {format_gib(gpu.free_bytes)} GiB free, less than the "
+        notes.append(f"{'the GPU' if gpu.index is None else f'GPU {gpu.index}'} has {format_gib(gpu.free_bytes)} GiB free, less than the "
                      f"{format_gib(budget.requested_bytes)} GiB requested: vLLM would refuse to start.")
     if any(kind in ("mamba", "linear_attention") for kind in spec.layer_types):
         notes.append("mamba / linear-attention layers keep a fixed state per request, not counted here.")

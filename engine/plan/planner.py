@@ -194,10 +194,14 @@ def report_to_json(report: PlanReport) -> dict:
         "workloads": [_workload_json(fit) for fit in report.workloads],
         "recommendations": report.recommendations, "warnings": report.warnings,
         "vllm": {"version": report.release.name, "engine": "V0" if report.v0 else "V1",
-                 "num_cpu_blocks": report.num_cpu_blocks,
+                 "num_cpu_blocks": report.num_cpu_blocks, "log_lines": log_lines(report),
                  "checks": [{"name": c.name, "passed": c.passed, **({"message": c.message} if not c.passed else {})}
                             for c in report.checks]},
     }
+
+
+def log_lines(report: PlanReport) -> list[str]:
+    return vllm_startup.startup_log_lines(report.release, report.v0, report.kv, report.num_cpu_blocks)
 
 
 def _model_json(spec: ModelSpec, report: PlanReport) -> dict:

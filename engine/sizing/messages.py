@@ -108,6 +108,10 @@ KV_CACHE_SIZE_LOG = (
     "{device} KV cache size: {kv_cache_tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens per "
     "request: {max_concurrency:.2f}x"
 )
+# The same figures as older releases log them.
+V0_BLOCKS_LOG = "# {device} blocks: {num_gpu_blocks}, # CPU blocks: {num_cpu_blocks}"  # V0 ("GPU"; 0.7.x "CUDA"/"cuda")
+CONCURRENCY_LOG = "Maximum concurrency for {max_model_len} tokens per request: {max_concurrency:.2f}x"  # 0.6.3+
+KV_TOKENS_LOG = "GPU KV cache size: {kv_cache_tokens:,} tokens"  # V1 0.8.0 - 0.27, followed by CONCURRENCY_LOG
 
 
 def kv_cache_too_small(max_model_len: int, needed_bytes: int, available_bytes: int, estimate: int) -> str:

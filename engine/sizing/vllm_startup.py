@@ -129,3 +129,18 @@ def _too_small(release: VllmRelease, v0: bool, kv, estimate: int) -> str:
         return messages.KV_CACHE_TOO_SMALL_GB.format(**values)
     url = messages.url_sentence() if release.reached("conserving_memory_url") else ""
     return messages.KV_CACHE_TOO_SMALL_ESTIMATE.format(estimate=estimate, url_sentence=url, **values)
+
+
+def startup_log_lines(release: VllmRelease, v0: bool, kv, num_cpu_blocks: int) -> list[str]:
+    """The lines the release logs with the figures once its KV cache is sized."""
+    length = kv.max_model_len
+    if v0:
+        device = "GPU" if release.version < (0, 7, 0) else "CUDA" if release.version < (0, 7, 3) else "cuda"
+        lines = [messages.V0_BLOCKS_LOG.format(device=device, num_gpu_blocks=kv.num_blocks, num_cpu_blocks=num_cpu_blocks)]
+        if release.reached("v0_concurrency_log"):
+            lines.append(messages.CONCURRENCY_LOG.format(max_model_len=length, max_concurrency=kv.max_concurrency))
+        return lines
+    if release.version >= (0, 28, 0):
+        return [kv.log_line()]
+    return [messages.KV_TOKENS_LOG.format(kv_cache_tokens=kv.kv_cache_tokens),
+            messages.CONCURRENCY_LOG.format(max_model_len=f"{length:,}", max_concurrency=kv.max_concurrency)]

@@ -37,7 +37,7 @@ CASES = {
                                 total_gib=79.19, free_gib=1.12), "cuda_oom_startup"),
 }
 # Not failures: diagnose reads them for context only.
-LOG_LINES = {"KV_CACHE_SIZE_LOG"}
+LOG_LINES = {"KV_CACHE_SIZE_LOG", "V0_BLOCKS_LOG", "CONCURRENCY_LOG", "KV_TOKENS_LOG"}
 
 
 def templates() -> dict[str, str]:
