@@ -106,7 +106,8 @@ def warnings(report, gpu) -> list[str]:
         notes.append(f"only {kv.max_concurrency:.2f} full-length requests fit at once: expect preemption under "
                      "concurrency (lower max_model_len or use fp8 KV).")
     if gpu.free_bytes is not None and gpu.free_bytes < budget.requested_bytes:
-        notes.append(f"{'the GPU' if gpu.index is None else f'GPU {gpu.index}'} has {format_gib(gpu.free_bytes)} GiB free, less than the "
+        which = "the GPU" if gpu.index is None else f"GPU {gpu.index}"
+        notes.append(f"{which} has {format_gib(gpu.free_bytes)} GiB free, less than the "
                      f"{format_gib(budget.requested_bytes)} GiB requested: vLLM would refuse to start.")
     if any(kind in ("mamba", "linear_attention") for kind in spec.layer_types):
         notes.append("mamba / linear-attention layers keep a fixed state per request, not counted here.")

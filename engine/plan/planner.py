@@ -146,7 +146,8 @@ def _scheduler_limits(request: PlanRequest, spec: ModelSpec, release: VllmReleas
 
 def _numeric_length(value) -> int | None:
     try:
-        return kv_cache.parse_human_int(value) if value is not None and str(value).strip() not in ("auto", "-1") else None
+        given = value is not None and str(value).strip() not in ("auto", "-1")
+        return kv_cache.parse_human_int(value) if given else None
     except UsageError:
         return None
 

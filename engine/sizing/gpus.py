@@ -48,7 +48,8 @@ def resolve_gpus(gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fal
             raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}.", "Use e.g. --gpu-mem 24GiB.")
         named = find_gpu(gpu) if gpu and not _is_local(gpu) else None
         name = named.name if named else f"{size / GiB:.2f} GiB GPU"
-        return [GpuInfo(name=name, total_bytes=size, source="size", arch=named.arch if named else None)] * (num_gpus or 1)
+        arch = named.arch if named else None
+        return [GpuInfo(name=name, total_bytes=size, source="size", arch=arch)] * (num_gpus or 1)
     if gpu and not _is_local(gpu):
         return [find_gpu(gpu)] * (num_gpus or 1)
     local = read_local_gpus(_indices(gpu))

@@ -137,7 +137,8 @@ def parameter_groups(config: dict, hidden: int, layers: int, heads: int, kv_head
     shared_size = int(config.get("shared_expert_intermediate_size") or expert_size * shared)
     mlp = dense_layers * 3 * hidden * intermediate + moe_layers * (3 * hidden * shared_size + hidden * (experts or 0))
     routed = moe_layers * 3 * hidden * expert_size * (experts or 0)
-    return {"embeddings": int(embeddings), "attention": int(layers * attention), "mlp": int(mlp), "experts": int(routed)}
+    return {"embeddings": int(embeddings), "attention": int(layers * attention), "mlp": int(mlp),
+            "experts": int(routed)}
 
 
 def _mla_parameters(config: dict, hidden: int, heads: int) -> int:

@@ -85,7 +85,8 @@ def weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None
     if spec.source.endswith(".gguf") and Path(spec.source).is_file() and quantization in (None, "gguf"):
         return Path(spec.source).stat().st_size
     element = 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
-    facts = quant_facts(spec.quantization_config, quantization or (None if spec.quantization_config else spec.quantization))
+    method = quantization or (None if spec.quantization_config else spec.quantization)
+    facts = quant_facts(spec.quantization_config, method)
     if spec.checkpoint_dtypes and (quantization is None or quantization == spec.quantization):
         return checkpoint_bytes(dict(spec.checkpoint_dtypes), element)
     if facts is None:
@@ -149,7 +150,8 @@ def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: flo
     if total_bytes <= 0:
         raise UsageError(f"GPU memory must be positive, got {total_bytes} bytes.", "Use e.g. --gpu-mem 24GiB.")
     requested = total_bytes * gpu_memory_utilization
-    non_torch = (NON_TORCH_BYTES if rules.charge_non_torch else 0) + (NCCL_BYTES if tp * pp > 1 and rules.charge_nccl else 0)
+    non_torch = NON_TORCH_BYTES if rules.charge_non_torch else 0
+    non_torch += NCCL_BYTES if tp * pp > 1 and rules.charge_nccl else 0
     return MemoryBudget(
         total_bytes=int(total_bytes), gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=math.ceil(requested) if rules.ceil_request else int(requested),
@@ -158,7 +160,8 @@ def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: flo
         non_torch_bytes=non_torch,
         cudagraph_bytes=cudagraph_bytes(spec, dtype, tp, pp, enforce_eager or not rules.subtract_cudagraphs),
         kv_cache_memory_bytes=kv_cache_memory,
-        encoder_bytes=encoder_bytes(spec, rules.profile_tokens or max_num_batched_tokens, dtype, tp, rules.encoder_items),
+        encoder_bytes=encoder_bytes(spec, rules.profile_tokens or max_num_batched_tokens, dtype, tp,
+                                    rules.encoder_items),
         other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
     )
 

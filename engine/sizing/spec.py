@@ -81,7 +81,7 @@ def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
         derived_max_model_len=hf.derive_max_model_len(text), dtype=hf.dtype_name(text),
         tie_word_embeddings=tied,
         num_parameters=int(text.get("num_parameters") or sum(groups.values())), parameter_groups=tuple(groups.items()),
-        quantization_config=text.get("quantization_config") if isinstance(text.get("quantization_config"), dict) else None,
+        quantization_config=quant if isinstance(quant := text.get("quantization_config"), dict) else None,
         layer_types=hf.layer_types(text, layers), sliding_window=_sliding_window(text),
         kv_lora_rank=int(kv_lora_rank) if kv_lora_rank else None,
         qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0) if kv_lora_rank else None,

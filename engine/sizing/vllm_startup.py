@@ -56,8 +56,11 @@ def _v0_batched_tokens(release: VllmRelease, max_model_len: int, chunked_off: bo
 
 def budget_rules(release: VllmRelease, v0: bool) -> BudgetRules:
     """How the release measures what is not KV cache."""
-    measures_total_minus_free = (release.reached("peak_all_processes") and not release.reached("peak_since_init")) \
-        or release.version[:2] == (0, 6) and release.version[2] == 4 or (not v0 and not release.reached("free_memory_check"))
+    measures_total_minus_free = (
+        (release.reached("peak_all_processes") and not release.reached("peak_since_init"))
+        or release.version[:3] == (0, 6, 4)
+        or (not v0 and not release.reached("free_memory_check"))
+    )
     return BudgetRules(
         ceil_request=release.reached("requested_ceil"),
         logits_for_every_token=not v0 and release.version < (0, 7, 3),
@@ -97,7 +100,8 @@ def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: in
 
 def _free_memory_message(release: VllmRelease, gpu, budget) -> str:
     values = dict(free_gib=format_gib(gpu.free_bytes), total_gib=format_gib(gpu.total_bytes),
-                  gpu_memory_utilization=budget.gpu_memory_utilization, requested_gib=format_gib(budget.requested_bytes))
+                  gpu_memory_utilization=budget.gpu_memory_utilization,
+                  requested_gib=format_gib(budget.requested_bytes))
     if release.reached("requested_ceil"):
         return messages.FREE_MEMORY_BELOW_UTILIZATION.format(device=f"cuda:{gpu.index or 0}", **values)
     return messages.FREE_MEMORY_BELOW_UTILIZATION_V1.format(**values)
@@ -136,7 +140,8 @@ def startup_log_lines(release: VllmRelease, v0: bool, kv, num_cpu_blocks: int) -
     length = kv.max_model_len
     if v0:
         device = "GPU" if release.version < (0, 7, 0) else "CUDA" if release.version < (0, 7, 3) else "cuda"
-        lines = [messages.V0_BLOCKS_LOG.format(device=device, num_gpu_blocks=kv.num_blocks, num_cpu_blocks=num_cpu_blocks)]
+        lines = [messages.V0_BLOCKS_LOG.format(device=device, num_gpu_blocks=kv.num_blocks,
+                                               num_cpu_blocks=num_cpu_blocks)]
         if release.reached("v0_concurrency_log"):
             lines.append(messages.CONCURRENCY_LOG.format(max_model_len=length, max_concurrency=kv.max_concurrency))
         return lines

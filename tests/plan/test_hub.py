@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from hub_stand_in import HubStandIn, safetensors_file
 from typer.testing import CliRunner
 
-from hub_stand_in import HubStandIn, safetensors_file
 from kvtool.cli.app import app
 
 runner = CliRunner()
@@ -26,7 +26,8 @@ def llama_tensors(linear: str = "BF16", scales: bool = False) -> dict:
     tensors = {"model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]), "lm_head.weight": ("BF16", [VOCAB, HIDDEN]),
                "model.norm.weight": ("BF16", [HIDDEN])}
     shapes = {"q_proj": [HIDDEN, HIDDEN], "k_proj": [KV, HIDDEN], "v_proj": [KV, HIDDEN], "o_proj": [HIDDEN, HIDDEN],
-              "gate_proj": [INTERMEDIATE, HIDDEN], "up_proj": [INTERMEDIATE, HIDDEN], "down_proj": [HIDDEN, INTERMEDIATE]}
+              "gate_proj": [INTERMEDIATE, HIDDEN], "up_proj": [INTERMEDIATE, HIDDEN],
+              "down_proj": [HIDDEN, INTERMEDIATE]}
     for layer in range(LAYERS):
         tensors[f"model.layers.{layer}.input_layernorm.weight"] = ("BF16", [HIDDEN])
         tensors[f"model.layers.{layer}.post_attention_layernorm.weight"] = ("BF16", [HIDDEN])
@@ -37,8 +38,8 @@ def llama_tensors(linear: str = "BF16", scales: bool = False) -> dict:
     return tensors
 
 
-# By hand: embeddings and lm_head 2 x 1000 x 256; per layer q, o 256 x 256, k, v 128 x 256, gate, up, down 3 x 512 x 256,
-# two norms of 256; one final norm of 256.
+# By hand: embeddings and lm_head 2 x 1000 x 256; per layer q, o 256 x 256, k, v 128 x 256,
+# gate, up, down 3 x 512 x 256, two norms of 256; one final norm of 256.
 LINEAR_PER_LAYER = 2 * 256 * 256 + 2 * 128 * 256 + 3 * 512 * 256  # 589,824
 NORMS = LAYERS * 2 * 256 + 256  # 2,304
 EMBEDDINGS = 2 * 1000 * 256  # 512,000

@@ -76,7 +76,8 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.version for row in ROWS])
 def test_plan_matches_the_releases_arithmetic(row):
-    result = CliRunner().invoke(app, ["plan", "--model", "llama3.1-8b", "--vllm-version", row.version, *row.args, "--json"])
+    args = ["plan", "--model", "llama3.1-8b", "--vllm-version", row.version, *row.args, "--json"]
+    result = CliRunner().invoke(app, args)
     report = json.loads(result.stdout)
     length, blocks = report["max_model_len"], row.kv_cache_bytes // row.block_bytes
     assert report["max_num_batched_tokens"] == row.max_num_batched_tokens, row.source

@@ -81,7 +81,8 @@ def test_free_memory_below_the_requested_fraction_is_checked_first(version, text
 def test_releases_without_the_free_memory_check_charge_or_ignore_other_processes():
     code, v1_early = plan("--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.9.0",
                           "--max-model-len", "8192")
-    code, v0 = plan("--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.6.3", "--max-model-len", "8192")
+    code, v0 = plan("--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.6.3",
+                    "--max-model-len", "8192")
     assert "free_memory" not in [c["name"] for c in v1_early["vllm"]["checks"] + v0["vllm"]["checks"]]
     assert v1_early["memory"]["other_process_bytes"] == 20 * (1 << 30)  # 0.7-0.9.0 measure total - free
     assert v0["memory"]["other_process_bytes"] == 0  # 0.3.1+ measure from the free memory at init

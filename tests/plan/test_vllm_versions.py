@@ -58,8 +58,9 @@ def test_v0_profile_token_count_and_chunked_prefill_default(version, max_model_l
 
 
 def test_v0_multimodal_models_profile_at_least_5120_tokens_from_0_6_3():
-    config = {"model_type": "qwen2_5_vl", "text_config": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-              "vocab_size": 1000, "max_position_embeddings": 4096},
+    config = {"model_type": "qwen2_5_vl",
+              "text_config": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+                              "vocab_size": 1000, "max_position_embeddings": 4096},
               "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256, "patch_size": 14,
                                 "spatial_merge_size": 2}}
     spec = spec_from_hf_config(config, "tiny-vl")
