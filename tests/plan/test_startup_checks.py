@@ -92,3 +92,14 @@ def test_a_configuration_that_starts_passes_every_check():
     code, report = plan("--model", "llama3.1-8b", "--max-model-len", "32768")
     assert code == 0 and all(check["passed"] for check in report["vllm"]["checks"])
     assert report["vllm"] == {**report["vllm"], "version": "0.33.0", "engine": "V1", "num_cpu_blocks": 0}
+
+
+def test_the_report_names_the_release_its_log_lines_and_the_check_that_stops_it():
+    v0 = runner.invoke(app, ["plan", "--model", "llama3.1-8b", "--gpu", "H100-80GB", "--vllm-version", "0.6.3",
+                             "--max-model-len", "131072"])
+    assert v0.exit_code == 0 and "vLLM 0.6.3 V0" in v0.stdout
+    assert "vLLM would log: # GPU blocks: " in v0.stdout and ", # CPU blocks: 2048" in v0.stdout
+    assert "Maximum concurrency for 131072 tokens per request:" in v0.stdout
+    held = runner.invoke(app, ["plan", "--model", "llama3.1-70b", "--gpu-mem", "80GiB", "--gpu-free", "30GiB"])
+    assert held.exit_code == 1 and "stops at its 'free memory' check" in held.stdout
+    assert "no command: other processes hold the GPU" in held.stdout and "vllm serve   vllm" not in held.stdout
