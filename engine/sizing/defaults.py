@@ -52,10 +52,12 @@ CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machin
 
 
 def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
-    """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before."""
-    from kvtool.engine.sizing.vllm_versions import VllmRelease
+    """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before (any version
+    string a log may carry: unknown ones get the newest default)."""
+    from kvtool.engine.sizing.vllm_versions import VllmRelease, version_tuple
 
-    if VllmRelease.parse(vllm_version).reached("utilization_092"):
+    version = version_tuple(vllm_version) if vllm_version else None
+    if version is None or VllmRelease(version).reached("utilization_092"):
         return DEFAULT_GPU_MEMORY_UTILIZATION
     return LEGACY_GPU_MEMORY_UTILIZATION
 

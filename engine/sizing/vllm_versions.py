@@ -68,12 +68,17 @@ BOUNDARIES = (
 _BY_NAME = {b.name: b for b in BOUNDARIES}
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    """`0.6`, `0.6.3`, `v0.6.3.post1` -> (0, 6, 3); refused outside the modelled releases."""
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    """`0.6`, `0.6.3`, `v0.6.3.post1` -> (0, 6, 3); None when it is no release number."""
     match = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?\w*)?\s*", str(text))
-    if not match:
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """A release number plan models (0.2.0 to the newest); anything else is refused."""
+    version = version_tuple(text)
+    if version is None:
         raise UsageError(f"--vllm-version '{text}' is not a release number.", f"Use e.g. {NEWEST_NAME} or 0.6.3.")
-    version = (int(match[1]), int(match[2]), int(match[3] or 0))
     if not OLDEST <= version <= (*NEWEST[:2], 99):
         raise UsageError(f"vLLM {text} is outside the releases plan models (0.2.0 to {NEWEST_NAME}).",
                          f"Use a --vllm-version from 0.2 to {NEWEST_NAME}.")
