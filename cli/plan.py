@@ -9,9 +9,11 @@ import typer
 from kvtool.cli import plan_render
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
 from kvtool.engine.sizing import defaults
-from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus
+from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus, with_free_memory
+from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.engine.sizing.units import parse_bytes, parse_human_int
+from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
 MODEL, GPU, ENGINE, WORKLOAD, OUTPUT = "Model", "GPU", "Engine", "Workload", "Output"
@@ -30,7 +32,13 @@ def plan(
     num_gpus: Annotated[int | None, typer.Option(help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)] = None,
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.", rich_help_panel=GPU)] = 1,
     pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.", rich_help_panel=GPU)] = 1,
-    gpu_memory_utilization: Annotated[float, typer.Option(help="Fraction of each GPU vLLM may use.", rich_help_panel=ENGINE)] = defaults.DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_free: Annotated[str | None, typer.Option(help="Memory other processes leave free on each GPU, e.g. 60GiB "
+                                                 "\\[default: NVML's reading].", rich_help_panel=GPU)] = None,
+    vllm_version: Annotated[str, typer.Option(help="The vLLM release to predict, 0.2 to "
+                                              f"{NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE)] = NEWEST_NAME,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of each GPU vLLM may use \\[default: "
+                                                                 "the release's, 0.92 from 0.20, 0.9 before].",
+                                                                 rich_help_panel=ENGINE)] = None,
     max_model_len: Annotated[str | None, typer.Option(help="Longest prompt + output: 20000, 8k, 8K, or auto (the "
                                                       "largest that fits) \\[default: from the config].",
                                                       rich_help_panel=ENGINE)] = None,
@@ -47,6 +55,9 @@ def plan(
                                                    rich_help_panel=ENGINE)] = None,
     enforce_eager: Annotated[bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).",
                                                 rich_help_panel=ENGINE)] = False,
+    limit_mm_per_prompt: Annotated[str | None, typer.Option(help="Items per prompt by modality: image=2,audio=0 or "
+                                                            "'{\"image\": 2}' \\[default: vLLM's].",
+                                                            rich_help_panel=ENGINE)] = None,
     workload: Annotated[list[str] | None, typer.Option(help="PROMPT:OUTPUT tokens, e.g. 6144:2048 (repeatable) "
                                                        "\\[default: the shipped profiles].", rich_help_panel=WORKLOAD)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.", rich_help_panel=OUTPUT)] = False,
@@ -64,14 +75,19 @@ def plan(
     _check_sizes(tp=tp, pp=pp, block_size=block_size, max_num_seqs=max_num_seqs,
                  max_num_batched_tokens=max_num_batched_tokens, num_gpus=num_gpus,
                  gpu_memory_utilization=gpu_memory_utilization)
+    release = VllmRelease.parse(vllm_version)
+    _check_choices(release, kv_cache_dtype, dtype, quantization)
+    limits = parse_mm_limits(limit_mm_per_prompt)
     spec = resolve_model_spec(model)
     kv_bytes = parse_bytes(kv_cache_memory, "--kv-cache-memory") if kv_cache_memory else None
     gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_bytes))
+    gpus = with_free_memory(gpus, parse_bytes(gpu_free, "--gpu-free") if gpu_free else None)
     request = PlanRequest(
         gpus=gpus, model=model, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
         max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, dtype=dtype, quantization=quantization,
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-        enforce_eager=enforce_eager, kv_cache_memory=kv_bytes, workloads=parse_workloads(workload))
+        enforce_eager=enforce_eager, kv_cache_memory=kv_bytes, workloads=parse_workloads(workload),
+        vllm_version=release.name, limit_mm_per_prompt=limits, block_size_given=block_size is not None)
     report = make_plan(spec, request)
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
@@ -87,14 +103,40 @@ def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
     return GpuInfo(name="no GPU (given KV budget)", total_bytes=kv_bytes, source="kv-cache-memory")
 
 
-def _check_sizes(gpu_memory_utilization: float, **counts: int | None) -> None:
+def _check_sizes(gpu_memory_utilization: float | None, **counts: int | None) -> None:
     for name, value in counts.items():
         if value is not None and value < 1:
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} must be at least 1, got {value}.", f"Use a positive {flag}.")
-    if not 0 < gpu_memory_utilization <= 1:
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}.",
                          "Use e.g. --gpu-memory-utilization 0.9.")
+
+
+def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quantization: str | None) -> None:
+    """Values vLLM would reject are refused here, before any planning."""
+    if kv_cache_dtype not in release.kv_cache_dtypes():
+        raise UsageError(f"vLLM {release.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
+                         f"Use one of: {', '.join(release.kv_cache_dtypes())}.")
+    if dtype not in defaults.DTYPES:
+        raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
+    if quantization is not None and quantization not in QUANTIZATION_METHODS:
+        raise UsageError(f"unknown quantization '{quantization}'.", f"Use one of: {', '.join(QUANTIZATION_METHODS)}.")
+
+
+def parse_mm_limits(text: str | None) -> dict[str, int] | None:
+    """`image=2,audio=0` or `{"image": 2}` -> {"image": 2, "audio": 0}."""
+    if text is None:
+        return None
+    try:
+        limits = json.loads(text) if text.strip().startswith("{") else \
+            {key.strip(): int(value) for key, value in (part.split("=") for part in text.split(",") if part.strip())}
+        if not isinstance(limits, dict) or any(not isinstance(v, int) or v < 0 for v in limits.values()):
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--limit-mm-per-prompt '{text}' is not MODALITY=COUNT pairs.",
+                         "Use e.g. --limit-mm-per-prompt image=2,video=0.") from None
+    return limits
 
 
 def parse_workloads(values: list[str] | None) -> list[Workload]:

@@ -4,6 +4,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kvtool.engine.plan.planner import log_lines
 from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
@@ -46,7 +47,8 @@ def _device(report) -> str:
 def _title(report) -> Text:
     gpus = report.request.gpus
     return Text.assemble(("kvtool plan", "bold"), f"  {report.spec.name} on {len(gpus)} x {gpus[0].name}",
-                         f"  (tp {report.request.tp}, pp {report.request.pp})")
+                         f"  (tp {report.request.tp}, pp {report.request.pp})",
+                         f"  vLLM {report.release.name} {'V0' if report.v0 else 'V1'}")
 
 
 def _facts_table(title: str, rows: list[tuple[str, str]]) -> Table:
@@ -94,6 +96,8 @@ def _budget_table(report) -> Table:
         table.add_column(column, justify="right" if column in ("GiB", "share") else "left")
     rows = [("weights", budget.weights_bytes, "cyan"), ("activation peak (est.)", budget.activation_bytes, "magenta"),
             ("non-torch (est.)", budget.non_torch_bytes, "yellow"), ("CUDA graphs (est.)", budget.cudagraph_bytes, "blue"),
+            *((("encoder profile (est.)", budget.encoder_bytes, "magenta"),) if budget.encoder_bytes else ()),
+            *((("other processes", budget.other_process_bytes, "red"),) if budget.other_process_bytes else ()),
             ("KV cache", budget.kv_cache_bytes, "green"), ("not used", budget.total_bytes - budget.requested_bytes, "dim")]
     for label, size, style in rows:
         share = size / budget.total_bytes
@@ -139,9 +143,17 @@ def _print_verdict(report) -> None:
     else:
         console.print(f"[bold red]does not fit[/]: max_model_len {kv.max_model_len:,}; "
                       f"safe max_model_len {kv.safe_max_model_len:,}")
-    console.print(f"[dim]vLLM would log:[/] {kv.log_line(_device(report))}", soft_wrap=True)
-    console.print(f"[bold]vllm serve[/]   {advice['vllm_serve']}", soft_wrap=True)
-    console.print(f"[bold]kvtool serve[/] {advice['kvtool_serve']}", soft_wrap=True)
+    failed = report.failed_check
+    if failed is not None:
+        console.print(f"[red]vLLM {report.release.name} stops at its '{failed.name.replace('_', ' ')}' check[/]")
+    sized = failed is None or failed.name == "one_request"  # the figures are logged once the cache is sized
+    for line in (log_lines(report) if _device(report) == "GPU" else [kv.log_line(_device(report))]) * sized:
+        console.print(f"[dim]vLLM would log:[/] {line}", soft_wrap=True)
+    if advice["vllm_serve"] is None:
+        console.print(f"[bold]no command[/]: {advice['no_command_reason']}", soft_wrap=True)
+    else:
+        console.print(f"[bold]vllm serve[/]   {advice['vllm_serve']}", soft_wrap=True)
+        console.print(f"[bold]kvtool serve[/] {advice['kvtool_serve']}", soft_wrap=True)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
 

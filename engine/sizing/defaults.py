@@ -40,25 +40,38 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = SMALL_GPU_SCHEDULER_LIMITS["server"][0]
 # What a log that names no scheduler limits most likely ran with: the offline defaults of a common GPU.
 ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS = SMALL_GPU_SCHEDULER_LIMITS["offline"]
 
+# V0 (vLLM < 0.8): chunked prefill is on by default above this context (0.5.3+); its chunk size by release.
+V0_MAX_NUM_SEQS = 256
+V0_CHUNKED_PREFILL_ABOVE = 32768
+V0_UNCHUNKED_MIN_BATCHED_TOKENS = 2048  # without chunking: max(max_model_len, 2048)
+V0_MULTIMODAL_MIN_BATCHED_TOKENS = 5120  # 0.6.3+ (4096 in 0.6.0-0.6.2)
+V0_CHUNK_SIZES = {(0, 4, 1): 768, (0, 4, 2): 512, (0, 6, 5): 2048}  # release -> default chunk
+SWAP_SPACE_BYTES = 4 * GiB  # V0's CPU swap space; V1 allocates no CPU blocks
+V1_EARLY_MAX_NUM_SEQS = 1024  # 0.8.0-0.8.3: every GPU
+
 CPU_KV_CACHE_CAP = 2 * GiB  # the most the CPU path gives the KV cache unless told otherwise
 CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machine's memory
 
 
 def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
-    """vLLM's default gpu_memory_utilization: 0.92 from 0.20, 0.90 before."""
-    if vllm_version is None:
+    """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before (any version
+    string a log may carry: unknown ones get the newest default)."""
+    from kvtool.engine.sizing.vllm_versions import VllmRelease, version_tuple
+
+    version = version_tuple(vllm_version) if vllm_version else None
+    if version is None or VllmRelease(version).reached("utilization_092"):
         return DEFAULT_GPU_MEMORY_UTILIZATION
-    major_minor = tuple(int(part) for part in vllm_version.split(".")[:2] if part.isdigit())
-    return DEFAULT_GPU_MEMORY_UTILIZATION if major_minor >= (0, 20) else LEGACY_GPU_MEMORY_UTILIZATION
+    return LEGACY_GPU_MEMORY_UTILIZATION
 
 
-def default_scheduler_limits(total_bytes: int | None, gpu_name: str = "", server: bool = True) -> tuple[int, int]:
+def default_scheduler_limits(total_bytes: int | None, gpu_name: str = "", server: bool = True,
+                             gpu_arch: str | None = None) -> tuple[int, int]:
     """vLLM 0.33's (max_num_batched_tokens, max_num_seqs) for a device: None total means a CPU."""
     entry = "server" if server else "offline"
     if total_bytes is None:
         return CPU_SCHEDULER_LIMITS[entry]
     if total_bytes >= 160 * GiB:
         return HUGE_GPU_SCHEDULER_LIMITS[entry]
-    if total_bytes >= 70 * GiB and "a100" not in gpu_name.lower():
+    if total_bytes >= 70 * GiB and "a100" not in gpu_name.lower() and gpu_arch != "sm121":  # GB10: small tier
         return LARGE_GPU_SCHEDULER_LIMITS[entry]
     return SMALL_GPU_SCHEDULER_LIMITS[entry]

@@ -1,7 +1,7 @@
 """GPU facts: live readings through NVML (nvidia-ml-py), the GPU catalog, or a size the user gives."""
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,6 +27,12 @@ class GpuInfo:
     processes: tuple[GpuProcess, ...] = ()
     mig_mode: bool | None = None
     source: str = "catalog"  # "nvml" | "catalog" | "size"
+    arch: str | None = None  # sm90 (compute capability 9.0), gfx942, ...
+
+    @property
+    def compute_capability(self) -> float | None:
+        digits = self.arch[2:] if self.arch and self.arch.startswith("sm") else ""
+        return int(digits[:-1]) + int(digits[-1]) / 10 if digits.isdigit() and len(digits) >= 2 else None
 
 
 def resolve_gpus(gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fallback: GpuInfo | None = None) -> list[GpuInfo]:
@@ -40,8 +46,10 @@ def resolve_gpus(gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fal
         size = parse_bytes(gpu_mem, "--gpu-mem")
         if size <= 0:
             raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}.", "Use e.g. --gpu-mem 24GiB.")
-        name = find_gpu(gpu).name if gpu and not _is_local(gpu) else f"{size / GiB:.2f} GiB GPU"
-        return [GpuInfo(name=name, total_bytes=size, source="size")] * (num_gpus or 1)
+        named = find_gpu(gpu) if gpu and not _is_local(gpu) else None
+        name = named.name if named else f"{size / GiB:.2f} GiB GPU"
+        arch = named.arch if named else None
+        return [GpuInfo(name=name, total_bytes=size, source="size", arch=arch)] * (num_gpus or 1)
     if gpu and not _is_local(gpu):
         return [find_gpu(gpu)] * (num_gpus or 1)
     local = read_local_gpus(_indices(gpu))
@@ -90,7 +98,16 @@ def _read_device(pynvml, index: int) -> GpuInfo:
     name = pynvml.nvmlDeviceGetName(handle)
     return GpuInfo(name=name.decode() if isinstance(name, bytes) else name, total_bytes=int(memory.total),
                    free_bytes=int(memory.free), used_bytes=int(memory.used), index=index,
-                   processes=_processes(pynvml, handle), mig_mode=_mig_mode(pynvml, handle), source="nvml")
+                   processes=_processes(pynvml, handle), mig_mode=_mig_mode(pynvml, handle), source="nvml",
+                   arch=_arch(pynvml, handle))
+
+
+def _arch(pynvml, handle) -> str | None:
+    try:
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+    except Exception:
+        return None
+    return f"sm{major}{minor}"
 
 
 def _processes(pynvml, handle) -> tuple[GpuProcess, ...]:
@@ -117,7 +134,18 @@ def _catalog_rows() -> tuple[dict, ...]:
 
 
 def gpu_catalog() -> tuple[GpuInfo, ...]:
-    return tuple(GpuInfo(name=row["name"], total_bytes=int(row["memory_gib"] * GiB)) for row in _catalog_rows())
+    return tuple(GpuInfo(name=row["name"], total_bytes=int(row["memory_gib"] * GiB), arch=row.get("arch"))
+                 for row in _catalog_rows())
+
+
+def with_free_memory(gpus: list[GpuInfo], free: int | None) -> list[GpuInfo]:
+    """`--gpu-free`: what other processes leave free on each GPU (NVML's reading otherwise)."""
+    if free is None:
+        return gpus
+    if not 0 < free <= min(g.total_bytes for g in gpus):
+        raise UsageError(f"--gpu-free must be positive and at most the GPU's memory, got {free / GiB:.2f} GiB.",
+                         "Give the free memory nvidia-smi shows, e.g. --gpu-free 60GiB.")
+    return [replace(g, free_bytes=free, used_bytes=g.total_bytes - free) for g in gpus]
 
 
 @lru_cache(maxsize=1)

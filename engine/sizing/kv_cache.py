@@ -22,6 +22,20 @@ from kvtool.errors import StartupError, UsageError
 ATTENTION_KINDS = ("full_attention", "sliding_attention")
 
 
+@dataclass(frozen=True)
+class KVRules:
+    """What differs between vLLM releases in the KV arithmetic (the defaults are vLLM 0.33's at pp = 1)."""
+
+    sliding_batches: int = 2  # batches of max_num_batched_tokens a sliding layer keeps beyond its window; 0: full
+    null_block_in_check: bool = True  # 0.29+: the start-up check keeps one block back
+    tokens_from_concurrency: bool = True  # 0.20.1+: logged tokens = int(concurrency x max_model_len)
+    v0_check: bool = False  # V0: starts when max_model_len <= block_size x num_gpu_blocks (0.2.7+; before: any block)
+    v0_length_check: bool = True
+
+
+V033 = KVRules()
+
+
 class KVCacheTooSmallError(StartupError):
     """The KV cache cannot hold one request of max_model_len tokens (vLLM's start-up failure)."""
 
@@ -85,26 +99,32 @@ def num_blocks_for(available_bytes: int, spec: ModelSpec, block_size: int = DEFA
 
 def request_kv_bytes(spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
                      kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                     max_num_batched_tokens: int | None = None) -> int:
-    """Worst-case KV of one request of max_model_len tokens; sliding layers keep only their window."""
+                     max_num_batched_tokens: int | None = None, rules: KVRules = V033) -> int:
+    """Worst-case KV of one request of max_model_len tokens; sliding layers keep only their window
+    plus the tokens of the steps in flight (vLLM 0.33: two, with async scheduling)."""
     full, sliding = stage_layer_counts(spec, pp)
     page = block_size * layer_bytes_per_token(spec, kv_cache_dtype, tp)
     full_blocks = _cdiv(max_model_len, block_size)
-    if not sliding or not spec.sliding_window:
+    if not sliding or not spec.sliding_window or not rules.sliding_batches:
         return (full + sliding) * full_blocks * page
     batched = max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-    window_tokens = min(spec.sliding_window - 1 + batched, max_model_len)
+    window_tokens = min(spec.sliding_window - 1 + rules.sliding_batches * batched, max_model_len)
     return full * full_blocks * page + sliding * (_cdiv(window_tokens, block_size) + 1) * page
 
 
 def estimate_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
                            kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                           max_num_batched_tokens: int | None = None, limit: int | None = None) -> int:
+                           max_num_batched_tokens: int | None = None, limit: int | None = None,
+                           rules: KVRules = V033) -> int:
     """Largest length in [1, limit] (default: the model's context) whose request fits; 0 if none does."""
-    usable = available_bytes - block_bytes(spec, block_size, kv_cache_dtype, tp, pp)  # the null block
+    size = block_bytes(spec, block_size, kv_cache_dtype, tp, pp)
+    if rules.v0_check:
+        return min(int(available_bytes) // size * block_size if size else 0, limit or spec.derived_max_model_len)
+    usable = available_bytes - size * rules.null_block_in_check
 
     def fits(length: int) -> bool:
-        return request_kv_bytes(spec, length, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens) <= usable
+        return request_kv_bytes(spec, length, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens,
+                                rules) <= usable
 
     low, high = 0, limit or spec.derived_max_model_len
     while low < high:
@@ -121,11 +141,22 @@ def check_kv_cache_fits(spec: ModelSpec, available_bytes: int, max_model_len: in
         raise KVCacheTooSmallError(messages.no_memory_for_cache(), 0, int(available_bytes), 0)
     args = (block_size, kv_cache_dtype, tp, pp)
     needed = request_kv_bytes(spec, max_model_len, *args, max_num_batched_tokens)
-    if needed <= available_bytes - block_bytes(spec, *args):
+    if request_fits(needed, available_bytes, block_bytes(spec, *args)):
         return
     estimate = estimate_max_model_len(available_bytes, spec, *args, max_num_batched_tokens, limit=max_model_len)
     raise KVCacheTooSmallError(messages.kv_cache_too_small(max_model_len, needed, available_bytes, estimate),
                                needed, int(available_bytes), estimate)
+
+
+def request_fits(request_bytes: int, available_bytes: int, block: int, rules: KVRules = V033,
+                 max_model_len: int = 0, block_size: int = DEFAULT_BLOCK_SIZE) -> bool:
+    """vLLM's start-up check: one max_model_len request (V1), or max_model_len tokens of blocks (V0)."""
+    if available_bytes <= 0 or not block:
+        return False
+    if rules.v0_check:
+        return max_model_len <= available_bytes // block * block_size or (
+            not rules.v0_length_check and available_bytes >= block)
+    return request_bytes <= available_bytes - block * rules.null_block_in_check
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -154,27 +185,31 @@ class KVCachePlan:
 
 def plan_kv_cache(available_bytes: int, spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
                   kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                  max_num_batched_tokens: int | None = None) -> KVCachePlan:
-    """Blocks, tokens, concurrency and the safe length for a KV budget (vLLM 0.33 formulas)."""
+                  max_num_batched_tokens: int | None = None, rules: KVRules = V033) -> KVCachePlan:
+    """Blocks, tokens, concurrency and the safe length for a KV budget (vLLM 0.33 formulas by default)."""
     args = (block_size, kv_cache_dtype, tp, pp)
     num_blocks = num_blocks_for(available_bytes, spec, *args)
     size = block_bytes(spec, *args)
-    request = request_kv_bytes(spec, max_model_len, *args, max_num_batched_tokens)
+    request = request_kv_bytes(spec, max_model_len, *args, max_num_batched_tokens, rules)
     concurrency = num_blocks * size / request if request else 0.0
+    if rules.v0_check:  # V0 logs num_gpu_blocks x block_size / max_model_len
+        concurrency = num_blocks * block_size / max_model_len
+    tokens = int(concurrency * max_model_len) if rules.tokens_from_concurrency else num_blocks * block_size
     return KVCachePlan(
         available_bytes=int(available_bytes), block_size=block_size, kv_bytes_per_token=size // block_size,
         block_bytes=size, num_blocks=num_blocks, max_model_len=max_model_len, request_bytes=request,
-        max_concurrency=concurrency, kv_cache_tokens=int(concurrency * max_model_len),
-        safe_max_model_len=safe_max_model_len(available_bytes, spec, *args, max_num_batched_tokens),
-        fits=available_bytes > 0 and request <= available_bytes - size,
+        max_concurrency=concurrency, kv_cache_tokens=tokens,
+        safe_max_model_len=safe_max_model_len(available_bytes, spec, *args, max_num_batched_tokens, rules),
+        fits=request_fits(request, available_bytes, size, rules, max_model_len, block_size),
     )
 
 
 def safe_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
                        kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                       max_num_batched_tokens: int | None = None) -> int:
+                       max_num_batched_tokens: int | None = None, rules: KVRules = V033) -> int:
     """The largest length that fits, rounded down to a whole block, capped by the model's context."""
-    length = estimate_max_model_len(available_bytes, spec, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens)
+    length = estimate_max_model_len(available_bytes, spec, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens,
+                                    rules=rules)
     if length == spec.derived_max_model_len or length < block_size:
         return length
     return length // block_size * block_size

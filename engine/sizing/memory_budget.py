@@ -16,21 +16,33 @@ from kvtool.engine.sizing.defaults import (
     SMALL_GPU_SCHEDULER_LIMITS,
 )
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
+from kvtool.engine.sizing.quantization import checkpoint_bytes, quant_facts, quantized_weight_bytes
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
 
 MiB = 1 << 20
-# Bytes per weight for quantization methods: 4-bit formats carry group scales (~4.25 bits).
-QUANT_BYTES_PER_PARAM = {
-    "fp8": 1.0, "fbgemm_fp8": 1.0, "modelopt": 1.0, "compressed-tensors": 1.0, "experts_int8": 1.0,
-    "awq": 0.53, "awq_marlin": 0.53, "gptq": 0.53, "gptq_marlin": 0.53, "bitsandbytes": 0.53,
-    "mxfp4": 0.53, "modelopt_fp4": 0.53, "gguf": 0.6,
-}
 NON_TORCH_BYTES = 256 * MiB  # CUDA context growth, cuBLAS workspaces
 NCCL_BYTES = 512 * MiB  # communicator buffers, custom all-reduce (tp or pp > 1)
 CUDAGRAPH_BYTES_PER_LAYER = 8 * MiB
 CUDAGRAPH_MAX_CAPTURE_TOKENS = 512
 SAMPLER_LOGITS_COPIES = 2  # fp32 logits and their softmax during the sampler warm-up
+
+
+@dataclass(frozen=True)
+class BudgetRules:
+    """What differs between vLLM releases in the budget (the defaults are vLLM 0.33's)."""
+
+    ceil_request: bool = True  # 0.14+: ceil(total x utilization)
+    profile_tokens: int | None = None  # tokens of the profile forward when not max_num_batched_tokens (V0)
+    logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens, no sampler
+    charge_non_torch: bool = True  # 0.2.0-0.2.5 charge only the torch allocator peak
+    charge_nccl: bool = False  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
+    charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
+    subtract_cudagraphs: bool = True  # 0.20+
+    encoder_items: int | None = None  # multimodal profile: items of the largest size (None: vLLM's choice)
+
+
+V033_BUDGET = BudgetRules()
 
 
 @dataclass(frozen=True)
@@ -43,10 +55,13 @@ class MemoryBudget:
     non_torch_bytes: int
     cudagraph_bytes: int
     kv_cache_memory_bytes: int | None = None  # given outright (vLLM's --kv-cache-memory-bytes): no profiling
+    encoder_bytes: int = 0  # the multimodal encoder's profiling run and its cached outputs
+    other_process_bytes: int = 0  # memory of other processes, where the release charges it
 
     @property
     def non_kv_cache_bytes(self) -> int:
-        return self.weights_bytes + self.activation_bytes + self.non_torch_bytes + self.cudagraph_bytes
+        return (self.weights_bytes + self.activation_bytes + self.non_torch_bytes + self.cudagraph_bytes
+                + self.encoder_bytes + self.other_process_bytes)
 
     @property
     def kv_cache_bytes(self) -> int:
@@ -70,31 +85,54 @@ def resolve_dtype(dtype: str, checkpoint_dtype: str | None, bf16_supported: bool
 
 
 def weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
-    """All weights of the model, on all GPUs together."""
+    """All weights of the model, on all GPUs together: the checkpoint's own tensors when known, else the
+    parameter groups at the quantization's bits (embeddings and encoder towers in the model dtype)."""
     if spec.source.endswith(".gguf") and Path(spec.source).is_file() and quantization in (None, "gguf"):
         return Path(spec.source).stat().st_size
-    method = quantization or spec.quantization
-    if method:
-        if method not in QUANT_BYTES_PER_PARAM:
-            raise UsageError(f"unknown quantization '{method}'.", f"Use one of: {', '.join(QUANT_BYTES_PER_PARAM)}.")
-        return int(spec.num_parameters * QUANT_BYTES_PER_PARAM[method])
-    return spec.num_parameters * (4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2)
+    element = 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
+    method = quantization or (None if spec.quantization_config else spec.quantization)
+    facts = quant_facts(spec.quantization_config, method)
+    if spec.checkpoint_dtypes and (quantization is None or quantization == spec.quantization):
+        return checkpoint_bytes(dict(spec.checkpoint_dtypes), element)
+    if facts is None:
+        return spec.num_parameters * element
+    groups = dict(spec.parameter_groups) or {"other": spec.num_parameters}
+    return quantized_weight_bytes(groups, facts, element)
 
 
 def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, dtype: str = "auto",
-                     tp: int = 1) -> int:
-    """Peak of the profiling forward pass: one batch of max_num_batched_tokens, then the sampler's logits."""
-    forward = max_num_batched_tokens * _activation_bytes_per_token(spec, dtype, tp)
-    sampler = max_num_seqs * spec.vocab_size * 4 * SAMPLER_LOGITS_COPIES
-    return forward + sampler
+                     tp: int = 1, rules: BudgetRules = V033_BUDGET) -> int:
+    """Peak of the profiling forward pass: one batch of tokens, then the sampler's logits."""
+    tokens = rules.profile_tokens or max_num_batched_tokens
+    forward = tokens * _activation_bytes_per_token(spec, dtype, tp)
+    if rules.logits_for_every_token:
+        return forward + tokens * spec.vocab_size * _element(spec, dtype)
+    return forward + min(max_num_seqs, tokens) * spec.vocab_size * 4 * SAMPLER_LOGITS_COPIES
+
+
+def encoder_bytes(spec: ModelSpec, max_num_batched_tokens: int, dtype: str = "auto", tp: int = 1,
+                  items: int | None = None) -> int:
+    """The encoder profiling run (dummy items of the largest size) and the outputs it leaves in the
+    encoder cache: a budget of max(max_num_batched_tokens, one item) text tokens."""
+    if not spec.mm_tokens_per_item or not spec.encoder_hidden_size:
+        return 0
+    budget = max(max_num_batched_tokens, spec.mm_tokens_per_item)
+    count = items if items is not None else max(1, budget // spec.mm_tokens_per_item)
+    patches = count * spec.mm_tokens_per_item * 4  # a 2 x 2 patch merge is the common case
+    per_patch = 4 * spec.encoder_hidden_size + 2 * spec.encoder_intermediate_size // tp
+    cache = count * spec.mm_tokens_per_item * spec.hidden_size
+    return (patches * per_patch + cache) * _element(spec, dtype)
+
+
+def _element(spec: ModelSpec, dtype: str) -> int:
+    return 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
 
 
 def _activation_bytes_per_token(spec: ModelSpec, dtype: str, tp: int) -> int:
     """Live tensors of one layer per token: residual stream copies, q/k/v, and the gated MLP's input."""
-    element = 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
     qkv = (spec.num_attention_heads + 2 * spec.num_key_value_heads) * spec.head_dim // tp
     mlp = 2 * spec.intermediate_size * max(1, spec.num_experts_per_tok or 1) // tp
-    return element * (4 * spec.hidden_size + qkv + mlp)
+    return _element(spec, dtype) * (4 * spec.hidden_size + qkv + mlp)
 
 
 def cudagraph_bytes(spec: ModelSpec, dtype: str = "auto", tp: int = 1, pp: int = 1, enforce_eager: bool = False) -> int:
@@ -108,20 +146,28 @@ def cudagraph_bytes(spec: ModelSpec, dtype: str = "auto", tp: int = 1, pp: int =
 def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
                   tp: int = 1, pp: int = 1, dtype: str = "auto", quantization: str | None = None,
                   max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = SMALL_GPU_SCHEDULER_LIMITS["server"][1], enforce_eager: bool = False,
-                  kv_cache_memory: int | None = None) -> MemoryBudget:
-    """The per-GPU budget, vLLM 0.33 style; `kv_cache_memory` fixes the KV share instead."""
+                  kv_cache_memory: int | None = None, rules: BudgetRules = V033_BUDGET,
+                  other_process_bytes: int = 0) -> MemoryBudget:
+    """The per-GPU budget as the release of `rules` measures it; `kv_cache_memory` fixes the KV share instead."""
     if not 0 < gpu_memory_utilization <= 1:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}.",
                          "Use e.g. --gpu-memory-utilization 0.9.")
     if total_bytes <= 0:
         raise UsageError(f"GPU memory must be positive, got {total_bytes} bytes.", "Use e.g. --gpu-mem 24GiB.")
+    requested = total_bytes * gpu_memory_utilization
+    non_torch = NON_TORCH_BYTES if rules.charge_non_torch else 0
+    non_torch += NCCL_BYTES if tp * pp > 1 and rules.charge_nccl else 0
     return MemoryBudget(
         total_bytes=int(total_bytes), gpu_memory_utilization=gpu_memory_utilization,
-        requested_bytes=math.ceil(total_bytes * gpu_memory_utilization),
+        requested_bytes=math.ceil(requested) if rules.ceil_request else int(requested),
         weights_bytes=weights_bytes(spec, dtype, quantization) // (tp * pp),
-        activation_bytes=activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp),
-        non_torch_bytes=NON_TORCH_BYTES + (NCCL_BYTES if tp * pp > 1 else 0),
-        cudagraph_bytes=cudagraph_bytes(spec, dtype, tp, pp, enforce_eager), kv_cache_memory_bytes=kv_cache_memory,
+        activation_bytes=activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules),
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=cudagraph_bytes(spec, dtype, tp, pp, enforce_eager or not rules.subtract_cudagraphs),
+        kv_cache_memory_bytes=kv_cache_memory,
+        encoder_bytes=encoder_bytes(spec, rules.profile_tokens or max_num_batched_tokens, dtype, tp,
+                                    rules.encoder_items),
+        other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
     )
 
 

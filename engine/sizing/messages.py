@@ -64,6 +64,40 @@ FREE_MEMORY_BELOW_UTILIZATION = (
     "utilization ({gpu_memory_utilization}, {requested_gib} GiB). Decrease GPU memory utilization or reduce GPU "
     "memory used by other processes."
 )
+# The same start-up failures as older releases word them.
+NO_MEMORY_FOR_CACHE_V0 = (  # 0.2.0 - 0.12 (V0 and V1)
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+)
+MAX_SEQ_LEN_ABOVE_BLOCKS = (  # V0, 0.2.7 - 0.10.2
+    "The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored in KV "
+    "cache ({kv_cache_tokens}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+    "initializing the engine."
+)
+KV_CACHE_TOO_SMALL_GB = (  # V1 0.7.0 - 0.8.2 (GB are GiB there)
+    "To serve at least one request with the models's max seq len ({max_model_len}), ({needed_gib} GB KV cache is "
+    "needed, which is larger than the available KV cache memory ({available_gib} GB). Try increasing "
+    "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+)
+KV_CACHE_TOO_SMALL_ESTIMATE = (  # V1 0.8.4 - 0.21 (0.13+ add the URL sentence, 0.14+ round with format_gib)
+    "To serve at least one request with the models's max seq len ({max_model_len}), ({needed_gib} GiB KV cache is "
+    "needed, which is larger than the available KV cache memory ({available_gib} GiB). Based on the available memory, "
+    "the estimated maximum model length is {estimate}. Try increasing `gpu_memory_utilization` or decreasing "
+    "`max_model_len` when initializing the engine.{url_sentence}"
+)
+WEIGHTS_DO_NOT_FIT = (  # 0.13+ log this before re-raising torch's error; older releases show torch's error only
+    "{prefix}CUDA out of memory. Tried to allocate {tried_gib} GiB. {device} has a total capacity of {total_gib} GiB "
+    "of which {free_gib} GiB is free."
+)
+WEIGHTS_DO_NOT_FIT_PREFIX = (
+    "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free memory for weights, "
+    "increasing --tensor-parallel-size, or using --quantization. See " + CONSERVING_MEMORY_URL + " for more tips. "
+    "(original error: "
+)
+FREE_MEMORY_BELOW_UTILIZATION_V1 = (  # 0.9.1 - 0.13: no device name
+    "Free memory on device ({free_gib}/{total_gib} GiB) on startup is less than desired GPU memory utilization "
+    "({gpu_memory_utilization}, {requested_gib} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+    "other processes."
+)
 CANNOT_AUTO_FIT = (
     "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. Try increasing "
     "`gpu_memory_utilization`."
@@ -74,6 +108,10 @@ KV_CACHE_SIZE_LOG = (
     "{device} KV cache size: {kv_cache_tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens per "
     "request: {max_concurrency:.2f}x"
 )
+# The same figures as older releases log them.
+V0_BLOCKS_LOG = "# {device} blocks: {num_gpu_blocks}, # CPU blocks: {num_cpu_blocks}"  # V0 ("GPU"; 0.7.x "CUDA"/"cuda")
+CONCURRENCY_LOG = "Maximum concurrency for {max_model_len} tokens per request: {max_concurrency:.2f}x"  # 0.6.3+
+KV_TOKENS_LOG = "GPU KV cache size: {kv_cache_tokens:,} tokens"  # V1 0.8.0 - 0.27, followed by CONCURRENCY_LOG
 
 
 def kv_cache_too_small(max_model_len: int, needed_bytes: int, available_bytes: int, estimate: int) -> str:
@@ -89,6 +127,10 @@ def kv_cache_size_log(kv_cache_tokens: int, max_model_len: int, max_concurrency:
 
 def no_memory_for_cache() -> str:
     return NO_MEMORY_FOR_CACHE.format(url=CONSERVING_MEMORY_URL)
+
+
+def url_sentence() -> str:
+    return f" See {CONSERVING_MEMORY_URL} for more details."
 
 # --- Request validation (HTTP 400) and request failures (HTTP 500) -------------------------------------------------
 # Wordings are vLLM 0.33's (vllm/sampling_params.py, vllm/renderers/base.py, vllm/v1/engine/exceptions.py) unless

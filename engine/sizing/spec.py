@@ -1,7 +1,7 @@
 """Architecture facts of a model, from the catalog, a config.json, a model folder or a GGUF file."""
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvtool.engine.sizing import hf_config as hf
@@ -32,6 +32,14 @@ class ModelSpec:
     num_experts_per_tok: int | None = None
     quantization: str | None = None
     source: str = ""
+    parameter_groups: tuple[tuple[str, int], ...] = ()  # embeddings, attention, mlp, experts, other, encoder
+    quantization_config: dict | None = field(default=None, compare=False, hash=False)
+    checkpoint_dtypes: tuple[tuple[str, int], ...] = ()  # safetensors element counts per dtype, when read
+    encoder_layers: int = 0  # the vision / audio tower, for its profiling run
+    encoder_hidden_size: int = 0
+    encoder_intermediate_size: int = 0
+    mm_tokens_per_item: int = 0  # most text tokens one image or clip becomes
+    modalities: tuple[str, ...] = ()
 
     @property
     def is_mla(self) -> bool:
@@ -43,10 +51,12 @@ class ModelSpec:
 
 
 def spec_from_hf_config(config: dict, name: str = "", source: str = "") -> ModelSpec:
-    """Read a ModelSpec from an HF config dict (text_config nesting, layer types, MLA, MoE, quantization)."""
+    """Read a ModelSpec from an HF config dict (text_config nesting, layer types, MLA, MoE, quantization,
+    vision and audio towers)."""
     text = hf.text_config(config)
     try:
-        return _spec_from_text_config(text, name or text.get("_name_or_path") or text.get("model_type", "model"), source)
+        spec = _spec_from_text_config(text, name or text.get("_name_or_path") or text.get("model_type", "model"), source)
+        return _with_encoders(spec, config, text)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
         raise UsageError(f"config of {name or 'the model'} is missing or has a bad architecture field ({err}).",
                          "Give an HF config.json with num_hidden_layers, hidden_size and num_attention_heads.") from None
@@ -62,6 +72,7 @@ def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
     intermediate = int(hf.first(text, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden))
     tied = bool(text.get("tie_word_embeddings", False))
     kv_lora_rank = text.get("kv_lora_rank")
+    groups = hf.parameter_groups(text, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied)
     return ModelSpec(
         name=name, model_type=str(text.get("model_type", "")), num_hidden_layers=layers, hidden_size=hidden,
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=dim, vocab_size=vocab,
@@ -69,14 +80,34 @@ def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
         max_position_embeddings=int(hf.first(text, *hf.MAX_LEN_KEYS, default=hf.DEFAULT_MAX_MODEL_LEN)),
         derived_max_model_len=hf.derive_max_model_len(text), dtype=hf.dtype_name(text),
         tie_word_embeddings=tied,
-        num_parameters=int(text.get("num_parameters") or hf.count_parameters(
-            text, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied)),
+        num_parameters=int(text.get("num_parameters") or sum(groups.values())), parameter_groups=tuple(groups.items()),
+        quantization_config=quant if isinstance(quant := text.get("quantization_config"), dict) else None,
         layer_types=hf.layer_types(text, layers), sliding_window=_sliding_window(text),
         kv_lora_rank=int(kv_lora_rank) if kv_lora_rank else None,
         qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0) if kv_lora_rank else None,
         num_experts=hf.num_experts(text), num_experts_per_tok=text.get("num_experts_per_tok"),
         quantization=hf.quantization(text), source=source,
     )
+
+
+def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
+    """Add the vision / audio towers: their weights, shape and the tokens one item becomes."""
+    towers = hf.encoder_configs(config)
+    encoder = sum(hf.encoder_parameters(tower, spec.hidden_size) for _, tower in towers)
+    groups = dict(spec.parameter_groups)
+    given = text.get("num_parameters")
+    total = int(given) if given else spec.num_parameters + encoder
+    encoder = min(encoder, total)
+    groups["other"] = max(0, total - sum(groups.values()) - encoder)  # parts the shapes miss (MTP layers, biases)
+    groups["encoder"] = encoder
+    if not towers:
+        return replace(spec, num_parameters=total, parameter_groups=tuple(groups.items()))
+    modality, tower = towers[0]
+    layers, hidden, intermediate = hf.encoder_shape(tower)
+    return replace(spec, num_parameters=total, parameter_groups=tuple(groups.items()), encoder_layers=layers,
+                   encoder_hidden_size=hidden, encoder_intermediate_size=intermediate,
+                   mm_tokens_per_item=max(hf.encoder_tokens_per_item(config, m, t) for m, t in towers),
+                   modalities=tuple(m for m, _ in towers))
 
 
 def _sliding_window(text: dict) -> int | None:
@@ -101,7 +132,7 @@ def spec_from_config_file(path: str | Path, name: str = "") -> ModelSpec:
 
 
 def resolve_model_spec(model: str) -> ModelSpec:
-    """A catalog id or alias, a config.json, a model folder, a .gguf file, or a name transformers can resolve."""
+    """A catalog id or alias, a config.json, a model folder, a .gguf file, or a Hugging Face Hub id."""
     from kvtool.engine.sizing import catalog
 
     path = Path(model).expanduser()
@@ -110,7 +141,9 @@ def resolve_model_spec(model: str) -> ModelSpec:
     entry = catalog.find(model)
     if entry is not None:
         return entry.spec()
-    return _spec_from_transformers(model) or _unknown_model(model)
+    from kvtool.engine.sizing.hub import looks_like_repo_id
+
+    return spec_from_hub(model) if looks_like_repo_id(model) else _unknown_model(model)
 
 
 def resolve_model_path(model: str) -> Path | None:
@@ -144,17 +177,21 @@ def _spec_from_gguf(path: Path) -> ModelSpec:
     return spec_from_gguf(path)
 
 
-def _spec_from_transformers(model: str) -> ModelSpec | None:
-    """A local HF cache may know names the catalog does not; never reaches the network."""
-    if "/" not in model:
-        return None
-    try:
-        from transformers import AutoConfig
+def spec_from_hub(repo_id: str) -> ModelSpec:
+    """A Hub model id: its config.json, and its safetensors element counts per dtype when it has them."""
+    from kvtool.engine.sizing import hub
+    from kvtool.engine.sizing.quantization import FLOAT_DTYPES
 
-        config = AutoConfig.from_pretrained(model, local_files_only=True, trust_remote_code=False)
-    except Exception:  # not cached, not installed, or not a model id: the caller reports it
-        return None
-    return spec_from_hf_config(config.to_dict(), model, f"transformers:{model}")
+    facts = hub.hub_facts(repo_id)
+    if not isinstance(facts.get("config"), dict):
+        raise UsageError(f"config.json of '{repo_id}' holds no JSON object.", "Give a local config.json with --model.")
+    spec = spec_from_hf_config(facts["config"], repo_id, f"hub:{repo_id}@{str(facts.get('revision'))[:12]}")
+    counts = facts.get("dtype_counts")
+    if not counts:
+        return spec
+    if set(counts) <= FLOAT_DTYPES:  # unquantized: the headers give the exact parameter count
+        spec = replace(spec, num_parameters=sum(counts.values()))
+    return replace(spec, checkpoint_dtypes=tuple(sorted(counts.items())))
 
 
 def _unknown_model(model: str) -> ModelSpec:

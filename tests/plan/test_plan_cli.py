@@ -96,7 +96,14 @@ def test_rich_output_names_the_numbers():
     (["--gpu-mem", "24GiB", "--max-model-len", "lots"], "max_model_len 'lots' is not a whole number"),
     (["--gpu-mem", "24GiB", "--workload", "6144"], "is not PROMPT:OUTPUT"),
     (["--gpu", "H1000"], "unknown GPU 'H1000'"),
-    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "int3"], "unknown kv-cache dtype"),
+    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "int3"], "does not accept --kv-cache-dtype int3"),
+    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "float32"], "vLLM 0.33.0 does not accept --kv-cache-dtype float32"),
+    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "bfloat16", "--vllm-version", "0.10"], "does not accept"),
+    (["--gpu-mem", "24GiB", "--vllm-version", "0.1"], "outside the releases plan models"),
+    (["--gpu-mem", "24GiB", "--vllm-version", "latest"], "is not a release number"),
+    (["--gpu-mem", "24GiB", "--quantization", "int3"], "unknown quantization 'int3'"),
+    (["--gpu-mem", "24GiB", "--limit-mm-per-prompt", "image"], "is not MODALITY=COUNT pairs"),
+    (["--gpu-mem", "24GiB", "--gpu-free", "30GiB"], "--gpu-free must be positive and at most"),
 ])
 def test_bad_input_is_one_line_exit_2(args, problem):
     result = runner.invoke(app, ["plan", *args])

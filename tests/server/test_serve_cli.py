@@ -36,14 +36,25 @@ def test_backend_vllm_execs_vllm_serve_with_the_profiles_flags(tmp_path):
     fake_vllm.write_text('#!/bin/sh\necho "vllm $* --key-from-env $VLLM_API_KEY"\n')
     fake_vllm.chmod(0o755)
     result = run_kvtool("serve", "--backend", "vllm", "--profile", "multi-gpu-synthesis", "--max-num-seqs", "16",
+                        "--model", "meta-llama/Llama-3.1-70B-Instruct",
                         "--port", "9000", "--api-key", "sekret", path=f"{tmp_path}:{os.environ['PATH']}")
     assert result.returncode == 0, result.stderr
     argv = result.stdout.split()
-    assert argv[:3] == ["vllm", "serve", "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"]
     flags = dict(zip(argv[3::2], argv[4::2]))
     assert flags["--tensor-parallel-size"] == "4" and flags["--max-model-len"] == "16384"
     assert flags["--max-num-seqs"] == "16" and flags["--port"] == "9000" and flags["--host"] == "127.0.0.1"
     assert flags["--key-from-env"] == "sekret" and "--api-key" not in flags  # not visible in `ps`
+
+
+def test_backend_vllm_refuses_a_profile_the_model_cannot_run(tmp_path):
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text("#!/bin/sh\necho vllm\n")
+    fake_vllm.chmod(0o755)
+    result = run_kvtool("serve", "--backend", "vllm", "--profile", "multi-gpu-synthesis",
+                        path=f"{tmp_path}:{os.environ['PATH']}")  # SmolLM2 has 9 attention heads; tp 4
+    assert result.returncode == 2 and "must be divisible by tensor parallel size (4)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_backend_vllm_without_vllm_is_one_clear_line(tmp_path):

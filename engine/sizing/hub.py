@@ -1,0 +1,131 @@
+"""Model facts from the Hugging Face Hub through huggingface_hub: config.json, and the safetensors headers
+for the exact element count of every dtype in the checkpoint.
+
+HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and the HF cache are honoured (read at call time). What a lookup
+learnt is kept in kvtool's cache folder, so that a later `plan` answers without importing the Hub client.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from kvtool.cache import cache_dir
+from kvtool.errors import UsageError
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+OFFLINE_VALUES = ("1", "on", "yes", "true")
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in OFFLINE_VALUES
+
+
+def looks_like_repo_id(model: str) -> bool:
+    parts = model.split("/")
+    return len(parts) == 2 and all(parts) and not model.startswith((".", "/", "~"))
+
+
+def hub_facts(repo_id: str) -> dict:
+    """{"config": ..., "dtype_counts": ... or None, "revision": ...} for a Hub model id."""
+    cached = _read_facts(repo_id)
+    if offline():
+        return cached or _facts_from_hf_cache(repo_id)
+    from huggingface_hub import HfApi
+
+    path = _download_config(repo_id)
+    revision = Path(path).parent.name  # the snapshot folder is the commit hash
+    if cached and cached.get("revision") == revision:
+        return cached
+    counts = None
+    try:
+        counts = dict(HfApi(endpoint=endpoint()).get_safetensors_metadata(repo_id, revision=revision).parameter_count)
+    except Exception:  # not a safetensors repo, or headers unreadable: weights then come from the config
+        counts = None
+    facts = {"config": json.loads(Path(path).read_text()), "dtype_counts": counts, "revision": revision}
+    _write_facts(repo_id, facts)
+    return facts
+
+
+def _download_config(repo_id: str) -> str:
+    """config.json through the HF cache; one HEAD without retries first, so that an unreachable Hub
+    answers at once (from the cache when it holds the file)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.utils import disable_progress_bars, logging
+
+    logging.set_verbosity_error()
+    disable_progress_bars()
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, "config.json", endpoint=endpoint()))
+        return hf_hub_download(repo_id, "config.json", endpoint=endpoint(), cache_dir=_hf_cache())
+    except Exception as err:  # every failure of the Hub client becomes one line
+        cached = try_to_load_from_cache(repo_id, "config.json", cache_dir=_hf_cache())
+        if isinstance(cached, str) and _unreachable(err):
+            return cached
+        raise _hub_error(repo_id, err) from None
+
+
+def _unreachable(err: Exception) -> bool:
+    kind = type(err).__name__
+    return "Connect" in kind or "Timeout" in kind or kind in ("LocalEntryNotFoundError", "OfflineModeIsEnabled")
+
+
+def _facts_from_hf_cache(repo_id: str) -> dict:
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(repo_id, "config.json", cache_dir=_hf_cache())
+    if not isinstance(path, str):
+        raise UsageError(f"'{repo_id}' is not in the Hugging Face cache and HF_HUB_OFFLINE is set.",
+                         "Run once without HF_HUB_OFFLINE, or give a local config.json.")
+    return {"config": json.loads(Path(path).read_text()), "dtype_counts": None, "revision": Path(path).parent.name}
+
+
+def _hub_error(repo_id: str, err: Exception) -> UsageError:
+    kind = type(err).__name__
+    where = endpoint()
+    from kvtool.engine.sizing import catalog
+
+    close = catalog.suggestions(repo_id)
+    hint = f"Did you mean {', '.join(close)}? " if close else ""
+    if kind == "GatedRepoError":
+        return UsageError(f"'{repo_id}' is gated on {where}.",
+                          "Accept its licence on the model page and set HF_TOKEN to a token that has access.")
+    if kind in ("RepositoryNotFoundError", "RevisionNotFoundError"):
+        return UsageError(f"unknown model '{repo_id}': not in the catalog and not found on {where}.",
+                          f"{hint}Check the id, or set HF_TOKEN for a private repo.")
+    if kind in ("RemoteEntryNotFoundError", "EntryNotFoundError"):
+        return UsageError(f"'{repo_id}' on {where} has no config.json.", "Give a local config.json with --model.")
+    if _unreachable(err):
+        return UsageError(f"cannot reach {where} to read '{repo_id}', and it is not in the cache.",
+                          f"{hint}Check the network or HF_ENDPOINT, or give a local config.json.")
+    return UsageError(f"reading '{repo_id}' from {where} failed ({kind}).", "Check HF_ENDPOINT and HF_TOKEN.")
+
+
+def _hf_cache() -> str | None:
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    return str(Path(os.environ["HF_HOME"]) / "hub") if os.environ.get("HF_HOME") else None
+
+
+def _facts_file(repo_id: str) -> Path:
+    host = endpoint().split("://")[-1].replace("/", "_").replace(":", "_")
+    return cache_dir() / "hub" / host / (repo_id.replace("/", "--") + ".json")
+
+
+def _read_facts(repo_id: str) -> dict | None:
+    try:
+        return json.loads(_facts_file(repo_id).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_facts(repo_id: str, facts: dict) -> None:
+    path = _facts_file(repo_id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(facts))
+    except OSError:  # a read-only cache only costs speed
+        pass

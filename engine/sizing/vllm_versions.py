@@ -1,0 +1,148 @@
+"""How each vLLM release sizes GPU memory at start-up: one table of boundaries, each with the release
+that introduced it (read from the releases' own source; docs/plan.md gives one worked example each).
+
+`VllmRelease("0.6")` answers `reached(name)` for any boundary; the planner turns those answers into
+the budget, KV-cache and start-up rules of that release.
+"""
+
+import re
+from dataclasses import dataclass
+
+from kvtool.errors import UsageError
+
+OLDEST, NEWEST = (0, 2, 0), (0, 33, 0)
+NEWEST_NAME = "0.33"
+
+
+@dataclass(frozen=True)
+class Boundary:
+    name: str
+    release: tuple[int, int, int]
+    what: str
+
+
+BOUNDARIES = (
+    Boundary("peak_all_processes", (0, 2, 6), "V0 peak = total - free after profiling: non-torch memory and other "
+             "processes are charged (0.2.0-0.2.5 charge only the torch allocator peak)"),
+    Boundary("max_seq_len_check", (0, 2, 7), "V0 refuses max_model_len > block_size x num_gpu_blocks"),
+    Boundary("peak_since_init", (0, 3, 1), "V0 peak = free at init - free after profiling: NCCL charged, other "
+             "processes not"),
+    Boundary("kv_cache_dtype_fp8", (0, 3, 0), "--kv-cache-dtype exists (auto, fp8_e5m2)"),
+    Boundary("chunked_prefill_768", (0, 4, 1), "V0 chunked prefill defaults to 768 batched tokens"),
+    Boundary("chunked_prefill_512", (0, 4, 2), "V0 chunked prefill defaults to 512 batched tokens"),
+    Boundary("fp8_e4m3", (0, 4, 3), "--kv-cache-dtype fp8, fp8_e4m3, fp8_e5m2"),
+    Boundary("chunked_prefill_auto", (0, 5, 3), "V0 turns chunked prefill on when max_model_len > 32768"),
+    Boundary("limit_mm_per_prompt", (0, 5, 5), "--limit-mm-per-prompt exists"),
+    Boundary("v0_concurrency_log", (0, 6, 3), "V0 logs 'Maximum concurrency for L tokens per request'"),
+    Boundary("chunked_prefill_2048", (0, 6, 5), "V0 chunked prefill defaults to 2048 batched tokens"),
+    Boundary("v1_default", (0, 8, 0), "the V1 engine is the default (V0 stays for unsupported settings)"),
+    Boundary("sampler_warmup", (0, 8, 0), "V1 warms the sampler up on max_num_seqs rows inside the profile"),
+    Boundary("mla_flashmla_64", (0, 8, 0), "MLA on Hopper forces block size 64 (FlashMLA)"),
+    Boundary("sliding_window_spec", (0, 8, 3), "V1 sliding layers reserve cdiv(min(W - 1 + B, L), block) + 1 blocks"),
+    Boundary("v1_fp8_kv", (0, 8, 5), "V1 accepts an fp8 KV cache (0.8.0-0.8.4 fall back to V0)"),
+    Boundary("large_gpu_tier_by_memory", (0, 8, 5), "scheduler defaults by memory (>= 70 GiB), not by name"),
+    Boundary("free_memory_check", (0, 9, 1), "V1 refuses to start when free memory < total x utilization"),
+    Boundary("json_cli_args", (0, 9, 1), "dict flags (--limit-mm-per-prompt) take JSON, not key=value"),
+    Boundary("hybrid_kv_manager", (0, 9, 1), "models mixing full and sliding layers keep their windows"),
+    Boundary("a100_small_tier", (0, 9, 0), "A100s stay on the small scheduler tier"),
+    Boundary("mla_cutlass_128_blackwell", (0, 10, 0), "MLA on Blackwell uses block size 128 (CUTLASS MLA)"),
+    Boundary("v1_only", (0, 11, 0), "V0 is gone"),
+    Boundary("nccl_not_charged", (0, 11, 0), "the memory baseline is taken after NCCL init: its buffers are not "
+             "charged to the KV budget"),
+    Boundary("kv_cache_dtype_bfloat16", (0, 11, 0), "--kv-cache-dtype bfloat16"),
+    Boundary("conserving_memory_url", (0, 13, 0), "start-up errors name the conserving-memory page"),
+    Boundary("requested_ceil", (0, 14, 0), "requested memory = ceil(total x utilization); messages use format_gib"),
+    Boundary("mla_block_by_backend", (0, 18, 0), "MLA block = the chosen backend's preferred size (Hopper 16, "
+             "Blackwell 32)"),
+    Boundary("kv_cache_dtype_float16", (0, 18, 0), "--kv-cache-dtype float16"),
+    Boundary("swap_space_removed", (0, 18, 0), "--swap-space is gone"),
+    Boundary("cudagraph_subtracted", (0, 20, 0), "CUDA-graph memory is estimated and subtracted by default"),
+    Boundary("utilization_092", (0, 20, 0), "gpu_memory_utilization defaults to 0.92"),
+    Boundary("tokens_from_concurrency", (0, 20, 1), "'GPU KV cache size' = int(max_concurrency x max_model_len)"),
+    Boundary("cpu_backend_note", (0, 22, 0), "start-up errors mention the CPU backend"),
+    Boundary("async_window", (0, 26, 0), "sliding layers reserve W - 1 + 2 x B tokens (two steps in flight)"),
+    Boundary("huge_gpu_tier", (0, 28, 0), "GPUs of 160 GiB and more get 16384 / 1024"),
+    Boundary("null_block_in_check", (0, 29, 0), "the start-up check keeps one block for the null block"),
+    Boundary("gb10_small_tier", (0, 33, 0), "GB10 (SM 12.1) stays on the small scheduler tier"),
+)
+_BY_NAME = {b.name: b for b in BOUNDARIES}
+
+
+def version_tuple(text: str) -> tuple[int, int, int] | None:
+    """`0.6`, `0.6.3`, `v0.6.3.post1` -> (0, 6, 3); None when it is no release number."""
+    match = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?\w*)?\s*", str(text))
+    return (int(match[1]), int(match[2]), int(match[3] or 0)) if match else None
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """A release number plan models (0.2.0 to the newest); anything else is refused."""
+    version = version_tuple(text)
+    if version is None:
+        raise UsageError(f"--vllm-version '{text}' is not a release number.", f"Use e.g. {NEWEST_NAME} or 0.6.3.")
+    if not OLDEST <= version <= (*NEWEST[:2], 99):
+        raise UsageError(f"vLLM {text} is outside the releases plan models (0.2.0 to {NEWEST_NAME}).",
+                         f"Use a --vllm-version from 0.2 to {NEWEST_NAME}.")
+    return version
+
+
+@dataclass(frozen=True)
+class VllmRelease:
+    """One release; `reached(name)` says whether a boundary of BOUNDARIES applies to it."""
+
+    version: tuple[int, int, int] = NEWEST
+
+    @classmethod
+    def parse(cls, text: str | None) -> "VllmRelease":
+        return cls(parse_version(text) if text else NEWEST)
+
+    @property
+    def name(self) -> str:
+        return ".".join(map(str, self.version))
+
+    def reached(self, boundary: str) -> bool:
+        return self.version >= _BY_NAME[boundary].release
+
+    def uses_v0(self, kv_cache_dtype: str = "auto", compute_capability: float | None = None) -> bool:
+        """V0 before 0.8; up to 0.10.2 also for settings V1 did not support yet (an fp8 KV cache until
+        0.8.5, GPUs below compute capability 8.0)."""
+        if not self.reached("v1_default"):
+            return True
+        if self.reached("v1_only"):
+            return False
+        old_gpu = compute_capability is not None and compute_capability < 8.0
+        return old_gpu or (kv_cache_dtype != "auto" and not self.reached("v1_fp8_kv"))
+
+    def kv_cache_dtypes(self) -> tuple[str, ...]:
+        """The `--kv-cache-dtype` choices of the plain (not model-specific) kinds."""
+        if not self.reached("kv_cache_dtype_fp8"):
+            return ("auto",)
+        if not self.reached("chunked_prefill_768"):
+            return ("auto", "fp8_e5m2")
+        if not self.reached("fp8_e4m3"):
+            return ("auto", "fp8")
+        names = ["auto"] + ["bfloat16"] * self.reached("kv_cache_dtype_bfloat16")
+        names += ["float16"] * self.reached("kv_cache_dtype_float16")
+        return (*names, "fp8", "fp8_e4m3", "fp8_e5m2", *(("fp8_inc",) if self.version >= (0, 10, 0) else ()))
+
+    def sliding_in_flight_batches(self, pp: int = 1) -> int:
+        """Batches of max_num_batched_tokens a sliding layer keeps beyond its window; 0: sized as full attention."""
+        if not self.reached("sliding_window_spec"):
+            return 0
+        if not self.reached("async_window"):
+            return 1
+        return 2 if pp <= 1 else pp  # async scheduling keeps two steps in flight at pp = 1
+
+    def mixed_sliding_as_full(self) -> bool:
+        """0.8.3-0.9.0 size models mixing full and sliding layers as all full attention."""
+        return not self.reached("hybrid_kv_manager")
+
+    def mla_block_size(self, arch: str | None) -> int:
+        """vLLM's forced MLA block size on a GPU architecture (sm80, sm90, sm100, ...)."""
+        sm = int(arch[2:]) if arch and arch.startswith("sm") and arch[2:].isdigit() else 90
+        if not self.reached("mla_flashmla_64") or sm < 90 or sm >= 110:
+            return 16  # Triton MLA
+        if sm >= 100 and not self.reached("mla_cutlass_128_blackwell"):
+            return 16  # FlashMLA needs SM90 until 0.10
+        if sm >= 100:
+            return 32 if self.reached("mla_block_by_backend") else 64 if self.version[:2] == (0, 17) else 128
+        return 16 if self.reached("mla_block_by_backend") else 64  # FA3 MLA on Hopper from 0.18
