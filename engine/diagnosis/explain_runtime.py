@@ -22,22 +22,31 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
     if "free_gib" in n:
         summary += f" with {_gib(n['free_gib'])} GiB free"
     fixes = _phase_fixes(phase, n, context, memory) if obs.stage == "startup" else _runtime_fixes(n, context)
-    notes = []
-    if obs.stage == "startup" and phase is None:
-        notes.append("No sign in the input that the server had started serving, so this is read as a start-up failure.")
+    notes = [_stage_note(obs)]
     if _others_hold_memory(n):
         notes.append(f"This process uses {_gib(n['this_process_gib'])} of {_gib(n['total_gib'])} GiB: "
                      "other processes hold the rest.")
     if n.get("reserved_unallocated_gib", 0) >= n.get("tried_to_allocate_gib", math.inf):
         fixes.append(ALLOC_CONF)
-    return Finding(obs.category, obs.stage, summary + ".", n, fixes, obs.evidence, obs.span, notes)
+    return Finding(obs.category, obs.stage, summary + ".", n, fixes, obs.evidence, obs.span, notes,
+                   stage_evidence=obs.stage_evidence)
+
+
+def _stage_note(obs: Observation) -> str:
+    if obs.stage_evidence is None:
+        return "No sign in the input that the server had started serving, so this is read as a start-up failure."
+    where = "while serving" if obs.stage == "runtime" else "at start-up"
+    return f"Read as {where} from: {obs.stage_evidence.strip()[:200]}"
 
 
 def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
     if phase == "weight loading":
         return [Fix("the weights alone do not fit: shard them", flag="--tensor-parallel-size", value=memory.tp * 2),
                 Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8)", flag="--quantization", value=None)]
-    if phase == "sampler warm-up":
+    if phase == "KV cache allocation":
+        return [_lower_utilization(n, context),
+                Fix("shard over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2)]
+    if phase in ("sampler warm-up", "pooler warm-up"):
         dummy = n.get("dummy_requests") or context.max_num_seqs or 256
         return [Fix("warm up (and serve) fewer sequences at once", flag="--max-num-seqs", value=max(1, dummy // 2)),
                 _lower_utilization(n, context)]
