@@ -46,7 +46,7 @@ FENCE = re.compile(r"^\s*(?:[>▎│|]\s*)*(?:```|~~~)[\w-]*\s*$")
 # A line that opens a new record rather than continuing the previous one.
 RECORD_START = re.compile(
     r"(?:Traceback \(|File \"|During handling|The above exception|[\w.]*(?:Error|Exception|Warning|Interrupt)\b"
-    r"|" + _LEVEL + r"\b|[{}\[\]]|\^|~~|raise\b|return\b|vllm:|# (?:HELP|TYPE))"
+    r"|" + _LEVEL + r"\b|[{}\[\]]|\"\s*[,}:]|\^|~~|raise\b|return\b|vllm:|# (?:HELP|TYPE))"
 )
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
 _ESCAPED = {"n": "\n", "r": "\n", "t": " ", '"': '"', "'": "'", "\\": "\\", "/": "/"}

@@ -115,12 +115,15 @@ def _lead(literal: str) -> str:
 
 
 def _cut_tolerant(text: str) -> str:
-    """The first word may have lost its first characters (a paste cut at the start)."""
-    word, rest = re.match(r"(\S*)(.*)", text, re.DOTALL).groups()
-    if len(word) <= 3:
-        return _literal(text) if word else _literal(rest)
+    """The first word may have lost its first characters, or be gone (a paste cut at the start)."""
+    word, space, rest = re.match(r"(\S*)(\s*)(.*)", text, re.DOTALL).groups()
+    if len(word) <= 3 or not space:
+        return _literal(text)
+    if len(re.sub(r"\W", "", rest)) >= LEAD_CHARS:  # the rest alone tells the message apart: the word may go
+        suffixes = "|".join(re.escape(word[i:]) for i in range(len(word)))
+        return f"(?:(?:{suffixes})\\s+)?" + _literal(rest)
     suffixes = "|".join(re.escape(word[i:]) for i in range(len(word) - 2))
-    return f"(?:{suffixes})" + _literal(rest)
+    return f"(?:{suffixes})" + _literal(space + rest)
 
 
 def _tail(literal: str) -> str:
