@@ -18,14 +18,19 @@ from typing import BinaryIO
 
 from kvtool.engine.diagnosis.normalize import logical_lines
 
-Anchors = dict[bytes, tuple[bytes, ...] | None]  # anchor -> refinements: longer words, each starting with the
+Anchors = dict[
+    bytes, tuple[bytes, ...] | re.Pattern | None
+]  # anchor -> refinements: longer words, each starting with the
 #                                                 anchor, one of which must be found where it is; None: only
-#                                                 its first hit in a chunk counts
+#                                                 its first hit in a chunk counts; a regex: matched
+#                                                 where the anchor is
 
 CHUNK_BYTES = 1 << 20
 LONG_LINE = 16 << 10
 WINDOW = 4 << 10
 MAX_WINDOWS = 64  # per chunk, for lines longer than LONG_LINE
+# a space, a line break and the next line's prefix, or a line break escaped in JSON
+WRAP = rb"(?:[ \t]*\r?\n[^\n]{0,120}?\s|[ \t]*\\n\s*|\s+)"
 NEIGHBOURS, NEIGHBOUR_BYTES = 12, 3 << 10  # lines (and at most this many bytes) kept on each side of a hit
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -83,7 +88,7 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
                 if windows > MAX_WINDOWS:  # a line made of matches: enough has been seen
                     break
                 start, end = max(start, hit - WINDOW), min(end, hit + WINDOW)
-            else:
+            elif refinements is not None:  # a sign of serving needs no neighbours
                 start, end = _with_neighbours(chunk, start, end)
             spans.add((start, end))
             hit = -1 if refinements is None else chunk.find(anchor, end + 1)
@@ -94,10 +99,9 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
 def _refinements(anchor: bytes, refinements: tuple[bytes, ...] | None) -> re.Pattern | None:
     """One regex matched where the anchor was found; a space in a refinement matches any whitespace, or a
     line break followed by the next line's prefix (a wrapped line)."""
-    if not refinements:
-        return None
-    space = rb"(?:[ \t]*\r?\n[^\n]{0,120}?\s|\s+)"
-    return re.compile(b"|".join(re.escape(word).replace(b"\\ ", space) for word in refinements))
+    if not refinements or isinstance(refinements, re.Pattern):
+        return refinements or None
+    return re.compile(b"|".join(re.escape(word).replace(b"\\ ", WRAP) for word in refinements))
 
 
 def _with_neighbours(chunk: bytes, start: int, end: int) -> tuple[int, int]:

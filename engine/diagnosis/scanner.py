@@ -1,13 +1,15 @@
 """One pass over the logical lines: collect the log's context and every recognised failure."""
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.stage import LOOK_AHEAD, StageTracker
-from kvtool.engine.diagnosis.truncation import TruncatedResponses
+from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
 
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
 MERGED_CATEGORIES = {
@@ -24,46 +26,18 @@ MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, 
 # checks it), and so do the lines context.py and stage.py read.
 CATEGORY_ORDER = {category: i for i, category in reversed(list(enumerate(p.category for p in PATTERNS)))}
 ANCHORS = {
-    b"max": (
-        b"max seq len",
-        b"max model len",
-        b"max_model_len",
-        b"max_tokens must",
-        b"max_tokens=16",
-        b"max_num_batched_tokens (",
-    ),
-    b"aximum": (),
-    b"emory": (),
-    b"blocks": (),
-    b"reempt": (),
-    b"too long": (),
-    b"odel": (),
-    b"serve": (),
-    b"cache": (b"cache size", b"cache usage: 9", b"cache usage: 100"),
-    b"_cache_usage_perc": (),
-    b"completion_tokens": (),
-    b"prompt_tokens": (),
-    b"finish_reason": (),
-    b"template": (),
-    b"tool choice": (),
-    b"startup complete": (),
-    b"apturing": (),
-    b"SamplingParams(": (),
-    b"_run": (),
-    b"kv_cache": (),
-    b"in step": (),
-    b"output_handler": (),
-    b"fatal error": (),
-    b"initialization failed": (),
-    b"failed to start": (),
-    b"exceeds": (),
-    b"greater than": (),
-    b"context length": (),
+    b"max": (b"max seq len", b"max model len", b"max_model_len", b"max_tokens must", b"max_tokens=16",
+             b"max_num_batched_tokens ("),
+    b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
+    b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
+    b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:9\d|100)\."),  # a KV cache 90 % full or fuller
+    b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
+    b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
+    b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
+    b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     # signs that the server was serving: the first in each chunk is enough
-    b"POST /v1/": None,
-    b"Received request": None,
-    b"Added request": None,
-}
+    b"POST /v1/": None, b"Received request": None, b"Added request": None,
+}  # fmt: skip
 
 
 class Scanner:
@@ -73,6 +47,7 @@ class Scanner:
         self.observations: dict[tuple, Observation] = {}
         self.line_index = 0
         self.truncated_responses = TruncatedResponses()
+        self.offline_defaults = OfflineDefaults()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
 
@@ -100,6 +75,8 @@ class Scanner:
                 self._add(observation)
         if observation := self.truncated_responses.feed(text, self.line_index):
             self._add(observation)
+        if observation := self.offline_defaults.feed(original):
+            self._add(observation)
         self._resolve(self.line_index - LOOK_AHEAD)
 
     def finish(self) -> "Scanner":
@@ -110,7 +87,7 @@ class Scanner:
     def _observations_in(text: str, original: str) -> list[Observation]:
         """Every match of every pattern; where matches of one category overlap, the one that read the most
         numbers (an older wording is often the start of a newer one)."""
-        found = [(pattern, *match) for pattern in PATTERNS for match in pattern.read_all(text)]
+        found = [(pattern, *match) for pattern in PATTERNS if pattern.gate in text for match in pattern.read_all(text)]
         found.sort(key=lambda item: -len(item[1]))
         observations, taken = [], {}
         for pattern, numbers, span, detail in found:

@@ -101,8 +101,8 @@ class StageTracker:
     def decide(self, at: int) -> Stage:
         """The stage of an error read at line `at`, from the lines seen up to now."""
         served_at = self.served[0] if self.served and self.served[0] <= at else None
-        before = [f for f in self.frames if max(at - LOOK_BACK, served_at or 0) <= f[0] <= at]
-        after = [f for f in self.frames if at < f[0] <= at + LOOK_AHEAD]
+        before = [f for f in self.frames if max(at - LOOK_BACK, served_at or 0) <= f[0] < at]
+        after = [f for f in self.frames if at <= f[0] <= at + LOOK_AHEAD]  # from the error's own line on
         for frames in (before, after):
             startup = [f for f in frames if f[1] == "startup"]
             if startup:
