@@ -143,11 +143,17 @@ def clean(raw: bytes) -> tuple[str, ...]:
 def physical_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[str]:
     """The cleaned lines of `stream` near one of `anchors`, in log order; an empty string between
     stretches that are not adjacent, so nothing is joined across a gap."""
+    touching = False  # the last stretch ran to the end of its chunk
     for chunk in read_chunks(stream):
         for start, end in line_spans(chunk, anchors):
-            for line in chunk[start:end].split(b"\n"):
+            if not (touching and start == 0):
+                yield ""
+            lines = chunk[start:end].split(b"\n")
+            if len(lines) > 1 and not lines[-1]:
+                lines.pop()
+            for line in lines:
                 yield from clean(line) or ("",)  # a blank line ends a paragraph
-            yield ""
+            touching = end >= len(chunk) - 1
 
 
 def candidate_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[tuple[str, str]]:

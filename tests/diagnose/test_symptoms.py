@@ -12,7 +12,8 @@ def categories(text: str) -> list[str]:
 @pytest.mark.parametrize(
     "code",
     [
-        "sampling_params = SamplingParams(temperature=0.8, top_p=0.95)\noutputs = llm.generate(prompts, sampling_params)\n",
+        "sampling_params = SamplingParams(temperature=0.8, top_p=0.95)\n"
+        "outputs = llm.generate(prompts, sampling_params)\n",
         "params = SamplingParams(\n    temperature=0.0,\n    stop=['</s>'],\n)\nllm.generate(prompts, params)\n",
         ">>> from vllm import LLM, SamplingParams\n>>> llm.generate('Hello', SamplingParams(n=2))\n",
     ],
@@ -53,17 +54,20 @@ def test_finish_reason_length_at_16_tokens(text):
     "line, numbers",
     [
         (
-            "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 900.0 tokens/s, Running: 48 reqs, "
+            "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 900.0 tokens/s, "
+            "Running: 48 reqs, "
             "Waiting: 12 reqs, GPU KV cache usage: 92.4%, Prefix cache hit rate: 10.0%",
             dict(kv_cache_usage_percent=92.4, num_running=48, num_waiting=12),
         ),
         (
-            "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 512.3 tokens/s, Running: 96 reqs, Swapped: 0 "
+            "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 512.3 tokens/s, "
+            "Running: 96 reqs, Swapped: 0 "
             "reqs, Pending: 31 reqs, GPU KV cache usage: 91.0%, CPU KV cache usage: 0.0%.",
             dict(kv_cache_usage_percent=91.0, num_running=96, num_waiting=31),
         ),
         (
-            "Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 10 reqs, Waiting: 4 reqs "
+            "Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, "
+            "Running: 10 reqs, Waiting: 4 reqs "
             "GPU KV cache usage: 93.0%.",
             dict(kv_cache_usage_percent=93.0, num_running=10, num_waiting=4),
         ),
