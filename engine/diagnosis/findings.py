@@ -51,7 +51,7 @@ class Observation:
 
 @dataclass
 class Finding:
-    """An explained failure (design.md JSON contract)."""
+    """An explained failure: category, stage, summary, numbers, fixes, evidence (the JSON contract of `--json`)."""
 
     category: str
     stage: str  # "request" | "startup" | "runtime"

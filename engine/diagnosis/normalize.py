@@ -50,6 +50,7 @@ RECORD_START = re.compile(
 )
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
 _ESCAPED = {"n": "\n", "r": "\n", "t": " ", '"': '"', "'": "'", "\\": "\\", "/": "/"}
+QUOTE_MARKS = ">▎▍▌│┃║|"
 JOIN_MIN_CHARS = 30  # a wrapped line is at least this long (wrapping happens at 60 to 80 columns)
 MAX_JOINED_LINES = 40
 MAX_LOGICAL_CHARS = 16 << 10
@@ -107,7 +108,9 @@ def _continues(last: tuple[str, int], prefix: str, content: str, joined: int) ->
     last_prefix, last_length = last
     if last_length < JOIN_MIN_CHARS or joined >= MAX_JOINED_LINES:
         return False
-    if _bare(prefix) and _bare(prefix) != _bare(last_prefix):
+    quote, record = _parts(prefix)
+    last_quote, last_record = _parts(last_prefix)
+    if quote != last_quote or (record and record != last_record):
         return False  # a new log record (a prefix that is not the one before)
     if _indent(prefix) > _indent(last_prefix):
         return False  # traceback frames and code are indented under their record
@@ -118,9 +121,12 @@ def _indent(prefix: str) -> int:
     return len(prefix) - len(prefix.rstrip())
 
 
-def _bare(prefix: str) -> str:
-    """A prefix without its whitespace: a quote mark repeated on every wrapped line stays the same."""
-    return "".join(prefix.split())
+def _parts(prefix: str) -> tuple[str, str]:
+    """(the quote marks, the log prefix) without whitespace: a wrapped line repeats the quote marks and
+    either repeats the log prefix or has none."""
+    bare = "".join(prefix.split())
+    record = bare.lstrip(QUOTE_MARKS)
+    return bare[: len(bare) - len(record)], record
 
 
 def _flush(pieces: list[str]) -> Iterator[tuple[str, str]]:
