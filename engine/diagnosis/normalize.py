@@ -12,6 +12,7 @@ span is the same in both).
 import html
 import re
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _STAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
@@ -56,6 +57,7 @@ MAX_JOINED_LINES = 40
 MAX_LOGICAL_CHARS = 16 << 10
 
 
+@lru_cache(maxsize=8192)  # repeated lines: retry storms, a log pasted twice
 def strip_prefix(line: str) -> tuple[str, str]:
     """(what sits in front of the message, the message)."""
     if not line:
@@ -92,7 +94,8 @@ def logical_lines(physical: Iterable[str]) -> Iterator[tuple[str, str]]:
     last: tuple[str, int] = ("", 0)  # the previous line's prefix and length
     for line in physical:
         for part in unescape(line):
-            prefix, content = ("", "") if FENCE.match(part) else strip_prefix(part)
+            fence = ("```" in part or "~~~" in part) and FENCE.match(part)
+            prefix, content = ("", "") if fence else strip_prefix(part)
             if pieces and content and _continues(last, prefix, content, len(pieces)):
                 pieces.append(content)
             else:
@@ -121,6 +124,7 @@ def _indent(prefix: str) -> int:
     return len(prefix) - len(prefix.rstrip())
 
 
+@lru_cache(maxsize=1024)
 def _parts(prefix: str) -> tuple[str, str]:
     """(the quote marks, the log prefix) without whitespace: a wrapped line repeats the quote marks and
     either repeats the log prefix or has none."""

@@ -88,11 +88,11 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
                 if windows > MAX_WINDOWS:  # a line made of matches: enough has been seen
                     break
                 start, end = max(start, hit - WINDOW), min(end, hit + WINDOW)
-            elif refinements is not None:  # a sign of serving needs no neighbours
-                start, end = _with_neighbours(chunk, start, end)
-            spans.add((start, end))
+                spans.add((start, end, False))
+            else:  # a sign of serving needs no neighbours
+                spans.add((start, end, refinements is not None))
             hit = -1 if refinements is None else chunk.find(anchor, end + 1)
-    return _merged(sorted(spans))
+    return _merged(sorted(spans), chunk)
 
 
 @lru_cache(maxsize=256)
@@ -118,14 +118,22 @@ def _with_neighbours(chunk: bytes, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in spans:
+def _merged(spans: list[tuple[int, int, bool]], chunk: bytes) -> list[tuple[int, int]]:
+    """Overlapping or adjacent stretches as one, each widened by its neighbours once (hits are often dense)."""
+    merged: list[list] = []
+    for start, end, widen in spans:
         if merged and start <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            merged[-1][1], merged[-1][2] = max(end, merged[-1][1]), merged[-1][2] or widen
         else:
-            merged.append((start, end))
-    return merged
+            merged.append([start, end, widen])
+    widened = [_with_neighbours(chunk, start, end) if widen else (start, end) for start, end, widen in merged]
+    out: list[tuple[int, int]] = []
+    for start, end in widened:
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
 
 
 @lru_cache(maxsize=4096)  # repeated lines are common: retry storms, periodic warnings

@@ -14,6 +14,7 @@ Function names by vLLM release (v0 is 0.2 to 0.10.2, v1 is 0.6.4 to 0.33):
 A start-up frame decides over a run-time one in the same traceback (v0 profiles through execute_model).
 """
 
+import re
 from dataclasses import dataclass
 
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
@@ -61,6 +62,8 @@ SERVED_MARKERS = (
 )
 CHAIN_MARKERS = ("During handling of the above exception", "The above exception was the direct cause")
 LOOK_BACK, LOOK_AHEAD = 80, 30  # lines
+_PHASES = dict(STARTUP_MARKERS)
+_ANY_MARKER = re.compile("|".join(re.escape(m) for m in (*_PHASES, *RUNTIME_MARKERS, *SERVED_MARKERS, *CHAIN_MARKERS)))
 
 
 @dataclass
@@ -81,20 +84,21 @@ class StageTracker:
 
     def feed(self, line: str) -> None:
         self.index += 1
+        found = {match.group(0) for match in _ANY_MARKER.finditer(line)} if _ANY_MARKER.search(line) else set()
         if line.startswith("Traceback (most recent call last)") and not self._chained:
             self.frames = []
-        self._chained = any(marker in line for marker in CHAIN_MARKERS)
-        if marker := self._marker(line):
+        self._chained = bool(found & set(CHAIN_MARKERS))
+        if found and (marker := self._marker(found)):
             self.frames.append((self.index, *marker, line))
-        if self.served is None and any(marker in line for marker in SERVED_MARKERS):
+        if self.served is None and found & set(SERVED_MARKERS):
             self.served = (self.index, line)
 
     @staticmethod
-    def _marker(line: str) -> tuple[str, str | None] | None:
-        for marker, phase in STARTUP_MARKERS:
-            if marker in line:
+    def _marker(found: set[str]) -> tuple[str, str | None] | None:
+        for marker, phase in STARTUP_MARKERS:  # the most specific first
+            if marker in found:
                 return "startup", phase
-        if any(marker in line for marker in RUNTIME_MARKERS):
+        if found & set(RUNTIME_MARKERS):
             return "runtime", None
         return None
 
