@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, fields
 
-from kvtool.engine.sizing import defaults, messages
+from kvtool.engine.sizing import defaults
 from kvtool.errors import UsageError
 
 
@@ -95,7 +95,7 @@ class SamplingParams:
         if self.n < 1:
             raise UsageError(f"n must be at least 1, got {self.n}.")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(messages.MAX_TOKENS_BELOW_ONE.format(max_tokens=self.max_tokens))
+            raise UsageError(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if self.min_tokens < 0:
             raise UsageError(f"min_tokens must be greater than or equal to 0, got {self.min_tokens}.")
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
