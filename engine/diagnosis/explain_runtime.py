@@ -21,7 +21,7 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         summary += f" asking for {_gib(n['tried_to_allocate_gib'])} GiB"
     if "free_gib" in n:
         summary += f" with {_gib(n['free_gib'])} GiB free"
-    fixes = _phase_fixes(phase, n, context, memory) if obs.stage == "startup" else _runtime_fixes(n, context)
+    fixes = _fixes(obs.stage, phase, n, context, memory)
     notes = [_stage_note(obs)]
     if _others_hold_memory(n):
         notes.append(f"This process uses {_gib(n['this_process_gib'])} of {_gib(n['total_gib'])} GiB: "
@@ -30,6 +30,15 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         fixes.append(ALLOC_CONF)
     return Finding(obs.category, obs.stage, summary + ".", n, fixes, obs.evidence, obs.span, notes,
                    stage_evidence=obs.stage_evidence)
+
+
+def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
+    if stage == "runtime":
+        return _runtime_fixes(n, context)
+    if phase == "KV cache allocation":  # the weights fitted: the cache asked for more than was left
+        return [_lower_utilization(n, context),
+                Fix("shard over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2)]
+    return _phase_fixes("sampler warm-up" if phase == "pooler warm-up" else phase, n, context, memory)
 
 
 def _stage_note(obs: Observation) -> str:
@@ -43,10 +52,7 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
     if phase == "weight loading":
         return [Fix("the weights alone do not fit: shard them", flag="--tensor-parallel-size", value=memory.tp * 2),
                 Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8)", flag="--quantization", value=None)]
-    if phase == "KV cache allocation":
-        return [_lower_utilization(n, context),
-                Fix("shard over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2)]
-    if phase in ("sampler warm-up", "pooler warm-up"):
+    if phase == "sampler warm-up":
         dummy = n.get("dummy_requests") or context.max_num_seqs or 256
         return [Fix("warm up (and serve) fewer sequences at once", flag="--max-num-seqs", value=max(1, dummy // 2)),
                 _lower_utilization(n, context)]
