@@ -39,13 +39,6 @@ _READINGS = [  # (gate, pattern, field)
 ]
 _LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'")  # flags and config dumps
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
-_STARTUP_PHASES = (  # (marker, phase) looked for in tracebacks and INFO lines before an OOM
-    ("_dummy_sampler_run", "sampler warm-up"), ("warming up sampler", "sampler warm-up"),
-    ("capture_model", "CUDA graph capture"), ("apturing CUDA graph", "CUDA graph capture"),
-    ("Graph capturing", "CUDA graph capture"), ("profile_run", "memory profiling"),
-    ("determine_available_memory", "memory profiling"), ("determine_num_available_blocks", "memory profiling"),
-    ("load_model", "weight loading"), ("load_weights", "weight loading"), ("Starting to load model", "weight loading"),
-)
 
 
 @dataclass
@@ -72,7 +65,6 @@ class LogContext:
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
     server_up: bool = False
-    startup_phase: str | None = None
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
     def read(self, line: str) -> dict:
@@ -116,10 +108,7 @@ class LogContext:
 
     def _read_stage(self, line: str, facts: dict) -> None:
         if any(marker in line for marker in _SERVER_UP):
-            facts.update(server_up=True, startup_phase=None)
-        for marker, phase in _STARTUP_PHASES:
-            if marker in line:
-                facts["startup_phase"] = phase
+            facts["server_up"] = True
 
     def update(self, **facts) -> None:
         """Facts from the command line override the log."""
@@ -151,5 +140,5 @@ def _convert(kind: str, text: str):
 
 _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
 _FIELD_TYPES = {f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext)
-                if f.name not in ("server_up", "startup_phase", "lines")}
+                if f.name not in ("server_up", "lines")}
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

@@ -146,7 +146,11 @@ def default_truncation(obs: Observation, context: LogContext, memory: MemoryMode
     summary = ("The output stopped at exactly 16 tokens (finish_reason \"length\"): max_tokens was not set and "
                "vLLM's default is 16 for /v1/completions and SamplingParams.")
     if "completion_tokens" not in n:
-        summary = "Requests run with max_tokens=16, vLLM's default when a /v1/completions request or SamplingParams omits it."
+        summary = ("Requests run with max_tokens=16, vLLM's default when a /v1/completions request or "
+                   "SamplingParams omits it.")
+    if "max_tokens" in n:
+        summary = ("SamplingParams is built without max_tokens, so every output stops at vLLM's default of 16 "
+                   "tokens (finish_reason \"length\").")
     fixes = [Fix("set max_tokens on every request to the length you expect", param="max_tokens",
                  value=n.get("largest_max_tokens")),
              Fix("use /v1/chat/completions, whose default is the room left in the context", param="endpoint",

@@ -22,16 +22,31 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         summary += f" asking for {_gib(n['tried_to_allocate_gib'])} GiB"
     if "free_gib" in n:
         summary += f" with {_gib(n['free_gib'])} GiB free"
-    fixes = _phase_fixes(phase, n, context, memory) if obs.stage == "startup" else _runtime_fixes(n, context)
-    notes = []
-    if obs.stage == "startup" and phase is None:
-        notes.append("No sign in the input that the server had started serving, so this is read as a start-up failure.")
+    fixes = _fixes(obs.stage, phase, n, context, memory)
+    notes = [_stage_note(obs)]
     if _others_hold_memory(n):
         notes.append(f"This process uses {_gib(n['this_process_gib'])} of {_gib(n['total_gib'])} GiB: "
                      "other processes hold the rest.")
     if n.get("reserved_unallocated_gib", 0) >= n.get("tried_to_allocate_gib", math.inf):
         fixes.append(ALLOC_CONF)
-    return Finding(obs.category, obs.stage, summary + ".", n, fixes, obs.evidence, obs.span, notes)
+    return Finding(obs.category, obs.stage, summary + ".", n, fixes, obs.evidence, obs.span, notes,
+                   stage_evidence=obs.stage_evidence)
+
+
+def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
+    if stage == "runtime":
+        return _runtime_fixes(n, context)
+    if phase == "KV cache allocation":  # the weights fitted: the cache asked for more than was left
+        return [_lower_utilization(n, context),
+                Fix("shard over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2)]
+    return _phase_fixes("sampler warm-up" if phase == "pooler warm-up" else phase, n, context, memory)
+
+
+def _stage_note(obs: Observation) -> str:
+    if obs.stage_evidence is None:
+        return "No sign in the input that the server had started serving, so this is read as a start-up failure."
+    where = "while serving" if obs.stage == "runtime" else "at start-up"
+    return f"Read as {where} from: {obs.stage_evidence.strip()[:200]}"
 
 
 def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:

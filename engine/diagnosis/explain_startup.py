@@ -117,8 +117,11 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
 
 def gpu_memory_held_by_others(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = dict(obs.numbers)
-    if "initial_free_gib" in n:
-        n["released_during_profiling_gib"] = round(n["current_free_gib"] - n["initial_free_gib"], 2)
+    if "free_gib" not in n:  # "Error in memory profiling": free memory grew while vLLM measured it
+        if "initial_free_gib" in n:
+            n["released_during_profiling_gib"] = round(n["current_free_gib"] - n["initial_free_gib"], 2)
+        elif "initial_used_gib" in n:
+            n["released_during_profiling_gib"] = round(n["initial_used_gib"] - n["current_used_gib"], 2)
         summary = "Another process released GPU memory while vLLM was profiling, so the measurement is wrong."
         return Finding(obs.category, obs.stage, summary, n, [
             Fix("give vLLM a GPU of its own", flag="CUDA_VISIBLE_DEVICES", value=None)], obs.evidence, obs.span)

@@ -40,6 +40,7 @@ class Observation:
     span: tuple[int, int] = (0, 0)
     detail: str | None = None  # text the category needs: a model name, the start-up phase
     count: int = 1
+    stage_evidence: str | None = None  # the line that decided the stage, when the message alone does not
 
     def key(self, merged_by: tuple[str, ...] | None = None) -> tuple:
         """What makes two observations the same failure: all numbers, or only `merged_by` ones."""
@@ -50,7 +51,7 @@ class Observation:
 
 @dataclass
 class Finding:
-    """An explained failure (design.md JSON contract)."""
+    """An explained failure: category, stage, summary, numbers, fixes, evidence (the JSON contract of `--json`)."""
 
     category: str
     stage: str  # "request" | "startup" | "runtime"
@@ -60,9 +61,10 @@ class Finding:
     evidence: str
     span: tuple[int, int] = (0, 0)
     notes: list[str] = field(default_factory=list)
+    stage_evidence: str | None = None  # the line that decided `stage` (an out-of-memory error's context)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "category": self.category,
             "stage": self.stage,
             "summary": self.summary,
@@ -71,6 +73,9 @@ class Finding:
             "evidence": self.evidence,
             "notes": self.notes,
         }
+        if self.stage_evidence is not None:
+            out["stage_evidence"] = self.stage_evidence
+        return out
 
 
 @dataclass

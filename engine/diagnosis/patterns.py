@@ -1,15 +1,48 @@
 """A recogniser is data: the category it reports, a cheap substring gate, and a regex whose
-named groups are the numbers it reads. Sizes such as "1.25 GiB" or "120.54 MiB" become GiB."""
+named groups are the numbers it reads. Sizes such as "1.25 GiB" or "120.54 MiB" become GiB.
+
+Most regexes are derived from a message template (wordings.py, kvtool's messages.py): the text
+from a few words (LEAD_CHARS letters) before the first number to just after the last one, each
+space matching any run of whitespace, each placeholder a number (or the text it stands for).
+Starting a few words before the first number, the first of them possibly cut, keeps a message
+recognisable when a paste lost its first characters.
+"""
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from string import Formatter
 
 from kvtool.engine.diagnosis.findings import Number
 
 _UNITS_IN_GIB = {"bytes": 1 / (1 << 30), "KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0, "GB": 1.0, "TiB": 1024.0}
 _SIZE = re.compile(r"(-?[\d.]+) ?(bytes|KiB|MiB|GiB|GB|TiB)")
 SIZE = r"-?[\d.]+ ?(?:bytes|KiB|MiB|GiB|GB|TiB)"
+NUMBER = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
+TEXT = {
+    "param": r"\w+",
+    "tp_param": r"\w+",
+    "prompt_type": r"\w+",
+    "operation": r"[\w ]{1,40}?",
+    "device": r"\S+",
+    "url": r"\S+",
+    "request_id": r"\S+",
+    "preemption_mode": r"[\w.]+",
+    "task": r"[^()]{0,40}",
+    "derived_key": r"\w+",
+}
+SPECIAL = {"qualifier": r"(?:at least )?"}
+# kvtool's own templates name some numbers differently from the findings
+ALIASES = {
+    "needed_gib": "kv_needed_gib",
+    "available_gib": "kv_available_gib",
+    "estimate": "estimated_max_model_len",
+    "derived": "derived_max_model_len",
+    "total_tokens": "requested_tokens",
+}
+MAX_MATCHES_PER_LINE = 64
+LEAD_CHARS = 20
+TAIL_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -21,19 +54,27 @@ class Pattern:
     extras: tuple[re.Pattern, ...] = ()  # more numbers from the same line, each optional
     detail: str | None = None  # a named group kept as text (a model name, a device)
     accept: Callable[[dict[str, Number]], bool] | None = None
+    label: str | None = None  # a fixed detail (the warm-up kind)
+    constants: dict = field(default_factory=dict)
 
     def read(self, line: str) -> tuple[dict[str, Number], tuple[int, int], str | None] | None:
-        """(numbers, span of the match, detail) when `line` matches, else None."""
-        if self.gate not in line or not (match := self.regex.search(line)):
-            return None
-        numbers = numbers_from(match)
-        for extra in self.extras:
-            if found := extra.search(line):
-                numbers.update(numbers_from(found))
-        if self.accept and not self.accept(numbers):
-            return None
-        detail = match.group(self.detail) if self.detail else None
-        return numbers, match.span(), detail
+        """(numbers, span of the match, detail) for the first match in `line`, else None."""
+        return next(self.read_all(line), None)
+
+    def read_all(self, line: str) -> Iterator[tuple[dict[str, Number], tuple[int, int], str | None]]:
+        """The same for every match in `line` (several messages may share a logical line)."""
+        if self.gate not in line:
+            return
+        for count, match in enumerate(self.regex.finditer(line)):
+            if count >= MAX_MATCHES_PER_LINE:
+                return
+            numbers = {**self.constants, **numbers_from(match)}
+            for extra in self.extras:
+                if found := extra.search(line, match.start()):
+                    numbers.update(numbers_from(found))
+            if self.accept and not self.accept(numbers):
+                continue
+            yield numbers, match.span(), self.label or (match.group(self.detail) if self.detail else None)
 
 
 def compile_(text: str) -> re.Pattern:
@@ -41,10 +82,82 @@ def compile_(text: str) -> re.Pattern:
     return re.compile(text.replace(" ", r"\s+"))
 
 
+def from_template(template: str) -> tuple[str, str]:
+    """(regex, gate) for a message template with str.format placeholders."""
+    parts = [(literal, name) for literal, name, _, _ in Formatter().parse(template)]
+    named = [i for i, (_, name) in enumerate(parts) if name and name not in TEXT and name not in SPECIAL]
+    if not named:  # the first sentence and the start of the next tell the wordings apart
+        sentence = " ".join(template.split(" ")[: template.split(". ")[0].count(" ") + 5])
+        return _literal(sentence), _gate(sentence)
+    first, last = named[0], named[-1]
+    pieces, seen, kept = [], set(), []
+    for i, (literal, name) in enumerate(parts[: last + 1]):
+        if i < first:
+            continue
+        text = _lead(literal) if i == first else literal
+        kept.append(text)
+        pieces.append(_literal(text) if i != first else _cut_tolerant(text))
+        pieces.append(_field(ALIASES.get(name, name), seen))
+    tail = _tail(parts[last + 1][0] if last + 1 < len(parts) else "")
+    kept.append(tail)
+    kept[0] = kept[0].split(None, 1)[-1] if kept[0].strip() else ""  # the first word may be cut: no gate on it
+    return "".join(pieces) + _literal(tail), _gate(" ".join(kept))
+
+
+def _lead(literal: str) -> str:
+    """The last words before the first number, at least LEAD_CHARS letters of them (or all there is)."""
+    words = literal.split(" ")
+    for count in range(1, len(words) + 1):
+        lead = " ".join(words[-count:])
+        if len(lead.replace(" ", "")) >= LEAD_CHARS:
+            return lead
+    return literal
+
+
+def _cut_tolerant(text: str) -> str:
+    """The first word may have lost its first characters, or be gone (a paste cut at the start)."""
+    word, space, rest = re.match(r"(\S*)(\s*)(.*)", text, re.DOTALL).groups()
+    if len(word) <= 3 or not space:
+        return _literal(text)
+    if len(re.sub(r"\W", "", rest)) >= LEAD_CHARS:  # the rest alone tells the message apart: the word may go
+        suffixes = "|".join(re.escape(word[i:]) for i in range(len(word)))
+        return f"(?:(?:{suffixes})\\s+)?" + _literal(rest)
+    suffixes = "|".join(re.escape(word[i:]) for i in range(len(word) - 2))
+    return f"(?:{suffixes})" + _literal(space + rest)
+
+
+def _tail(literal: str) -> str:
+    """What follows the last placeholder to the end of its sentence (at most TAIL_CHARS)."""
+    match = re.match(rf"[^.]{{0,{TAIL_CHARS}}}?(?:\.(?=\s|$)|$)", literal)
+    return match.group(0).rstrip() if match else literal[:TAIL_CHARS].rsplit(" ", 1)[0]
+
+
+def _literal(text: str) -> str:
+    return "".join(r"\s+" if part.isspace() else re.escape(part) for part in re.split(r"(\s+)", text) if part)
+
+
+def _field(name: str, seen: set) -> str:
+    if name in SPECIAL:
+        return SPECIAL[name]
+    if name in seen:
+        return f"(?P={name})"
+    seen.add(name)
+    return f"(?P<{name}>{TEXT.get(name, NUMBER)})"
+
+
+def _gate(text: str) -> str:
+    words = re.findall(r"[A-Za-z_]{4,}", text)
+    return max(words, key=len) if words else text.split()[0]
+
+
 def numbers_from(match: re.Match) -> dict[str, Number]:
     numbers = {}
     for name, text in match.groupdict().items():
-        if text is not None and (value := to_number(text, in_gib=name.endswith("_gib"))) is not None:
+        if text is None or name in TEXT:
+            continue
+        if name.endswith("_bytes") and (value := to_number(text)) is not None:
+            numbers[name[:-6] + "_gib"] = round(value / (1 << 30), 4)
+        elif (value := to_number(text, in_gib=name.endswith("_gib"))) is not None:
             numbers[name] = value
     return numbers
 

@@ -1,79 +1,122 @@
-"""One pass over the candidate lines: collect the log's context and every recognised failure."""
+"""One pass over the logical lines: collect the log's context and every recognised failure."""
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from kvtool.engine.diagnosis import api_patterns, length_patterns, memory_patterns
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.diagnosis.truncation import TruncatedResponses
+from kvtool.engine.diagnosis.reader import WRAP
+from kvtool.engine.diagnosis.recognisers import PATTERNS
+from kvtool.engine.diagnosis.stage import LOOK_AHEAD, StageTracker
+from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
 
-PATTERNS = length_patterns.PATTERNS + memory_patterns.PATTERNS + api_patterns.PATTERNS
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
-MERGED_CATEGORIES = {"preemption": (), "kv_cache_near_full": (), "max_tokens_default_truncation": (),
-                     "request_too_long": ("max_model_len",)}
+MERGED_CATEGORIES = {
+    "preemption": (),
+    "kv_cache_near_full": (),
+    "max_tokens_default_truncation": (),
+    "request_too_long": ("max_model_len",),
+}
 MAX_DISTINCT = 50
 MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, pasted loops) are matched once
-# Every line that can matter holds an anchor and, where refinements are listed, one of them too; the
-# reader decodes only those lines. Each pattern's gate passes this filter (a test checks it), and so
-# do the lines context.py reads.
+# Every line that can matter holds an anchor and, where refinements are listed, one of them too (a
+# refinement starts with its anchor; a space in it matches any whitespace, a wrapped line's break too).
+# The reader decodes those lines and their neighbours. Each pattern's gate passes this filter (a test
+# checks it), and so do the lines context.py and stage.py read.
+CATEGORY_ORDER = {category: i for i, category in reversed(list(enumerate(p.category for p in PATTERNS)))}
 ANCHORS = {
     b"max": (b"max seq len", b"max model len", b"max_model_len", b"max_tokens must", b"max_tokens=16",
              b"max_num_batched_tokens ("),
-    b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"too long": (), b"odel": (), b"serve": (),
-    b"KV cache": (b"KV cache size", b"KV cache usage: 9", b"KV cache usage: 100"),
-    b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
+    b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
+    b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
+    b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:9\d|100)\."),  # a KV cache 90 % full or fuller
+    b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
-}
+    b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
+    b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
+    # signs that the server was serving: the first in each chunk is enough
+    b"POST /v1/": None, b"Received request": None, b"Added request": None,
+}  # fmt: skip
 
 
 class Scanner:
     def __init__(self, context: LogContext | None = None):
         self.context = context or LogContext()
+        self.stage = StageTracker()
         self.observations: dict[tuple, Observation] = {}
         self.line_index = 0
         self.truncated_responses = TruncatedResponses()
+        self.offline_defaults = OfflineDefaults()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
+        self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
 
-    def scan(self, lines: Iterable[str]) -> "Scanner":
+    def scan(self, lines: Iterable[str | tuple[str, str]]) -> "Scanner":
         for line in lines:
             self.feed(line)
-        return self
+        return self.finish()
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str | tuple[str, str]) -> None:
+        text, original = line if isinstance(line, tuple) else (line, line)
         self.line_index += 1
-        if (seen := self._seen.get(line)) is not None:
+        self.stage.feed(text)
+        if (seen := self._seen.get(text)) is not None:
             facts, observations = seen
             self.context.apply(facts)
         else:
-            facts, observations = self.context.read(line), self._observations_in(line)
-            if len(line) <= MAX_CACHED_LINE:
+            facts, observations = self.context.read(text), self._observations_in(text, original)
+            if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
-                self._seen[line] = facts, observations
+                self._seen[text] = facts, observations
         for observation in observations:
-            self._add(self._oom_stage(observation) if observation.category == "cuda_oom" else observation)
-        if observation := self.truncated_responses.feed(line, self.line_index):
+            if observation.category == "cuda_oom":
+                self._pending.append((self.line_index, observation))
+            else:
+                self._add(observation)
+        if observation := self.truncated_responses.feed(text, self.line_index):
             self._add(observation)
+        if observation := self.offline_defaults.feed(original):
+            self._add(observation)
+        self._resolve(self.line_index - LOOK_AHEAD)
+
+    def finish(self) -> "Scanner":
+        self._resolve(self.line_index)
+        return self
 
     @staticmethod
-    def _observations_in(line: str) -> list[Observation]:
-        """One observation per category: its first pattern that matches `line`."""
-        observations, categories = [], set()
-        for pattern in PATTERNS:
-            if pattern.category not in categories and (found := pattern.read(line)):
-                categories.add(pattern.category)
-                numbers, span, detail = found
-                evidence, span = evidence_window(line, span)
-                if pattern.category == "cuda_oom_startup":
-                    detail = f"{detail} warm-up"
-                observations.append(Observation(pattern.category, pattern.stage, numbers, evidence, span, detail))
+    def _observations_in(text: str, original: str) -> list[Observation]:
+        """Every match of every pattern; where matches of one category overlap, the one that read the most
+        numbers (an older wording is often the start of a newer one)."""
+        found = [(pattern, *match) for pattern in PATTERNS if pattern.gate in text for match in pattern.read_all(text)]
+        found.sort(key=lambda item: -len(item[1]))
+        observations, taken = [], {}
+        for pattern, numbers, span, detail in found:
+            spans = taken.setdefault(pattern.category, [])
+            if any(span[0] < end and start < span[1] for start, end in spans):
+                continue
+            spans.append(span)
+            evidence, window = evidence_window(original, span)
+            if pattern.category == "cuda_oom_startup":
+                detail = f"{detail} warm-up"
+            observations.append(Observation(pattern.category, pattern.stage, numbers, evidence, window, detail))
+        observations.sort(key=lambda obs: (CATEGORY_ORDER.get(obs.category, 0), obs.span[0]))
         return observations
 
-    def _oom_stage(self, observation: Observation) -> Observation:
-        """Whether an OOM is a start-up or a run-time one depends on what the log showed before it."""
-        if self.context.server_up:
-            return replace(observation, category="cuda_oom_runtime", stage="runtime", detail=None)
-        return replace(observation, category="cuda_oom_startup", detail=self.context.startup_phase)
+    def _resolve(self, up_to: int) -> None:
+        """Decide the stage of the out-of-memory errors read at or before line `up_to`."""
+        while self._pending and self._pending[0][0] <= up_to:
+            at, observation = self._pending.pop(0)
+            stage = self.stage.decide(at)
+            category = "cuda_oom_runtime" if stage.stage == "runtime" else "cuda_oom_startup"
+            self._add(
+                replace(
+                    observation,
+                    category=category,
+                    stage=stage.stage,
+                    detail=stage.phase,
+                    stage_evidence=stage.evidence or None,
+                )
+            )
 
     def _add(self, observation: Observation) -> None:
         key = observation.key(MERGED_CATEGORIES.get(observation.category))

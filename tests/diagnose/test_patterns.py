@@ -1,18 +1,31 @@
 """Recognisers and context reading, line by line."""
 
+from string import Formatter
+
 import pytest
 
+from kvtool.engine.diagnosis import recognisers
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.scanner import ANCHORS, PATTERNS, Scanner
+from kvtool.engine.diagnosis.reader import line_spans
+from kvtool.engine.diagnosis.recognisers import PATTERNS
+from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
+from kvtool.engine.diagnosis.wordings import WORDINGS
 
 
 def passes_prefilter(text: str) -> bool:
-    return any(anchor.decode() in text and (not refinements or any(r.decode() in text for r in refinements))
-               for anchor, refinements in ANCHORS.items())
+    return bool(line_spans(text.encode(), ANCHORS))
 
 
-@pytest.mark.parametrize("pattern", PATTERNS, ids=[f"{p.category}:{p.gate}" for p in PATTERNS])
-def test_every_gate_survives_the_prefilter(pattern):
+@pytest.mark.parametrize("wording", WORDINGS, ids=[f"{w.category}:{w.versions}:{w.template[:30]}" for w in WORDINGS])
+def test_every_wording_survives_the_prefilter(wording):
+    names = {name for _, name, _, _ in Formatter().parse(wording.template) if name}
+    assert passes_prefilter(wording.template.format(**{name: "99.5" for name in names})), wording.template
+
+
+@pytest.mark.parametrize("pattern", [p for p in PATTERNS if p.category not in {w.category for w in WORDINGS}]
+                         + recognisers.TORCH_OOM + recognisers.METRICS + recognisers.DEFAULT_TRUNCATION,
+                         ids=lambda p: f"{p.category}:{p.gate}")
+def test_every_other_gate_survives_the_prefilter(pattern):
     assert passes_prefilter(pattern.gate), pattern.gate
 
 

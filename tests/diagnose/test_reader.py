@@ -1,30 +1,41 @@
-"""The streaming reader: only anchored lines, cleaned of colours, worker prefixes and line-end noise."""
+"""The streaming reader: only the stretches around an anchor, cleaned of colours and line-end noise,
+then normalised into logical lines."""
 
 import codecs
 import io
 
 from kvtool.engine.diagnosis import reader
-from kvtool.engine.diagnosis.reader import candidate_lines, clean, read_chunks
+from kvtool.engine.diagnosis.reader import candidate_lines, clean, physical_lines, read_chunks
 
 
 def lines_of(data: bytes, anchors=None) -> list[str]:
     anchors = anchors or {b"KV": ()}
-    return list(candidate_lines(io.BytesIO(data), anchors))
+    return [text for text, _ in candidate_lines(io.BytesIO(data), anchors)]
 
 
-def test_only_lines_with_an_anchor_come_back_in_order():
-    data = b"INFO boring\nfirst KV line\nnothing\nsecond KV line\n"
-    assert lines_of(data) == ["first KV line", "second KV line"]
+def test_only_the_neighbourhood_of_an_anchor_is_decoded():
+    far = b"".join(b"boring line %d\n" % i for i in range(100))
+    decoded = [line for line in physical_lines(io.BytesIO(far + b"the KV line\n" + far), {b"KV": ()}) if line]
+    assert "the KV line" in decoded
+    assert len(decoded) == 2 * reader.NEIGHBOURS + 1
+    assert decoded[0] == f"boring line {100 - reader.NEIGHBOURS}"
+
+
+def test_stretches_come_back_in_order_and_are_not_joined_across_a_gap():
+    filler = b"".join(b"x%d\n" % i for i in range(60))
+    data = b"first KV line that is long enough to be wrapped\n" + filler + b"second KV line\n"
+    texts = lines_of(data)
+    assert texts.index("second KV line") > 0
+    assert not any("first KV" in text and "second KV" in text for text in texts)
 
 
 def test_ansi_crlf_and_worker_prefixes_are_removed():
     raw = b"\x1b[1;36m(VllmWorker rank=0 pid=123)\x1b[0;0m ERROR KV broke\r\n(EngineCore_0 pid=77) INFO KV ok\r\n"
     assert lines_of(raw) == ["ERROR KV broke", "INFO KV ok"]
-    assert clean(b"(RayWorkerWrapper pid=5, ip=10.0.0.2) KV x") == ("KV x",)
 
 
 def test_carriage_returns_inside_a_line_split_progress_bars():
-    assert clean(b"10%|#   \r 50%|##### KV\r100%") == ("10%|#", "50%|##### KV", "100%")
+    assert clean(b"10%|#   \r 50%|##### KV\r100%") == ("10%|#", " 50%|##### KV", "100%")
 
 
 def test_invalid_utf8_is_replaced_not_fatal():
@@ -57,11 +68,16 @@ def test_a_line_with_no_end_is_passed_on_in_pieces(monkeypatch):
 
 
 def test_refinements_drop_lines_that_hold_only_the_anchor():
-    data = b"params: SamplingParams(max_tokens=256)\nmax_model_len=4096\n"
+    data = b"params: SamplingParams(max_tokens=256)\n" * 30 + b"\n" * 30 + b"max_model_len=4096\n"
     assert lines_of(data, {b"max": (b"max_model_len",)}) == ["max_model_len=4096"]
+
+
+def test_a_refinement_matches_across_a_wrapped_line():
+    data = b"GPU KV cache\nusage: 99.1%\n"
+    assert reader.line_spans(data, {b"cache": (b"cache usage: 9",)})
 
 
 def test_utf16_with_a_byte_order_mark_is_read_as_text():
     text = "INFO start\r\nERROR KV broke \u00e9\r\n"
-    assert lines_of(text.encode("utf-16")) == ["ERROR KV broke \u00e9"]
-    assert lines_of(codecs.BOM_UTF16_BE + text.encode("utf-16-be")) == ["ERROR KV broke \u00e9"]
+    assert "ERROR KV broke \u00e9" in lines_of(text.encode("utf-16"))
+    assert "ERROR KV broke \u00e9" in lines_of(codecs.BOM_UTF16_BE + text.encode("utf-16-be"))

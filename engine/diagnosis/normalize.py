@@ -1,0 +1,140 @@
+"""Undo what copying and pasting does to a log before any recogniser sees it.
+
+A message reaches `kvtool diagnose` wrapped by a terminal, an e-mail client or an issue tracker,
+behind log prefixes (timestamps, levels, `(APIServer pid=1)`, `[rank0]:`, Docker and Kubernetes
+prefixes), quoted in Markdown, escaped inside a JSON string or a Python repr, or HTML-escaped.
+`logical_lines` turns physical lines into logical ones: each piece of text stripped of what sits in
+front of it, escapes undone, wrapped lines joined back with one space. The same text joined with
+newlines is the original as pasted, kept for the evidence (both have the same length, so a match's
+span is the same in both).
+"""
+
+import html
+import re
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+_STAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+# Everything that can sit in front of a message, any number of times, in any order.
+PREFIX = re.compile(
+    r"^(?:"
+    + "|".join(
+        (
+            r"\s+",
+            r"[>▎▍▌│┃║]",  # Markdown quotes, chat quote bars, rich traceback frames
+            r"\|(?=\s)",  # a table cell or a `docker compose` bar
+            r"[-*•+]\s",  # list bullets
+            r"```\w*|~~~\w*",  # code fences (alone on their line)
+            r"\[rank\d+\]:",  # torch.distributed
+            # (APIServer pid=1), (EngineCore_DP0 pid=7), (RayWorkerWrapper pid=5, ip=10.0.0.2)
+            r"\([A-Za-z_][^()]{0,80}?\bpid=\d+[^()]{0,60}\)",
+            r"\(pid=\d+[^()]{0,60}\)",
+            _STAMP + r"(?:\s+-)?",  # docker --timestamps, kubectl --timestamps, Python's asctime
+            r"\[pod/[^\]\s]{1,200}\]",  # kubectl logs --prefix
+            r"[\w.-]{1,60}\s{1,20}\|(?=\s)",  # docker compose: `vllm-1  | `
+            # vLLM: INFO 10-11 12:27:29 [x.py:157] (0.8 onwards), INFO 10-11 12:27:29 x.py:157] (before)
+            _LEVEL + r"\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:\s+\[?[\w./-]+:\d+\])?",
+            _LEVEL + r":(?:[\w.]{1,80}:)?(?=\s|\S)",  # Python's default format (ERROR:root:) and uvicorn (INFO:)
+            r"(?:[\w.]{1,80}\s+-\s+)?" + _LEVEL + r"\s+-\s",  # asctime - name - LEVEL - message
+            r'\{\s*"(?:log|message|msg|text)"\s*:\s*"',  # a JSON log record whose text comes first
+        )
+    )
+    + r")+"
+)
+TRAILING_FRAME = re.compile(r"\s+[│┃║]\s*$")
+FENCE = re.compile(r"^\s*(?:[>▎│|]\s*)*(?:```|~~~)[\w-]*\s*$")
+# A line that opens a new record rather than continuing the previous one.
+RECORD_START = re.compile(
+    r"(?:Traceback \(|File \"|During handling|The above exception|[\w.]*(?:Error|Exception|Warning|Interrupt)\b"
+    r"|" + _LEVEL + r"\b|[{}\[\]]|\"\s*[,}:]|\^|~~|raise\b|return\b|vllm:|# (?:HELP|TYPE))"
+)
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
+_ESCAPED = {"n": "\n", "r": "\n", "t": " ", '"': '"', "'": "'", "\\": "\\", "/": "/"}
+QUOTE_MARKS = ">▎▍▌│┃║|"
+JOIN_MIN_CHARS = 30  # a wrapped line is at least this long (wrapping happens at 60 to 80 columns)
+MAX_JOINED_LINES = 40
+MAX_LOGICAL_CHARS = 16 << 10
+
+
+@lru_cache(maxsize=8192)  # repeated lines: retry storms, a log pasted twice
+def strip_prefix(line: str) -> tuple[str, str]:
+    """(what sits in front of the message, the message)."""
+    if not line:
+        return "", ""
+    match = PREFIX.match(line)
+    prefix, content = (match.group(0), line[match.end() :]) if match else ("", line)
+    if "│" in content or "┃" in content or "║" in content:
+        content = TRAILING_FRAME.sub("", content)
+    return prefix, content.rstrip()
+
+
+def unescape(line: str) -> list[str]:
+    """The text inside JSON strings and Python reprs, HTML entities undone; `\\n` escapes become lines."""
+    if "&" in line and ";" in line:
+        line = html.unescape(line)
+    if "\\" not in line:
+        return [line]
+    for _ in range(2):  # a JSON body quoted inside a JSON log line is escaped twice
+        if not re.search(r"\\[nrt\"'\\u/]", line):
+            break
+        line = _ESCAPE.sub(_unescape_one, line)
+    return line.split("\n")
+
+
+def _unescape_one(match: re.Match) -> str:
+    if match.group(1) or match.group(2):
+        return chr(int(match.group(1) or match.group(2), 16))
+    return _ESCAPED.get(match.group(3), match.group(0))
+
+
+def logical_lines(physical: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(text joined with spaces, the same joined with newlines) for each logical line, in order."""
+    pieces: list[str] = []
+    last: tuple[str, int] = ("", 0)  # the previous line's prefix and length
+    for line in physical:
+        for part in unescape(line):
+            fence = ("```" in part or "~~~" in part) and FENCE.match(part)
+            prefix, content = ("", "") if fence else strip_prefix(part)
+            if pieces and content and _continues(last, prefix, content, len(pieces)):
+                pieces.append(content)
+            else:
+                yield from _flush(pieces)
+                if content:
+                    pieces.append(content)
+            last = (prefix, len(content))
+    yield from _flush(pieces)
+
+
+def _continues(last: tuple[str, int], prefix: str, content: str, joined: int) -> bool:
+    """Whether `content` is the wrapped rest of the line before it."""
+    last_prefix, last_length = last
+    if last_length < JOIN_MIN_CHARS or joined >= MAX_JOINED_LINES:
+        return False
+    quote, record = _parts(prefix)
+    last_quote, last_record = _parts(last_prefix)
+    if quote != last_quote or (record and record != last_record):
+        return False  # a new log record (a prefix that is not the one before)
+    if _indent(prefix) > _indent(last_prefix):
+        return False  # traceback frames and code are indented under their record
+    return not RECORD_START.match(content)
+
+
+def _indent(prefix: str) -> int:
+    return len(prefix) - len(prefix.rstrip())
+
+
+@lru_cache(maxsize=1024)
+def _parts(prefix: str) -> tuple[str, str]:
+    """(the quote marks, the log prefix) without whitespace: a wrapped line repeats the quote marks and
+    either repeats the log prefix or has none."""
+    bare = "".join(prefix.split())
+    record = bare.lstrip(QUOTE_MARKS)
+    return bare[: len(bare) - len(record)], record
+
+
+def _flush(pieces: list[str]) -> Iterator[tuple[str, str]]:
+    if pieces:
+        original = "\n".join(pieces)[:MAX_LOGICAL_CHARS]
+        pieces.clear()
+        yield original.replace("\n", " "), original

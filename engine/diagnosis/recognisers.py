@@ -1,0 +1,100 @@
+"""Every recogniser diagnose runs, in order (the first one of a category that matches a line wins):
+those derived from the wordings (wordings.py), PyTorch's out-of-memory text, the Prometheus
+counters and the 16-token default in a request log."""
+
+import re
+
+from kvtool.engine.diagnosis import api_patterns
+from kvtool.engine.diagnosis.patterns import SIZE, Pattern, compile_, from_template
+from kvtool.engine.diagnosis.wordings import WORDINGS, Wording
+
+NEAR_FULL_PERCENT = 95.0  # a full cache whatever the queue
+PRESSURE_PERCENT = 90.0  # a full cache when requests wait behind it
+
+
+def _preempted(numbers) -> bool:
+    return numbers.get("num_preemptions", 0) > 0
+
+
+def _near_full(numbers) -> bool:
+    usage = numbers.get("kv_cache_usage_percent", numbers.get("kv_cache_usage", 0) * 100)
+    return usage >= NEAR_FULL_PERCENT or (usage > PRESSURE_PERCENT and numbers.get("num_waiting", 0) > 0)
+
+
+ACCEPT = {"preemption": _preempted, "kv_cache_near_full": _near_full}
+
+
+def from_wording(wording: Wording) -> Pattern:
+    if wording.regex:
+        regex, gate = compile_(wording.regex), re.search(r"[A-Za-z]{4,}", wording.regex).group(0)
+    else:
+        text, gate = from_template(wording.template)
+        regex = re.compile(text)
+    return Pattern(
+        wording.category,
+        wording.stage,
+        gate,
+        regex,
+        accept=ACCEPT.get(wording.category),
+        label=wording.detail,
+        constants=wording.constants,
+    )
+
+
+def _unique(wordings: list[Wording]) -> list[Pattern]:
+    """One recogniser per distinct regex (several releases share a prefix), in the wordings' order."""
+    patterns, seen = [], set()
+    for pattern in map(from_wording, wordings):
+        if (pattern.category, pattern.regex.pattern) not in seen:
+            seen.add((pattern.category, pattern.regex.pattern))
+            patterns.append(pattern)
+    return patterns
+
+
+_OOM_EXTRAS = tuple(
+    re.compile(text.replace(" ", r"\s+"))
+    for text in (
+        rf"total capaci?ty of (?P<total_gib>{SIZE}) of which (?P<free_gib>{SIZE}) is free",
+        rf"\(GPU \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
+        rf"(?P<free_gib>{SIZE}) free;",
+        rf"this process has (?P<this_process_gib>{SIZE}) memory in use",
+        rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
+        rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
+        rf"(?P<reserved_gib>{SIZE}) reserved in total by PyTorch",
+    )
+)
+TORCH_OOM = [  # PyTorch's text, not vLLM's: start-up or run time is decided from the context (stage.py)
+    Pattern(
+        "cuda_oom",
+        "startup",
+        "out of memory",
+        compile_(rf"(?:CUDA|XPU) out of memory\. Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"),
+        extras=_OOM_EXTRAS,
+    ),
+]
+METRICS = [
+    Pattern(
+        "preemption",
+        "runtime",
+        "vllm:num_preemptions",
+        re.compile(r"^vllm:num_preemptions(?:_total)?(?:\{[^}]*\})? (?P<num_preemptions>[\d.eE+]+)"),
+        accept=_preempted,
+    ),
+    Pattern(
+        "kv_cache_near_full",
+        "runtime",
+        "_cache_usage_perc",
+        re.compile(r"^vllm:(?:kv|gpu)_cache_usage_perc(?:\{[^}]*\})? (?P<kv_cache_usage>[\d.eE+-]+)"),
+        accept=lambda numbers: numbers.get("kv_cache_usage", 0) * 100 >= NEAR_FULL_PERCENT,
+    ),
+]
+DEFAULT_TRUNCATION = [  # a request log whose SamplingParams kept vLLM's default of 16 tokens
+    Pattern(
+        "max_tokens_default_truncation",
+        "request",
+        "max_tokens=16",
+        compile_(r"SamplingParams\([^)]{0,4000}?\bmax_tokens=16[,)]"),
+    ),
+]
+
+PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + DEFAULT_TRUNCATION + api_patterns.PATTERNS
