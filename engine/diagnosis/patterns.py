@@ -31,7 +31,11 @@ TEXT = {
     "task": r"[^()]{0,40}",
     "derived_key": r"\w+",
 }
-SPECIAL = {"qualifier": r"(?:at least )?"}
+SPECIAL = {
+    "qualifier": r"(?:at least )?",
+    "url_sentence": r"(?: See \S+ for more details\.)?",  # the docs link some releases add
+    "prefix": r"(?:[^\n]{0,400}?\(original error: )?",  # vLLM 0.13+'s words before torch's OOM on loading
+}
 # kvtool's own templates name some numbers differently from the findings
 ALIASES = {
     "needed_gib": "kv_needed_gib",

@@ -518,6 +518,11 @@ OWN_CATEGORIES = {
     "BATCHED_TOKENS_BELOW_NUM_SEQS": "batched_tokens_lt_num_seqs",
     "FREE_MEMORY_BELOW_UTILIZATION": _HELD,
     "CANNOT_AUTO_FIT": "no_cache_blocks",
+    "MAX_SEQ_LEN_ABOVE_BLOCKS": _KV,
+    "KV_CACHE_TOO_SMALL_GB": _KV,
+    "KV_CACHE_TOO_SMALL_ESTIMATE": _KV,
+    "FREE_MEMORY_BELOW_UTILIZATION_V1": _HELD,
+    "WEIGHTS_DO_NOT_FIT": "cuda_oom_startup",
 }
 OWN = [
     Wording(

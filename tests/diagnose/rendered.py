@@ -33,6 +33,8 @@ TEXT_VALUES = {
     "task": "task='embed'",
     "derived_key": "max_position_embeddings",
     "qualifier": "at least ",
+    "url_sentence": " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
+    "prefix": "",
 }
 
 
@@ -90,6 +92,7 @@ def values(seed: int) -> dict:
         estimate=limit - 512,
         derived=131072,
         total_tokens=2 * limit + 1808 + 2 * seed,
+        tried_gib="2.00",
         **TEXT_VALUES,
     )
 
