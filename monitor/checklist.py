@@ -8,12 +8,12 @@ p99 TTFT should stay under an objective; V0 servers should not swap to CPU.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvtool.engine.diagnosis.memory_patterns import NEAR_FULL_PERCENT
+from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_PRESSURE_PERCENT
 from kvtool.monitor.names import V0, V1, name
 from kvtool.monitor.window import Snapshot
 
-KV_USAGE_WARNING = 0.90
-KV_USAGE_CRITICAL = NEAR_FULL_PERCENT / 100
+KV_USAGE_WARNING = KV_CACHE_PRESSURE_PERCENT / 100
+KV_USAGE_CRITICAL = KV_CACHE_NEAR_FULL_PERCENT / 100
 TTFT_P99_SECONDS = 2.0
 KV_REMEDY = ("Lower --max-num-seqs to what the cache holds, cap clients' max_tokens, store the KV cache in fp8 "
              "(--kv-cache-dtype fp8) or raise --gpu-memory-utilization.")

@@ -7,7 +7,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain import explain
 from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.memory_patterns import NEAR_FULL_PERCENT
+from kvtool.engine.diagnosis.recognisers import NEAR_FULL_PERCENT
 from kvtool.engine.sizing.spec import ModelSpec
 
 

@@ -7,9 +7,10 @@ import re
 from kvtool.engine.diagnosis import api_patterns
 from kvtool.engine.diagnosis.patterns import SIZE, Pattern, compile_, from_template
 from kvtool.engine.diagnosis.wordings import WORDINGS, Wording
+from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_PRESSURE_PERCENT
 
-NEAR_FULL_PERCENT = 95.0  # a full cache whatever the queue
-PRESSURE_PERCENT = 90.0  # a full cache when requests wait behind it
+NEAR_FULL_PERCENT = KV_CACHE_NEAR_FULL_PERCENT
+PRESSURE_PERCENT = KV_CACHE_PRESSURE_PERCENT
 
 
 def _preempted(numbers) -> bool:

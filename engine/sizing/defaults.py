@@ -49,6 +49,10 @@ V0_CHUNK_SIZES = {(0, 4, 1): 768, (0, 4, 2): 512, (0, 6, 5): 2048}  # release ->
 SWAP_SPACE_BYTES = 4 * GiB  # V0's CPU swap space; V1 allocates no CPU blocks
 V1_EARLY_MAX_NUM_SEQS = 1024  # 0.8.0-0.8.3: every GPU
 
+# KV-cache usage, the monitoring checklist's levels: preemption follows a full cache.
+KV_CACHE_PRESSURE_PERCENT = 90.0  # full when requests wait behind it (watch: a warning)
+KV_CACHE_NEAR_FULL_PERCENT = 95.0  # full whatever the queue (watch: critical)
+
 CPU_KV_CACHE_CAP = 2 * GiB  # the most the CPU path gives the KV cache unless told otherwise
 CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machine's memory
 
