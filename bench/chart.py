@@ -7,11 +7,17 @@ from kvtool.errors import UsageError
 
 def panels(percentile: float, with_server: bool) -> list[tuple[str, str]]:
     p = f"p{percentile:g}"
-    chosen = [("output_throughput", "output tokens/s"), (f"{p}_ttft_ms", f"{p} TTFT (ms)"), (f"{p}_tpot_ms", f"{p} TPOT (ms)")]
+    chosen = [
+        ("output_throughput", "output tokens/s"),
+        (f"{p}_ttft_ms", f"{p} TTFT (ms)"),
+        (f"{p}_tpot_ms", f"{p} TPOT (ms)"),
+    ]
     return chosen + [("server_preemptions", "preemptions (server)")] if with_server else chosen
 
 
-def plot_sweep(parameter: str, values: tuple[float, ...], rows: list[dict], path: Path, percentile: float = 99.0, title: str = "") -> Path:
+def plot_sweep(
+    parameter: str, values: tuple[float, ...], rows: list[dict], path: Path, percentile: float = 99.0, title: str = ""
+) -> Path:
     """`rows`: one summary row per point (export.summary_row), server_* keys when /metrics was read."""
     try:
         import matplotlib

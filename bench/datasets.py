@@ -81,20 +81,26 @@ class FileDataset:
     def sample(self, num_requests: int) -> list[SampleRequest]:
         pool = self._load()
         if not pool:
-            raise UsageError(f"{self.path} holds no usable prompts.", fix="Check the file's format (see docs/bench.md).")
+            raise UsageError(
+                f"{self.path} holds no usable prompts.", fix="Check the file's format (see docs/bench.md)."
+            )
         random.Random(self.seed).shuffle(pool)
         return [pool[i % len(pool)] for i in range(num_requests)]
 
     def _load(self) -> list[SampleRequest]:
         if not self.path.is_file():
-            raise UsageError(f"dataset file not found: {self.path}", fix="Pass --dataset random or a path to a .json/.jsonl file.")
+            raise UsageError(
+                f"dataset file not found: {self.path}", fix="Pass --dataset random or a path to a .json/.jsonl file."
+            )
         text = self.path.read_text(encoding="utf-8")
         try:
             if self.path.suffix == ".jsonl":
                 return [self._from_line(json.loads(line)) for line in text.splitlines() if line.strip()]
             return [s for s in map(self._from_conversation, json.loads(text)) if s]
         except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as err:
-            raise UsageError(f"cannot read {self.path}: {err}", fix="Use ShareGPT JSON or one JSON prompt per line.") from None
+            raise UsageError(
+                f"cannot read {self.path}: {err}", fix="Use ShareGPT JSON or one JSON prompt per line."
+            ) from None
 
     def _from_line(self, item) -> SampleRequest:
         if isinstance(item, str):

@@ -11,8 +11,21 @@ from kvtool.bench.sweep import Sweep
 
 # Per-request fields kept in JSON; the metric inputs (chunk times and token counts) are all there.
 RECORD_FIELDS = (
-    "index", "request_id", "success", "error", "send_time", "queue_time", "prompt_tokens", "output_tokens",
-    "max_tokens", "finish_reason", "usage_reported", "ttft", "latency", "chunk_times", "chunk_tokens",
+    "index",
+    "request_id",
+    "success",
+    "error",
+    "send_time",
+    "queue_time",
+    "prompt_tokens",
+    "output_tokens",
+    "max_tokens",
+    "finish_reason",
+    "usage_reported",
+    "ttft",
+    "latency",
+    "chunk_times",
+    "chunk_tokens",
 )
 
 

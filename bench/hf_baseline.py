@@ -56,7 +56,9 @@ def _run_batches(model, tokenizer, samples: list[SampleRequest], batch_size: int
         inputs = tokenizer([s.prompt for s in batch], return_tensors="pt", padding=True)
         new_tokens = _generate(model, tokenizer, inputs, max(s.max_tokens for s in batch), ignore_eos)
         input_tokens += int(inputs["attention_mask"].sum())
-        output_tokens += sum(_useful_tokens(row, s.max_tokens, tokenizer.eos_token_id, ignore_eos) for row, s in zip(new_tokens, batch))
+        output_tokens += sum(
+            _useful_tokens(row, s.max_tokens, tokenizer.eos_token_id, ignore_eos) for row, s in zip(new_tokens, batch)
+        )
     return HfRun(batch_size, time.perf_counter() - start, input_tokens, output_tokens)
 
 

@@ -73,7 +73,9 @@ def parse_slo(text: str) -> Slo:
     for part in filter(None, (p.strip() for p in text.split(","))):
         match = re.fullmatch(r"(\w+)\s*[=:]\s*([\d.]+)\s*(ms|s)?", part)
         if not match or match[1] not in SLO_METRICS:
-            raise UsageError(f"cannot read SLO '{part}'", fix="Use e.g. --slo ttft=500ms,tpot=50ms (metrics: ttft, tpot, e2el).")
+            raise UsageError(
+                f"cannot read SLO '{part}'", fix="Use e.g. --slo ttft=500ms,tpot=50ms (metrics: ttft, tpot, e2el)."
+            )
         limits[match[1]] = float(match[2]) / (1 if match[3] == "s" else 1000)
     return Slo(limits)
 
@@ -84,12 +86,17 @@ def parse_percentiles(text: str) -> tuple[float, ...]:
     except ValueError:
         values = ()
     if not values or not all(0 < v <= 100 for v in values):
-        raise UsageError(f"cannot read --percentiles '{text}'", fix="Use numbers in (0, 100], e.g. --percentiles 50,90,99.")
+        raise UsageError(
+            f"cannot read --percentiles '{text}'", fix="Use numbers in (0, 100], e.g. --percentiles 50,90,99."
+        )
     return values
 
 
 def summarize(
-    records: list[RequestRecord], duration_s: float, slo: Slo | None = None, percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+    records: list[RequestRecord],
+    duration_s: float,
+    slo: Slo | None = None,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
 ) -> dict:
     done = [r for r in records if r.success]
     duration_s = max(duration_s, 1e-9)

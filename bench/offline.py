@@ -26,7 +26,11 @@ def run_offline(config: BenchConfig, vs_hf: bool = False, llm=None) -> dict:
     outputs = llm.generate([s.prompt for s in samples], params, use_tqdm=False)
     duration_s = time.perf_counter() - start
     records = [_record(i, output) for i, output in enumerate(outputs)]
-    result = {"engine": "kvtool", "model": llm.engine.model_name, "summary": summarize(records, duration_s, config.slo, config.percentiles)}
+    result = {
+        "engine": "kvtool",
+        "model": llm.engine.model_name,
+        "summary": summarize(records, duration_s, config.slo, config.percentiles),
+    }
     if vs_hf:
         result["hf"] = _hf_result(config, llm, samples)
         result["speedup_vs_hf"] = result["summary"]["output_throughput"] / result["hf"]["output_throughput"]
@@ -46,10 +50,18 @@ def _record(index: int, output) -> RequestRecord:
     latency = (times.last_token_time or times.first_token_time) - times.arrival_time
     num_tokens = len(completion.token_ids)
     return RequestRecord(
-        index=index, request_id=output.request_id, max_tokens=num_tokens, success=True,
-        prompt_tokens=len(output.prompt_token_ids), output_tokens=num_tokens, usage_reported=True,
-        finish_reason=completion.finish_reason, ttft=ttft, latency=latency,
-        chunk_times=[ttft, latency] if num_tokens > 1 else [ttft], chunk_tokens=[1, num_tokens - 1] if num_tokens > 1 else [1],
+        index=index,
+        request_id=output.request_id,
+        max_tokens=num_tokens,
+        success=True,
+        prompt_tokens=len(output.prompt_token_ids),
+        output_tokens=num_tokens,
+        usage_reported=True,
+        finish_reason=completion.finish_reason,
+        ttft=ttft,
+        latency=latency,
+        chunk_times=[ttft, latency] if num_tokens > 1 else [ttft],
+        chunk_tokens=[1, num_tokens - 1] if num_tokens > 1 else [1],
     )
 
 
@@ -76,11 +88,25 @@ def offline_table(result: dict) -> Table:
     table = Table(title=f"kvtool bench --offline: {result['model']}", title_justify="left")
     for heading in ("engine", "requests", "out tokens", "seconds", "out tok/s", "mean TTFT ms", "mean TPOT ms"):
         table.add_column(heading, justify="right")
-    table.add_row("kvtool", str(s["completed"]), str(s["total_output_tokens"]), f"{s['duration']:.2f}",
-                  f"{s['output_throughput']:.1f}", f"{s['mean_ttft_ms']:.0f}", f"{s['mean_tpot_ms']:.1f}")
+    table.add_row(
+        "kvtool",
+        str(s["completed"]),
+        str(s["total_output_tokens"]),
+        f"{s['duration']:.2f}",
+        f"{s['output_throughput']:.1f}",
+        f"{s['mean_ttft_ms']:.0f}",
+        f"{s['mean_tpot_ms']:.1f}",
+    )
     if "hf" in result:
         hf = result["hf"]
-        table.add_row(f"HF batch {hf['best_batch_size']}", str(s["completed"]), str(hf["total_output_tokens"]),
-                      f"{hf['duration_s']:.2f}", f"{hf['output_throughput']:.1f}", "", "")
+        table.add_row(
+            f"HF batch {hf['best_batch_size']}",
+            str(s["completed"]),
+            str(hf["total_output_tokens"]),
+            f"{hf['duration_s']:.2f}",
+            f"{hf['output_throughput']:.1f}",
+            "",
+            "",
+        )
         table.caption = f"kvtool / HF output throughput: {result['speedup_vs_hf']:.2f}x"
     return table

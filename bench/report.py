@@ -41,7 +41,9 @@ def result_tables(result: BenchResult) -> Group:
 
 def _totals_table(result: BenchResult) -> Table:
     s = result.summary
-    table = Table(title=f"kvtool bench: {result.model} at {result.config.base_url}", show_header=False, title_justify="left")
+    table = Table(
+        title=f"kvtool bench: {result.model} at {result.config.base_url}", show_header=False, title_justify="left"
+    )
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("Successful / failed requests", f"{s['completed']} / {s['failed']}")
@@ -87,9 +89,11 @@ def prefix_cache_warning(server: dict) -> str | None:
     rate = server.get("prefix_cache_hit_rate")
     if rate is None or rate < HIGH_PREFIX_HIT_RATE:
         return None
-    return (f"Warning: the server's prefix cache answered {rate:.0%} of prompt tokens during the run: prompts repeated "
-            "(a --seed used before, a shared --prefix-len, or a dataset with common prefixes), so TTFT and throughput "
-            "are better than fresh traffic would get. Drop --seed for fresh prompts.")
+    return (
+        f"Warning: the server's prefix cache answered {rate:.0%} of prompt tokens during the run: prompts repeated "
+        "(a --seed used before, a shared --prefix-len, or a dataset with common prefixes), so TTFT and throughput "
+        "are better than fresh traffic would get. Drop --seed for fresh prompts."
+    )
 
 
 def _failures_table(failures: dict[str, int]) -> Table:
@@ -101,20 +105,45 @@ def _failures_table(failures: dict[str, int]) -> Table:
     return table
 
 
-def sweep_table(parameter: str, values: tuple[float, ...], results: list[BenchResult], percentile: float = 99.0) -> Table:
+def sweep_table(
+    parameter: str, values: tuple[float, ...], results: list[BenchResult], percentile: float = 99.0
+) -> Table:
     p = f"p{percentile:g}"
-    table = Table(title=f"Sweep over {parameter}", title_justify="left", box=box.SIMPLE_HEAD, padding=0, show_edge=False,
-                  caption="latencies in ms; the last three columns from /metrics", caption_justify="left")
-    headings = [parameter.replace("-", "-\n", 1), "ok/\nfailed", "req/s", "out\ntok/s", f"{p}\nTTFT", f"{p}\nTPOT",
-                f"{p}\nITL", "pre-\nempted", "KV\npeak", "peak\nwaiting"]
+    table = Table(
+        title=f"Sweep over {parameter}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=0,
+        show_edge=False,
+        caption="latencies in ms; the last three columns from /metrics",
+        caption_justify="left",
+    )
+    headings = [
+        parameter.replace("-", "-\n", 1),
+        "ok/\nfailed",
+        "req/s",
+        "out\ntok/s",
+        f"{p}\nTTFT",
+        f"{p}\nTPOT",
+        f"{p}\nITL",
+        "pre-\nempted",
+        "KV\npeak",
+        "peak\nwaiting",
+    ]
     for heading in headings:
         table.add_column(heading, justify="right")
     for value, result in zip(values, results):
         s, server = result.summary, result.server or {}
         table.add_row(
-            f"{value:g}", f"{s['completed']}/{s['failed']}", f"{s['request_throughput']:.2f}", f"{s['output_throughput']:.1f}",
-            f"{s[f'{p}_ttft_ms']:.0f}", f"{s[f'{p}_tpot_ms']:.1f}", f"{s[f'{p}_itl_ms']:.1f}",
-            _number(server.get("preemptions")), _percent(server.get("peak_kv_cache_usage")),
+            f"{value:g}",
+            f"{s['completed']}/{s['failed']}",
+            f"{s['request_throughput']:.2f}",
+            f"{s['output_throughput']:.1f}",
+            f"{s[f'{p}_ttft_ms']:.0f}",
+            f"{s[f'{p}_tpot_ms']:.1f}",
+            f"{s[f'{p}_itl_ms']:.1f}",
+            _number(server.get("preemptions")),
+            _percent(server.get("peak_kv_cache_usage")),
             _number(server.get("peak_num_requests_waiting")),
         )
     return table

@@ -93,12 +93,17 @@ async def resolve_model(client: httpx.AsyncClient, base_url: str, model: str | N
     except httpx.HTTPError:
         raise KvtoolError(f"no server answers at {base_url}.", fix=START_A_SERVER) from None
     if response.status_code != 200:
-        raise KvtoolError(f"{url} answered HTTP {response.status_code}.", fix="Point --url at an OpenAI-compatible server.")
+        raise KvtoolError(
+            f"{url} answered HTTP {response.status_code}.", fix="Point --url at an OpenAI-compatible server."
+        )
     served = [m["id"] for m in response.json().get("data", [])]
     if not served:
         raise KvtoolError(f"{url} lists no models.", fix="Check the server's start-up log.")
     if model is not None and model not in served:
-        raise UsageError(f"model '{model}' is not served at {base_url}.", fix=f"Served: {', '.join(served)}. Pass --model {served[0]}.")
+        raise UsageError(
+            f"model '{model}' is not served at {base_url}.",
+            fix=f"Served: {', '.join(served)}. Pass --model {served[0]}.",
+        )
     return model or served[0]
 
 
@@ -123,7 +128,9 @@ async def run_benchmark(config: BenchConfig, progress: RunProgress | None = None
 
 async def warm_up(client: httpx.AsyncClient, spec: RequestSpec, samples: list[SampleRequest], count: int) -> None:
     for i in range(min(count, len(samples))):
-        record = await send_request(client, spec, samples[i], RequestRecord(i, f"kvtool-bench-warmup-{i}", samples[i].max_tokens))
+        record = await send_request(
+            client, spec, samples[i], RequestRecord(i, f"kvtool-bench-warmup-{i}", samples[i].max_tokens)
+        )
         if not record.success:
             raise AllRequestsFailed(f"the warm-up request failed: {record.error}")
 
@@ -168,8 +175,10 @@ class _Run:
             gathered.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             first = min((r for r in self.records if not r.success), key=lambda r: r.index)
-            raise AllRequestsFailed(f"every request failed ({len(self.records)} of {self.progress.total} finished); "
-                                    f"the run stopped early. First error: {first.error}")
+            raise AllRequestsFailed(
+                f"every request failed ({len(self.records)} of {self.progress.total} finished); "
+                f"the run stopped early. First error: {first.error}"
+            )
         await gathered
 
     async def _one(self, index: int, sample: SampleRequest, start: float) -> None:

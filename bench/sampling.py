@@ -23,11 +23,15 @@ def parse_extra_body(text: str) -> dict:
     try:
         body = json.loads(text)
     except json.JSONDecodeError as err:
-        raise UsageError(f"--extra-body is not JSON ({err.msg} at character {err.pos}).",
-                         fix='Give an object, e.g. --extra-body \'{"min_p": 0.1}\'.') from None
+        raise UsageError(
+            f"--extra-body is not JSON ({err.msg} at character {err.pos}).",
+            fix="Give an object, e.g. --extra-body '{\"min_p\": 0.1}'.",
+        ) from None
     if not isinstance(body, dict):
-        raise UsageError("--extra-body must be a JSON object.", fix='E.g. --extra-body \'{"min_p": 0.1}\'.')
+        raise UsageError("--extra-body must be a JSON object.", fix="E.g. --extra-body '{\"min_p\": 0.1}'.")
     if clash := [name for name in body if name in OWN_FIELDS]:
-        raise UsageError(f"--extra-body may not set {', '.join(clash)}: bench sets it.",
-                         fix="Use --model, --max-tokens, the dataset or --endpoint instead.")
+        raise UsageError(
+            f"--extra-body may not set {', '.join(clash)}: bench sets it.",
+            fix="Use --model, --max-tokens, the dataset or --endpoint instead.",
+        )
     return body

@@ -13,10 +13,16 @@ import httpx
 from kvtool.monitor.page import MetricsUnavailable, Page, parse_page
 
 # report key -> the quantity read from the page (kvtool.monitor.names: V1 names, then older ones)
-COUNTERS = {"preemptions": "num_preemptions", "prefix_cache_queries": "prefix_cache_queries",
-            "prefix_cache_hits": "prefix_cache_hits"}
-GAUGES = {"kv_cache_usage": "kv_cache_usage", "num_requests_waiting": "num_requests_waiting",
-          "num_requests_running": "num_requests_running"}
+COUNTERS = {
+    "preemptions": "num_preemptions",
+    "prefix_cache_queries": "prefix_cache_queries",
+    "prefix_cache_hits": "prefix_cache_hits",
+}
+GAUGES = {
+    "kv_cache_usage": "kv_cache_usage",
+    "num_requests_waiting": "num_requests_waiting",
+    "num_requests_running": "num_requests_running",
+}
 
 
 async def scrape(client: httpx.AsyncClient, base_url: str) -> Page | None:

@@ -42,12 +42,17 @@ def parse_sweep(text: str) -> Sweep:
     parameter, _, values = text.partition("=")
     parameter = parameter.strip().lstrip("-").replace("_", "-")
     if parameter not in SWEEPABLE or not values:
-        raise UsageError(f"cannot read --sweep '{text}'", fix=f"Use NAME=V1,V2,... with NAME one of {', '.join(SWEEPABLE)}.")
+        raise UsageError(
+            f"cannot read --sweep '{text}'", fix=f"Use NAME=V1,V2,... with NAME one of {', '.join(SWEEPABLE)}."
+        )
     convert = SWEEPABLE[parameter][1]
     try:
         parsed = tuple(convert(v) for v in values.split(",") if v.strip())
     except ValueError:
-        raise UsageError(f"cannot read the values in --sweep '{text}'", fix="Use numbers, e.g. max-concurrency=1,8,32 or request-rate=1,4,inf.") from None
+        raise UsageError(
+            f"cannot read the values in --sweep '{text}'",
+            fix="Use numbers, e.g. max-concurrency=1,8,32 or request-rate=1,4,inf.",
+        ) from None
     if not parsed or any(v <= 0 or (math.isinf(v) and convert is int) for v in parsed):
         raise UsageError(f"--sweep values must be > 0, got '{values}'.")
     return Sweep(parameter, parsed)

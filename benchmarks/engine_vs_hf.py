@@ -17,15 +17,18 @@ import torch
 
 def make_requests(num: int, vocab: int, input_range, output_range, seed: int):
     rng = random.Random(seed)
-    return [([rng.randrange(100, vocab) for _ in range(rng.randint(*input_range))], rng.randint(*output_range))
-            for _ in range(num)]
+    return [
+        ([rng.randrange(100, vocab) for _ in range(rng.randint(*input_range))], rng.randint(*output_range))
+        for _ in range(num)
+    ]
 
 
 def run_engine(model: str, dtype: str, requests, max_num_seqs: int) -> tuple[float, int]:
     from kvtool.engine.runtime.config import SamplingParams
     from kvtool.engine.runtime.llm import LLM
+
     llm = LLM(model, dtype=dtype, max_num_seqs=max_num_seqs, max_model_len=2048)
-    llm.generate([[1, 2, 3]], SamplingParams(max_tokens=4), use_tqdm=False)   # warm-up
+    llm.generate([[1, 2, 3]], SamplingParams(max_tokens=4), use_tqdm=False)  # warm-up
     params = [SamplingParams(max_tokens=out, temperature=0.0, ignore_eos=True) for _, out in requests]
     start = time.perf_counter()
     outputs = llm.generate([prompt for prompt, _ in requests], params, use_tqdm=False)
@@ -35,10 +38,11 @@ def run_engine(model: str, dtype: str, requests, max_num_seqs: int) -> tuple[flo
 
 def run_hf(folder: str, dtype: str, requests, batch_size: int) -> tuple[float, int]:
     from transformers import AutoModelForCausalLM
+
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
     start, tokens = time.perf_counter(), 0
     for i in range(0, len(requests), batch_size):
-        batch = requests[i:i + batch_size]
+        batch = requests[i : i + batch_size]
         tokens += _hf_batch(model, batch)
     return time.perf_counter() - start, tokens
 
@@ -49,8 +53,14 @@ def _hf_batch(model, batch) -> int:
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in batch])
     longest = max(out for _, out in batch)
     with torch.inference_mode():
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest,
-                       do_sample=False, pad_token_id=0)
+        model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=longest,
+            min_new_tokens=longest,
+            do_sample=False,
+            pad_token_id=0,
+        )
     return sum(out for _, out in batch)
 
 
@@ -72,11 +82,19 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     from kvtool.engine.runtime.worker.loader import resolve_model_source
+
     folder = str(resolve_model_source(args.model).folder)
-    requests = make_requests(args.num_requests, 49152 if args.model == "smollm2" else 32000,
-                             _pair(args.input_len), _pair(args.output_len), args.seed)
-    print(f"{len(requests)} requests, {sum(len(p) for p, _ in requests)} prompt tokens, "
-          f"{sum(o for _, o in requests)} output tokens, {args.dtype}, {torch.get_num_threads()} threads")
+    requests = make_requests(
+        args.num_requests,
+        49152 if args.model == "smollm2" else 32000,
+        _pair(args.input_len),
+        _pair(args.output_len),
+        args.seed,
+    )
+    print(
+        f"{len(requests)} requests, {sum(len(p) for p, _ in requests)} prompt tokens, "
+        f"{sum(o for _, o in requests)} output tokens, {args.dtype}, {torch.get_num_threads()} threads"
+    )
 
     elapsed, tokens = run_engine(folder, args.dtype, requests, args.max_num_seqs)
     engine_tps = tokens / elapsed
@@ -86,7 +104,9 @@ def main() -> None:
     best = 0.0
     for batch_size in (int(b) for b in args.hf_batch_sizes.split(",")):
         elapsed, tokens = run_hf(folder, args.dtype, requests, batch_size)
-        print(f"HF generate, batch {batch_size}: {tokens} tokens in {elapsed:.1f} s = {tokens / elapsed:.1f} output tok/s")
+        print(
+            f"HF generate, batch {batch_size}: {tokens} tokens in {elapsed:.1f} s = {tokens / elapsed:.1f} output tok/s"
+        )
         best = max(best, tokens / elapsed)
     print(f"engine / best HF = {engine_tps / best:.2f}x")
 

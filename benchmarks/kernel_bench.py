@@ -19,6 +19,7 @@ NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16
 def bench_ms(fn) -> float:
     if torch.cuda.is_available():
         import triton.testing
+
         return triton.testing.do_bench(fn, warmup=10, rep=50)
     fn()
     start = time.perf_counter()
@@ -37,30 +38,46 @@ def paged_caches(batch: int, context_len: int, cache_dtype, device):
 
 def decode_case(batch: int, context_len: int, cache_dtype, device) -> dict:
     from kvtool.kernels import decode_attention, reference
+
     k_cache, v_cache, tables = paged_caches(batch, context_len, cache_dtype, device)
     query = torch.randn(batch, NUM_HEADS, HEAD_DIM, device=device, dtype=torch.bfloat16)
     lens = torch.full((batch,), context_len, dtype=torch.int32, device=device)
-    args = (query, k_cache, v_cache, tables, lens, HEAD_DIM ** -0.5)
+    args = (query, k_cache, v_cache, tables, lens, HEAD_DIM**-0.5)
     kv_bytes = 2 * batch * context_len * NUM_KV_HEADS * HEAD_DIM * k_cache.element_size()
     triton_ms = bench_ms(lambda: decode_attention.paged_decode_attention(*args))
     torch_ms = bench_ms(lambda: reference.paged_decode_attention(*args))
-    return {"op": "paged_decode_attention", "batch": batch, "context_len": context_len,
-            "cache_dtype": str(cache_dtype).removeprefix("torch."), "triton_ms": triton_ms, "torch_ms": torch_ms,
-            "kv_read_GBps": kv_bytes / triton_ms / 1e6, "speedup": torch_ms / triton_ms}
+    return {
+        "op": "paged_decode_attention",
+        "batch": batch,
+        "context_len": context_len,
+        "cache_dtype": str(cache_dtype).removeprefix("torch."),
+        "triton_ms": triton_ms,
+        "torch_ms": torch_ms,
+        "kv_read_GBps": kv_bytes / triton_ms / 1e6,
+        "speedup": torch_ms / triton_ms,
+    }
 
 
 def prefill_case(batch: int, seq_len: int, device) -> dict:
     from kvtool.kernels import prefill_attention, reference
+
     k_cache, v_cache, tables = paged_caches(batch, seq_len, torch.bfloat16, device)
     query = torch.randn(batch * seq_len, NUM_HEADS, HEAD_DIM, device=device, dtype=torch.bfloat16)
     cu_seqlens = torch.arange(0, batch * seq_len + 1, seq_len, dtype=torch.int32, device=device)
     lens = torch.full((batch,), seq_len, dtype=torch.int32, device=device)
-    args = (query, k_cache, v_cache, tables, cu_seqlens, lens, HEAD_DIM ** -0.5)
-    flops = 2 * 2 * batch * NUM_HEADS * HEAD_DIM * seq_len * seq_len / 2     # causal: half the products
+    args = (query, k_cache, v_cache, tables, cu_seqlens, lens, HEAD_DIM**-0.5)
+    flops = 2 * 2 * batch * NUM_HEADS * HEAD_DIM * seq_len * seq_len / 2  # causal: half the products
     triton_ms = bench_ms(lambda: prefill_attention.prefill_attention(*args))
     torch_ms = bench_ms(lambda: reference.prefill_attention(*args))
-    return {"op": "prefill_attention", "batch": batch, "seq_len": seq_len, "triton_ms": triton_ms,
-            "torch_ms": torch_ms, "TFLOPs": flops / triton_ms / 1e9, "speedup": torch_ms / triton_ms}
+    return {
+        "op": "prefill_attention",
+        "batch": batch,
+        "seq_len": seq_len,
+        "triton_ms": triton_ms,
+        "torch_ms": torch_ms,
+        "TFLOPs": flops / triton_ms / 1e9,
+        "speedup": torch_ms / triton_ms,
+    }
 
 
 def main() -> None:
@@ -70,9 +87,10 @@ def main() -> None:
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     scale = 16 if args.smoke else 1
-    results = [decode_case(64 // scale, 2048 // scale, dtype, device)
-               for dtype in (torch.bfloat16, torch.float8_e4m3fn)]
-    results.append(decode_case(1, 32768 // scale ** 2, torch.bfloat16, device))     # split-K
+    results = [
+        decode_case(64 // scale, 2048 // scale, dtype, device) for dtype in (torch.bfloat16, torch.float8_e4m3fn)
+    ]
+    results.append(decode_case(1, 32768 // scale**2, torch.bfloat16, device))  # split-K
     results.append(prefill_case(4 // (4 if args.smoke else 1), 2048 // scale, device))
     Path(args.out, "kernels.json").write_text(json.dumps(results, indent=2))
     for r in results:

@@ -18,8 +18,12 @@ class VllmVersion(str, Enum):
 
 
 def alerts(
-    vllm_version: Annotated[VllmVersion, typer.Option(help="Metric names of vLLM's V1 engine (0.8+) or V0 (up to 0.10).")] = VllmVersion.v1,
-    output_format: Annotated[Format, typer.Option("--format", help="Prometheus rules (YAML) or a Grafana dashboard (JSON).")] = Format.prometheus,
+    vllm_version: Annotated[
+        VllmVersion, typer.Option(help="Metric names of vLLM's V1 engine (0.8+) or V0 (up to 0.10).")
+    ] = VllmVersion.v1,
+    output_format: Annotated[
+        Format, typer.Option("--format", help="Prometheus rules (YAML) or a Grafana dashboard (JSON).")
+    ] = Format.prometheus,
     ttft_p99: Annotated[float, typer.Option(min=0.0, help="p99 TTFT objective in seconds (alert above it).")] = 2.0,
 ) -> None:
     """Print alerting rules for KV-cache usage, preemptions, waiting requests, TTFT and CPU swap.

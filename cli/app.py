@@ -38,8 +38,14 @@ def print_error(err: KvtoolError) -> None:
     Console(stderr=True).print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
 
 
-for name, command in (("plan", plan.plan), ("serve", serve.serve), ("bench", bench.bench),
-                      ("diagnose", diagnose.diagnose), ("watch", watch.watch), ("alerts", alerts.alerts)):
+for name, command in (
+    ("plan", plan.plan),
+    ("serve", serve.serve),
+    ("bench", bench.bench),
+    ("diagnose", diagnose.diagnose),
+    ("watch", watch.watch),
+    ("alerts", alerts.alerts),
+):
     app.command(name)(report_errors(command))
 app.add_typer(profiles.app, name="profiles")
 
@@ -52,7 +58,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """kvtool: the tool for when length and memory limits bite."""
 

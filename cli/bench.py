@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.live import Live
 
 SERVER, WORKLOAD, SAMPLING, LOAD, METRICS, OUTPUT, OFFLINE = (
-    "Server", "Workload", "Sampling", "Load", "Metrics", "Output", "Offline")
+    "Server",
+    "Workload",
+    "Sampling",
+    "Load",
+    "Metrics",
+    "Output",
+    "Offline",
+)
 
 
 class Endpoint(str, Enum):
@@ -25,36 +32,132 @@ class Baseline(str, Enum):
 
 
 def bench(
-    url: Annotated[str, typer.Option(help="Base URL of the OpenAI-compatible server.", rich_help_panel=SERVER)] = "http://127.0.0.1:8000",
-    endpoint: Annotated[Endpoint, typer.Option(help="/v1/completions or /v1/chat/completions.", rich_help_panel=SERVER)] = Endpoint.completions,
-    model: Annotated[str | None, typer.Option(help="Model to ask for (default: the first in /v1/models; offline: smollm2).", rich_help_panel=SERVER)] = None,
-    dataset: Annotated[str, typer.Option(help="'random', a ShareGPT .json file or a .jsonl of prompts.", rich_help_panel=WORKLOAD)] = "random",
-    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Requests to send.", rich_help_panel=WORKLOAD)] = 100,
-    input_len: Annotated[int, typer.Option(min=1, help="Random prompts: words (~tokens) after the shared prefix.", rich_help_panel=WORKLOAD)] = 256,
-    output_len: Annotated[int, typer.Option(min=1, help="Random prompts and .jsonl lines without one: max_tokens.", rich_help_panel=WORKLOAD)] = 128,
-    range_ratio: Annotated[float, typer.Option(help="Random lengths vary uniformly within ±r of --input-len and --output-len.", rich_help_panel=WORKLOAD)] = 0.0,
-    prefix_len: Annotated[int, typer.Option(min=0, help="Random prompts: a prefix of this many words shared by all.", rich_help_panel=WORKLOAD)] = 0,
-    max_tokens: Annotated[int | None, typer.Option(min=1, help="max_tokens for every request (overrides the dataset).", rich_help_panel=WORKLOAD)] = None,
-    ignore_eos: Annotated[bool, typer.Option(help="Generate max_tokens tokens even past end-of-sequence.", rich_help_panel=WORKLOAD)] = False,
-    seed: Annotated[int | None, typer.Option(help="Seed for prompts and arrival times (default: a fresh one per run, printed).", rich_help_panel=WORKLOAD, show_default=False)] = None,
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sent with every request; 0 is greedy, as vllm bench serve sends.", rich_help_panel=SAMPLING)] = 0.0,
-    top_p: Annotated[float | None, typer.Option(help="Sent with every request when given.", rich_help_panel=SAMPLING, show_default=False)] = None,
-    top_k: Annotated[int | None, typer.Option(help="Sent with every request when given.", rich_help_panel=SAMPLING, show_default=False)] = None,
-    extra_body: Annotated[str | None, typer.Option(help='JSON object merged into every request, e.g. \'{"min_p": 0.1}\'.', rich_help_panel=SAMPLING, show_default=False)] = None,
-    request_rate: Annotated[float, typer.Option(help="Requests per second, or inf to send all at once.", rich_help_panel=LOAD)] = math.inf,
-    burstiness: Annotated[float, typer.Option(help="Gamma shape of arrivals: 1 = Poisson, < 1 burstier.", rich_help_panel=LOAD)] = 1.0,
-    max_concurrency: Annotated[int | None, typer.Option(min=1, help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
-    duration: Annotated[float | None, typer.Option(min=0.0, help="Stop sending new requests after this many seconds.", rich_help_panel=LOAD)] = None,
-    warmups: Annotated[int, typer.Option(min=0, help="Requests sent one by one before measuring.", rich_help_panel=LOAD)] = 0,
-    request_timeout: Annotated[float, typer.Option(min=1.0, help="Seconds a request may wait for its next chunk before it fails.", rich_help_panel=LOAD)] = 600.0,
-    sweep: Annotated[str | None, typer.Option(help="One run per value: max-concurrency=1,8,32 | request-rate=1,4,inf | max-tokens=256,1024.", rich_help_panel=LOAD)] = None,
+    url: Annotated[
+        str, typer.Option(help="Base URL of the OpenAI-compatible server.", rich_help_panel=SERVER)
+    ] = "http://127.0.0.1:8000",
+    endpoint: Annotated[
+        Endpoint, typer.Option(help="/v1/completions or /v1/chat/completions.", rich_help_panel=SERVER)
+    ] = Endpoint.completions,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model to ask for (default: the first in /v1/models; offline: smollm2).", rich_help_panel=SERVER
+        ),
+    ] = None,
+    dataset: Annotated[
+        str, typer.Option(help="'random', a ShareGPT .json file or a .jsonl of prompts.", rich_help_panel=WORKLOAD)
+    ] = "random",
+    num_prompts: Annotated[
+        int, typer.Option("--num-prompts", "-n", min=1, help="Requests to send.", rich_help_panel=WORKLOAD)
+    ] = 100,
+    input_len: Annotated[
+        int,
+        typer.Option(min=1, help="Random prompts: words (~tokens) after the shared prefix.", rich_help_panel=WORKLOAD),
+    ] = 256,
+    output_len: Annotated[
+        int,
+        typer.Option(min=1, help="Random prompts and .jsonl lines without one: max_tokens.", rich_help_panel=WORKLOAD),
+    ] = 128,
+    range_ratio: Annotated[
+        float,
+        typer.Option(
+            help="Random lengths vary uniformly within ±r of --input-len and --output-len.", rich_help_panel=WORKLOAD
+        ),
+    ] = 0.0,
+    prefix_len: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Random prompts: a prefix of this many words shared by all.", rich_help_panel=WORKLOAD
+        ),
+    ] = 0,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="max_tokens for every request (overrides the dataset).", rich_help_panel=WORKLOAD),
+    ] = None,
+    ignore_eos: Annotated[
+        bool, typer.Option(help="Generate max_tokens tokens even past end-of-sequence.", rich_help_panel=WORKLOAD)
+    ] = False,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed for prompts and arrival times (default: a fresh one per run, printed).",
+            rich_help_panel=WORKLOAD,
+            show_default=False,
+        ),
+    ] = None,
+    temperature: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="Sent with every request; 0 is greedy, as vllm bench serve sends.", rich_help_panel=SAMPLING
+        ),
+    ] = 0.0,
+    top_p: Annotated[
+        float | None,
+        typer.Option(help="Sent with every request when given.", rich_help_panel=SAMPLING, show_default=False),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(help="Sent with every request when given.", rich_help_panel=SAMPLING, show_default=False),
+    ] = None,
+    extra_body: Annotated[
+        str | None,
+        typer.Option(
+            help="JSON object merged into every request, e.g. '{\"min_p\": 0.1}'.",
+            rich_help_panel=SAMPLING,
+            show_default=False,
+        ),
+    ] = None,
+    request_rate: Annotated[
+        float, typer.Option(help="Requests per second, or inf to send all at once.", rich_help_panel=LOAD)
+    ] = math.inf,
+    burstiness: Annotated[
+        float, typer.Option(help="Gamma shape of arrivals: 1 = Poisson, < 1 burstier.", rich_help_panel=LOAD)
+    ] = 1.0,
+    max_concurrency: Annotated[
+        int | None, typer.Option(min=1, help="At most this many requests in flight.", rich_help_panel=LOAD)
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(min=0.0, help="Stop sending new requests after this many seconds.", rich_help_panel=LOAD),
+    ] = None,
+    warmups: Annotated[
+        int, typer.Option(min=0, help="Requests sent one by one before measuring.", rich_help_panel=LOAD)
+    ] = 0,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            min=1.0, help="Seconds a request may wait for its next chunk before it fails.", rich_help_panel=LOAD
+        ),
+    ] = 600.0,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            help="One run per value: max-concurrency=1,8,32 | request-rate=1,4,inf | max-tokens=256,1024.",
+            rich_help_panel=LOAD,
+        ),
+    ] = None,
     percentiles: Annotated[str, typer.Option(help="Percentiles to report.", rich_help_panel=METRICS)] = "50,90,99",
-    slo: Annotated[str | None, typer.Option(help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms (also e2el).", rich_help_panel=METRICS)] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the summary and per-request records here.", rich_help_panel=OUTPUT)] = None,
-    csv_path: Annotated[Path | None, typer.Option("--csv", help="Write one summary row per run here.", rich_help_panel=OUTPUT)] = None,
-    chart: Annotated[Path | None, typer.Option(help="Sweeps: write a PNG chart here (needs matplotlib).", rich_help_panel=OUTPUT)] = None,
-    offline: Annotated[bool, typer.Option(help="Run the embedded engine in this process instead of over HTTP.", rich_help_panel=OFFLINE)] = False,
-    vs: Annotated[Baseline | None, typer.Option(help="Offline: also run the workload through HF transformers generate.", rich_help_panel=OFFLINE)] = None,
+    slo: Annotated[
+        str | None, typer.Option(help="Goodput SLOs, e.g. ttft=500ms,tpot=50ms (also e2el).", rich_help_panel=METRICS)
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the summary and per-request records here.", rich_help_panel=OUTPUT),
+    ] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Write one summary row per run here.", rich_help_panel=OUTPUT)
+    ] = None,
+    chart: Annotated[
+        Path | None, typer.Option(help="Sweeps: write a PNG chart here (needs matplotlib).", rich_help_panel=OUTPUT)
+    ] = None,
+    offline: Annotated[
+        bool,
+        typer.Option(help="Run the embedded engine in this process instead of over HTTP.", rich_help_panel=OFFLINE),
+    ] = False,
+    vs: Annotated[
+        Baseline | None,
+        typer.Option(help="Offline: also run the workload through HF transformers generate.", rich_help_panel=OFFLINE),
+    ] = None,
 ) -> None:
     """Benchmark a server: TTFT, TPOT, ITL, E2E latency, throughput and goodput, vLLM's definitions.
 
@@ -70,18 +173,43 @@ def bench(
     if request_rate <= 0 or burstiness <= 0:
         raise UsageError("--request-rate and --burstiness must be > 0.")
     if (offline or vs) and (sweep or csv_path):
-        raise UsageError("--sweep and --csv work against a server, not with --offline.", fix="Drop them, or drop --offline.")
+        raise UsageError(
+            "--sweep and --csv work against a server, not with --offline.", fix="Drop them, or drop --offline."
+        )
     if chart and not sweep:
         raise UsageError("--chart plots a sweep.", fix="Add e.g. --sweep max-concurrency=1,8,32.")
     if (offline or vs) and extra_body:
-        raise UsageError("--extra-body is sent to a server, not to the engine offline.", fix="Drop it, or drop --offline.")
-    seed = secrets.randbelow(2**31) if seed is None else seed  # fresh prompts, so no run finds the last one's in the prefix cache
+        raise UsageError(
+            "--extra-body is sent to a server, not to the engine offline.", fix="Drop it, or drop --offline."
+        )
+    seed = (
+        secrets.randbelow(2**31) if seed is None else seed
+    )  # fresh prompts, so no run finds the last one's in the prefix cache
     config = BenchConfig(
-        dataset=load_dataset(dataset, input_len=input_len, output_len=output_len, range_ratio=range_ratio, prefix_len=prefix_len, seed=seed),
-        base_url=url, endpoint=endpoint.value, model=model, num_prompts=num_prompts, request_rate=request_rate,
-        burstiness=burstiness, max_concurrency=max_concurrency, duration_s=duration, warmups=warmups, max_tokens=max_tokens,
-        ignore_eos=ignore_eos, seed=seed, slo=parse_slo(slo) if slo else None, percentiles=parse_percentiles(percentiles),
-        request_timeout_s=request_timeout, sampling=sampling_fields(temperature, top_p, top_k, extra_body),
+        dataset=load_dataset(
+            dataset,
+            input_len=input_len,
+            output_len=output_len,
+            range_ratio=range_ratio,
+            prefix_len=prefix_len,
+            seed=seed,
+        ),
+        base_url=url,
+        endpoint=endpoint.value,
+        model=model,
+        num_prompts=num_prompts,
+        request_rate=request_rate,
+        burstiness=burstiness,
+        max_concurrency=max_concurrency,
+        duration_s=duration,
+        warmups=warmups,
+        max_tokens=max_tokens,
+        ignore_eos=ignore_eos,
+        seed=seed,
+        slo=parse_slo(slo) if slo else None,
+        percentiles=parse_percentiles(percentiles),
+        request_timeout_s=request_timeout,
+        sampling=sampling_fields(temperature, top_p, top_k, extra_body),
     )
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)
@@ -89,7 +217,9 @@ def bench(
         _bench_server(config, sweep, json_path, csv_path, chart)
 
 
-def _bench_server(config, sweep_text: str | None, json_path: Path | None, csv_path: Path | None, chart: Path | None) -> None:
+def _bench_server(
+    config, sweep_text: str | None, json_path: Path | None, csv_path: Path | None, chart: Path | None
+) -> None:
     from kvtool.bench.report import result_tables, sweep_table
     from kvtool.bench.sweep import parse_sweep, single_run
 
@@ -105,7 +235,9 @@ def _bench_server(config, sweep_text: str | None, json_path: Path | None, csv_pa
     _write_files(console, sweep, results, json_path, csv_path, chart)
 
 
-def _write_files(console: Console, sweep, results, json_path: Path | None, csv_path: Path | None, chart: Path | None) -> None:
+def _write_files(
+    console: Console, sweep, results, json_path: Path | None, csv_path: Path | None, chart: Path | None
+) -> None:
     from kvtool.bench import export
 
     if json_path:

@@ -13,26 +13,53 @@ from rich.text import Text
 
 from kvtool.errors import ExitCode
 
-PASTE_HINT = ("Paste the whole failure: the exception's last lines, the HTTP 400/404 body, or the server log from "
-              "start-up to the error (e.g. `kvtool diagnose server.log` or `docker logs vllm 2>&1 | kvtool diagnose`).")
+PASTE_HINT = (
+    "Paste the whole failure: the exception's last lines, the HTTP 400/404 body, or the server log from "
+    "start-up to the error (e.g. `kvtool diagnose server.log` or `docker logs vllm 2>&1 | kvtool diagnose`)."
+)
 PLAN_PANEL = "Plan-based fixes"
 LIVE_PANEL = "Live server"
 
 
 def diagnose(
-    log: Annotated[Path | None, typer.Argument(help="Log or error text to read; stdin when omitted or '-'.",
-                                               dir_okay=False, allow_dash=True, show_default=False)] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print {\"findings\": [...]} as JSON.")] = False,
-    model: Annotated[str | None, typer.Option(help="Model (catalog name, config.json, folder or .gguf) when the log does not name it.",
-                                              rich_help_panel=PLAN_PANEL)] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU from the catalog (H100-80GB, L4, ...), or a local device index.",
-                                            rich_help_panel=PLAN_PANEL)] = None,
-    gpu_mem: Annotated[str | None, typer.Option(help="Memory of the GPU, e.g. 23.58GiB or 80GB.",
-                                                rich_help_panel=PLAN_PANEL)] = None,
-    url: Annotated[str | None, typer.Option(help="Diagnose a running server from its /metrics (base or /metrics URL).",
-                                            rich_help_panel=LIVE_PANEL)] = None,
-    api_key: Annotated[str | None, typer.Option(envvar="KVTOOL_API_KEY", help="Bearer token for --url servers behind one.",
-                                                rich_help_panel=LIVE_PANEL)] = None,
+    log: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Log or error text to read; stdin when omitted or '-'.",
+            dir_okay=False,
+            allow_dash=True,
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help='Print {"findings": [...]} as JSON.')] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model (catalog name, config.json, folder or .gguf) when the log does not name it.",
+            rich_help_panel=PLAN_PANEL,
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="GPU from the catalog (H100-80GB, L4, ...), or a local device index.", rich_help_panel=PLAN_PANEL
+        ),
+    ] = None,
+    gpu_mem: Annotated[
+        str | None, typer.Option(help="Memory of the GPU, e.g. 23.58GiB or 80GB.", rich_help_panel=PLAN_PANEL)
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="Diagnose a running server from its /metrics (base or /metrics URL).", rich_help_panel=LIVE_PANEL
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KVTOOL_API_KEY", help="Bearer token for --url servers behind one.", rich_help_panel=LIVE_PANEL
+        ),
+    ] = None,
 ) -> None:
     """Find memory and length failures in vLLM / PyTorch output and compute the fix.
 
@@ -111,7 +138,9 @@ def _panel(finding) -> Panel:
         parts.append(_fixes(finding.fixes))
     parts += [Text(note, style="dim") for note in finding.notes]
     title = f"[bold]{finding.category}[/] [dim]({finding.stage})[/]"
-    return Panel(Group(*parts), title=title, title_align="left", border_style="red" if finding.stage != "runtime" else "yellow")
+    return Panel(
+        Group(*parts), title=title, title_align="left", border_style="red" if finding.stage != "runtime" else "yellow"
+    )
 
 
 def _evidence(finding) -> Text:

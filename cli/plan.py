@@ -21,49 +21,115 @@ DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 204
 
 
 def plan(
-    model: Annotated[str, typer.Option("--model", "-m", help="Catalog name or alias, HF id, config.json, model folder "
-                                       "or .gguf file.", rich_help_panel=MODEL)] = defaults.DEFAULT_MODEL,
-    dtype: Annotated[str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)] = "auto",
-    quantization: Annotated[str | None, typer.Option(help="Weights quantization: fp8, awq, gptq, mxfp4, ... "
-                                                     "\\[default: from the config].", rich_help_panel=MODEL)] = None,
-    gpu: Annotated[str | None, typer.Option(help="A GPU name (H100-80GB, L4, ...), device indices (0,1), or local "
-                                            "\\[default: the local devices].", rich_help_panel=GPU)] = None,
-    gpu_mem: Annotated[str | None, typer.Option(help="Memory of one GPU, e.g. 23.58GiB or 80GB.", rich_help_panel=GPU)] = None,
-    num_gpus: Annotated[int | None, typer.Option(help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)] = None,
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.", rich_help_panel=GPU)] = 1,
-    pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.", rich_help_panel=GPU)] = 1,
-    gpu_free: Annotated[str | None, typer.Option(help="Memory other processes leave free on each GPU, e.g. 60GiB "
-                                                 "\\[default: NVML's reading].", rich_help_panel=GPU)] = None,
-    vllm_version: Annotated[str, typer.Option(help="The vLLM release to predict, 0.2 to "
-                                              f"{NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE)] = NEWEST_NAME,
-    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of each GPU vLLM may use \\[default: "
-                                                                 "the release's, 0.92 from 0.20, 0.9 before].",
-                                                                 rich_help_panel=ENGINE)] = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Longest prompt + output: 20000, 8k, 8K, or auto (the "
-                                                      "largest that fits) \\[default: from the config].",
-                                                      rich_help_panel=ENGINE)] = None,
-    kv_cache_dtype: Annotated[str, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".",
-                                                rich_help_panel=ENGINE)] = "auto",
-    max_num_seqs: Annotated[int | None, typer.Option(help="Most sequences per step \\[default: vLLM's for the GPU].",
-                                                     rich_help_panel=ENGINE)] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(help="Most tokens per step \\[default: vLLM's for the GPU].",
-                                                               rich_help_panel=ENGINE)] = None,
-    kv_cache_memory: Annotated[str | None, typer.Option(help="KV-cache size given outright, e.g. 2GiB (vLLM's "
-                                                        "--kv-cache-memory-bytes; the CPU engine's budget).",
-                                                        rich_help_panel=ENGINE)] = None,
-    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block \\[default: 16; 64 for MLA models].",
-                                                   rich_help_panel=ENGINE)] = None,
-    enforce_eager: Annotated[bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).",
-                                                rich_help_panel=ENGINE)] = False,
-    limit_mm_per_prompt: Annotated[str | None, typer.Option(help="Items per prompt by modality: image=2,audio=0 or "
-                                                            "'{\"image\": 2}' \\[default: vLLM's].",
-                                                            rich_help_panel=ENGINE)] = None,
-    workload: Annotated[list[str] | None, typer.Option(help="PROMPT:OUTPUT tokens, e.g. 6144:2048 (repeatable) "
-                                                       "\\[default: the shipped profiles].", rich_help_panel=WORKLOAD)] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Catalog name or alias, HF id, config.json, model folder or .gguf file.",
+            rich_help_panel=MODEL,
+        ),
+    ] = defaults.DEFAULT_MODEL,
+    dtype: Annotated[
+        str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)
+    ] = "auto",
+    quantization: Annotated[
+        str | None,
+        typer.Option(
+            help="Weights quantization: fp8, awq, gptq, mxfp4, ... \\[default: from the config].", rich_help_panel=MODEL
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="A GPU name (H100-80GB, L4, ...), device indices (0,1), or local \\[default: the local devices].",
+            rich_help_panel=GPU,
+        ),
+    ] = None,
+    gpu_mem: Annotated[
+        str | None, typer.Option(help="Memory of one GPU, e.g. 23.58GiB or 80GB.", rich_help_panel=GPU)
+    ] = None,
+    num_gpus: Annotated[
+        int | None, typer.Option(help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)
+    ] = None,
+    tp: Annotated[
+        int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.", rich_help_panel=GPU)
+    ] = 1,
+    pp: Annotated[
+        int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.", rich_help_panel=GPU)
+    ] = 1,
+    gpu_free: Annotated[
+        str | None,
+        typer.Option(
+            help="Memory other processes leave free on each GPU, e.g. 60GiB \\[default: NVML's reading].",
+            rich_help_panel=GPU,
+        ),
+    ] = None,
+    vllm_version: Annotated[
+        str,
+        typer.Option(
+            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE
+        ),
+    ] = NEWEST_NAME,
+    gpu_memory_utilization: Annotated[
+        float | None,
+        typer.Option(
+            help="Fraction of each GPU vLLM may use \\[default: the release's, 0.92 from 0.20, 0.9 before].",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
+    max_model_len: Annotated[
+        str | None,
+        typer.Option(
+            help="Longest prompt + output: 20000, 8k, 8K, or auto (the "
+            "largest that fits) \\[default: from the config].",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".", rich_help_panel=ENGINE)
+    ] = "auto",
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(help="Most sequences per step \\[default: vLLM's for the GPU].", rich_help_panel=ENGINE),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option(help="Most tokens per step \\[default: vLLM's for the GPU].", rich_help_panel=ENGINE)
+    ] = None,
+    kv_cache_memory: Annotated[
+        str | None,
+        typer.Option(
+            help="KV-cache size given outright, e.g. 2GiB (vLLM's --kv-cache-memory-bytes; the CPU engine's budget).",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
+    block_size: Annotated[
+        int | None, typer.Option(help="Tokens per KV block \\[default: 16; 64 for MLA models].", rich_help_panel=ENGINE)
+    ] = None,
+    enforce_eager: Annotated[
+        bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).", rich_help_panel=ENGINE)
+    ] = False,
+    limit_mm_per_prompt: Annotated[
+        str | None,
+        typer.Option(
+            help="Items per prompt by modality: image=2,audio=0 or '{\"image\": 2}' \\[default: vLLM's].",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="PROMPT:OUTPUT tokens, e.g. 6144:2048 (repeatable) \\[default: the shipped profiles].",
+            rich_help_panel=WORKLOAD,
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.", rich_help_panel=OUTPUT)] = False,
-    list_models: Annotated[bool, typer.Option("--list-models", help="List the model catalog and exit.",
-                                              rich_help_panel=OUTPUT)] = False,
-    list_gpus: Annotated[bool, typer.Option("--list-gpus", help="List the GPU catalog and exit.", rich_help_panel=OUTPUT)] = False,
+    list_models: Annotated[
+        bool, typer.Option("--list-models", help="List the model catalog and exit.", rich_help_panel=OUTPUT)
+    ] = False,
+    list_gpus: Annotated[
+        bool, typer.Option("--list-gpus", help="List the GPU catalog and exit.", rich_help_panel=OUTPUT)
+    ] = False,
 ) -> None:
     """How much KV cache a model gets on a GPU, the largest max_model_len that starts, and how many sequences fit.
 
@@ -72,9 +138,15 @@ def plan(
     if list_models or list_gpus:
         plan_render.print_catalogs(list_models, list_gpus)
         return
-    _check_sizes(tp=tp, pp=pp, block_size=block_size, max_num_seqs=max_num_seqs,
-                 max_num_batched_tokens=max_num_batched_tokens, num_gpus=num_gpus,
-                 gpu_memory_utilization=gpu_memory_utilization)
+    _check_sizes(
+        tp=tp,
+        pp=pp,
+        block_size=block_size,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        num_gpus=num_gpus,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
     release = VllmRelease.parse(vllm_version)
     _check_choices(release, kv_cache_dtype, dtype, quantization)
     limits = parse_mm_limits(limit_mm_per_prompt)
@@ -83,11 +155,25 @@ def plan(
     gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_bytes))
     gpus = with_free_memory(gpus, parse_bytes(gpu_free, "--gpu-free") if gpu_free else None)
     request = PlanRequest(
-        gpus=gpus, model=model, tp=tp, pp=pp, gpu_memory_utilization=gpu_memory_utilization,
-        max_model_len=max_model_len, kv_cache_dtype=kv_cache_dtype, dtype=dtype, quantization=quantization,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-        enforce_eager=enforce_eager, kv_cache_memory=kv_bytes, workloads=parse_workloads(workload),
-        vllm_version=release.name, limit_mm_per_prompt=limits, block_size_given=block_size is not None)
+        gpus=gpus,
+        model=model,
+        tp=tp,
+        pp=pp,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        dtype=dtype,
+        quantization=quantization,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        block_size=block_size,
+        enforce_eager=enforce_eager,
+        kv_cache_memory=kv_bytes,
+        workloads=parse_workloads(workload),
+        vllm_version=release.name,
+        limit_mm_per_prompt=limits,
+        block_size_given=block_size is not None,
+    )
     report = make_plan(spec, request)
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
@@ -109,15 +195,19 @@ def _check_sizes(gpu_memory_utilization: float | None, **counts: int | None) -> 
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} must be at least 1, got {value}.", f"Use a positive {flag}.")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
-        raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}.",
-                         "Use e.g. --gpu-memory-utilization 0.9.")
+        raise UsageError(
+            f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}.",
+            "Use e.g. --gpu-memory-utilization 0.9.",
+        )
 
 
 def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quantization: str | None) -> None:
     """Values vLLM would reject are refused here, before any planning."""
     if kv_cache_dtype not in release.kv_cache_dtypes():
-        raise UsageError(f"vLLM {release.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
-                         f"Use one of: {', '.join(release.kv_cache_dtypes())}.")
+        raise UsageError(
+            f"vLLM {release.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
+            f"Use one of: {', '.join(release.kv_cache_dtypes())}.",
+        )
     if dtype not in defaults.DTYPES:
         raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
     if quantization is not None and quantization not in QUANTIZATION_METHODS:
@@ -129,13 +219,20 @@ def parse_mm_limits(text: str | None) -> dict[str, int] | None:
     if text is None:
         return None
     try:
-        limits = json.loads(text) if text.strip().startswith("{") else \
-            {key.strip(): int(value) for key, value in (part.split("=") for part in text.split(",") if part.strip())}
+        limits = (
+            json.loads(text)
+            if text.strip().startswith("{")
+            else {
+                key.strip(): int(value) for key, value in (part.split("=") for part in text.split(",") if part.strip())
+            }
+        )
         if not isinstance(limits, dict) or any(not isinstance(v, int) or v < 0 for v in limits.values()):
             raise ValueError
     except ValueError:
-        raise UsageError(f"--limit-mm-per-prompt '{text}' is not MODALITY=COUNT pairs.",
-                         "Use e.g. --limit-mm-per-prompt image=2,video=0.") from None
+        raise UsageError(
+            f"--limit-mm-per-prompt '{text}' is not MODALITY=COUNT pairs.",
+            "Use e.g. --limit-mm-per-prompt image=2,video=0.",
+        ) from None
     return limits
 
 
@@ -165,4 +262,8 @@ def _profile_workloads() -> list[Workload]:
         profiles = list_profiles()
     except (ImportError, KvtoolError):
         return []
-    return [Workload(p.name, p.max_model_len - p.max_tokens, p.max_tokens) for p in profiles if p.max_model_len > p.max_tokens]
+    return [
+        Workload(p.name, p.max_model_len - p.max_tokens, p.max_tokens)
+        for p in profiles
+        if p.max_model_len > p.max_tokens
+    ]

@@ -46,9 +46,12 @@ def _device(report) -> str:
 
 def _title(report) -> Text:
     gpus = report.request.gpus
-    return Text.assemble(("kvtool plan", "bold"), f"  {report.spec.name} on {len(gpus)} x {gpus[0].name}",
-                         f"  (tp {report.request.tp}, pp {report.request.pp})",
-                         f"  vLLM {report.release.name} {'V0' if report.v0 else 'V1'}")
+    return Text.assemble(
+        ("kvtool plan", "bold"),
+        f"  {report.spec.name} on {len(gpus)} x {gpus[0].name}",
+        f"  (tp {report.request.tp}, pp {report.request.pp})",
+        f"  vLLM {report.release.name} {'V0' if report.v0 else 'V1'}",
+    )
 
 
 def _facts_table(title: str, rows: list[tuple[str, str]]) -> Table:
@@ -63,14 +66,30 @@ def _facts_table(title: str, rows: list[tuple[str, str]]) -> Table:
 def _model_table(report) -> Table:
     spec = report.spec
     kinds = ", ".join(f"{spec.layer_types.count(k)} {k.replace('_', ' ')}" for k in dict.fromkeys(spec.layer_types))
-    attention = (f"MLA (latent {spec.kv_lora_rank} + rope {spec.qk_rope_head_dim})" if spec.is_mla else
-                 f"{spec.num_attention_heads} heads, {spec.num_key_value_heads} KV heads, head_dim {spec.head_dim}")
-    rows = [("architecture", f"{spec.model_type}, {spec.num_parameters / 1e9:.2f}B parameters"
-             + (f", {spec.num_experts} experts" if spec.num_experts else "")),
-            ("layers", kinds), ("attention", attention),
-            ("context", f"{spec.derived_max_model_len:,} tokens" + (f", window {spec.sliding_window:,}" if spec.sliding_window else "")),
-            ("weights", f"{report.dtype}" + (f", {spec.quantization}" if spec.quantization or report.request.quantization else "")),
-            ("source", spec.source)]
+    attention = (
+        f"MLA (latent {spec.kv_lora_rank} + rope {spec.qk_rope_head_dim})"
+        if spec.is_mla
+        else f"{spec.num_attention_heads} heads, {spec.num_key_value_heads} KV heads, head_dim {spec.head_dim}"
+    )
+    rows = [
+        (
+            "architecture",
+            f"{spec.model_type}, {spec.num_parameters / 1e9:.2f}B parameters"
+            + (f", {spec.num_experts} experts" if spec.num_experts else ""),
+        ),
+        ("layers", kinds),
+        ("attention", attention),
+        (
+            "context",
+            f"{spec.derived_max_model_len:,} tokens"
+            + (f", window {spec.sliding_window:,}" if spec.sliding_window else ""),
+        ),
+        (
+            "weights",
+            f"{report.dtype}" + (f", {spec.quantization}" if spec.quantization or report.request.quantization else ""),
+        ),
+        ("source", spec.source),
+    ]
     return _facts_table("Model", rows)
 
 
@@ -90,18 +109,28 @@ def _gpu_table(report) -> Table:
 
 def _budget_table(report) -> Table:
     budget = report.budget
-    table = Table(title=f"Memory per GPU: {gib(budget.total_bytes)} x {budget.gpu_memory_utilization} = "
-                        f"{gib(budget.requested_bytes)}", title_justify="left")
+    table = Table(
+        title=f"Memory per GPU: {gib(budget.total_bytes)} x {budget.gpu_memory_utilization} = "
+        f"{gib(budget.requested_bytes)}",
+        title_justify="left",
+    )
     for column in ("", "GiB", "share", ""):
         table.add_column(column, justify="right" if column in ("GiB", "share") else "left")
-    rows = [("weights", budget.weights_bytes, "cyan"), ("activation peak (est.)", budget.activation_bytes, "magenta"),
-            ("non-torch (est.)", budget.non_torch_bytes, "yellow"), ("CUDA graphs (est.)", budget.cudagraph_bytes, "blue"),
-            *((("encoder profile (est.)", budget.encoder_bytes, "magenta"),) if budget.encoder_bytes else ()),
-            *((("other processes", budget.other_process_bytes, "red"),) if budget.other_process_bytes else ()),
-            ("KV cache", budget.kv_cache_bytes, "green"), ("not used", budget.total_bytes - budget.requested_bytes, "dim")]
+    rows = [
+        ("weights", budget.weights_bytes, "cyan"),
+        ("activation peak (est.)", budget.activation_bytes, "magenta"),
+        ("non-torch (est.)", budget.non_torch_bytes, "yellow"),
+        ("CUDA graphs (est.)", budget.cudagraph_bytes, "blue"),
+        *((("encoder profile (est.)", budget.encoder_bytes, "magenta"),) if budget.encoder_bytes else ()),
+        *((("other processes", budget.other_process_bytes, "red"),) if budget.other_process_bytes else ()),
+        ("KV cache", budget.kv_cache_bytes, "green"),
+        ("not used", budget.total_bytes - budget.requested_bytes, "dim"),
+    ]
     for label, size, style in rows:
         share = size / budget.total_bytes
-        table.add_row(label, f"{size / GiB:.2f}", f"{share:.0%}", Text("█" * round(max(share, 0) * BAR_WIDTH), style=style))
+        table.add_row(
+            label, f"{size / GiB:.2f}", f"{share:.0%}", Text("█" * round(max(share, 0) * BAR_WIDTH), style=style)
+        )
     return table
 
 
@@ -112,37 +141,51 @@ def _kv_table(report) -> Table:
     table.add_column("")
     table.add_column(report.dtype if dtype == "auto" else dtype, justify="right")
     table.add_column("fp8", justify="right")
-    for label, pick in (("bytes per token", lambda p: f"{p.kv_bytes_per_token:,}"),
-                        ("bytes per block", lambda p: human_bytes(p.block_bytes)),
-                        ("blocks", lambda p: f"{p.num_blocks:,}"), ("KV cache tokens", lambda p: f"{p.kv_cache_tokens:,}"),
-                        ("max concurrency", lambda p: f"{p.max_concurrency:.2f}x"),
-                        ("safe max_model_len", lambda p: f"{p.safe_max_model_len:,}")):
+    for label, pick in (
+        ("bytes per token", lambda p: f"{p.kv_bytes_per_token:,}"),
+        ("bytes per block", lambda p: human_bytes(p.block_bytes)),
+        ("blocks", lambda p: f"{p.num_blocks:,}"),
+        ("KV cache tokens", lambda p: f"{p.kv_cache_tokens:,}"),
+        ("max concurrency", lambda p: f"{p.max_concurrency:.2f}x"),
+        ("safe max_model_len", lambda p: f"{p.safe_max_model_len:,}"),
+    ):
         table.add_row(label, pick(chosen), pick(fp8))
     return table
 
 
 def _workload_table(report) -> Table:
     with_vram = not _kv_budget_given(report)
-    table = Table(title="Workloads: tokens in:out per sequence" + ("; VRAM per GPU for 16 / 64 at once" if with_vram else ""),
-                  title_justify="left")
+    table = Table(
+        title="Workloads: tokens in:out per sequence" + ("; VRAM per GPU for 16 / 64 at once" if with_vram else ""),
+        title_justify="left",
+    )
     for column in ("workload", "in:out", "KV / seq", "seqs fit", *(("VRAM @16", "VRAM @64") if with_vram else ())):
         table.add_column(column, justify="left" if column == "workload" else "right")
     total = report.budget.total_bytes
     for fit in report.workloads:
         vram = [Text(gib(size), style="red" if size > total else "") for size in fit.vram_bytes.values() if with_vram]
-        table.add_row(fit.workload.name, f"{fit.workload.prompt_tokens}:{fit.workload.output_tokens}",
-                      human_bytes(fit.kv_bytes_per_sequence), f"{fit.sequences_that_fit:,}", *vram)
+        table.add_row(
+            fit.workload.name,
+            f"{fit.workload.prompt_tokens}:{fit.workload.output_tokens}",
+            human_bytes(fit.kv_bytes_per_sequence),
+            f"{fit.sequences_that_fit:,}",
+            *vram,
+        )
     return table
 
 
 def _print_verdict(report) -> None:
     kv, advice = report.kv, report.recommendations
     if report.fits:
-        console.print(f"[bold green]fits[/]: max_model_len {kv.max_model_len:,} starts; "
-                      f"safe max_model_len {kv.safe_max_model_len:,}")
+        console.print(
+            f"[bold green]fits[/]: max_model_len {kv.max_model_len:,} starts; "
+            f"safe max_model_len {kv.safe_max_model_len:,}"
+        )
     else:
-        console.print(f"[bold red]does not fit[/]: max_model_len {kv.max_model_len:,}; "
-                      f"safe max_model_len {kv.safe_max_model_len:,}")
+        console.print(
+            f"[bold red]does not fit[/]: max_model_len {kv.max_model_len:,}; "
+            f"safe max_model_len {kv.safe_max_model_len:,}"
+        )
     failed = report.failed_check
     if failed is not None:
         console.print(f"[red]vLLM {report.release.name} stops at its '{failed.name.replace('_', ' ')}' check[/]")

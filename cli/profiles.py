@@ -11,8 +11,9 @@ from rich.table import Table
 from kvtool.profiles.vllm_flags import vllm_config_yaml, vllm_serve_command
 from kvtool.profiles.workload import list_profiles, load_profile, profile_to_dict
 
-app = typer.Typer(help="Ready-made workload profiles: list them, show one, turn one into `vllm serve` flags.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Ready-made workload profiles: list them, show one, turn one into `vllm serve` flags.", no_args_is_help=True
+)
 
 
 class ShowFormat(str, Enum):
@@ -29,8 +30,15 @@ def list_command() -> None:
         table.add_column(column, no_wrap=True)
     profiles = list_profiles()
     for p in profiles:
-        table.add_row(p.name, str(p.max_model_len), str(p.max_tokens), p.kv_cache_dtype, str(p.max_num_seqs),
-                      str(p.tensor_parallel_size), p.overflow)
+        table.add_row(
+            p.name,
+            str(p.max_model_len),
+            str(p.max_tokens),
+            p.kv_cache_dtype,
+            str(p.max_num_seqs),
+            str(p.tensor_parallel_size),
+            p.overflow,
+        )
     console = Console()
     console.print(table)
     for p in profiles:
@@ -39,9 +47,17 @@ def list_command() -> None:
 
 @app.command("show")
 def show_command(
-    profile: Annotated[str, typer.Argument(help="A profile name (see `kvtool profiles list`) or a path to a YAML file.")],
-    format: Annotated[ShowFormat, typer.Option("--format", "-f", help="yaml: the profile; vllm: `vllm serve` "
-                                               "flags; vllm-config: a YAML file for `vllm serve --config`.")] = ShowFormat.yaml,
+    profile: Annotated[
+        str, typer.Argument(help="A profile name (see `kvtool profiles list`) or a path to a YAML file.")
+    ],
+    format: Annotated[
+        ShowFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="yaml: the profile; vllm: `vllm serve` flags; vllm-config: a YAML file for `vllm serve --config`.",
+        ),
+    ] = ShowFormat.yaml,
     model: Annotated[str | None, typer.Option(help="Model to put in the vLLM command.")] = None,
 ) -> None:
     """Show one profile, or the equivalent `vllm serve` command."""
@@ -51,5 +67,7 @@ def show_command(
     elif format is ShowFormat.vllm_config:
         text = vllm_config_yaml(loaded, model)
     else:
-        text = f"# profile {loaded.name} ({loaded.source})\n" + yaml.safe_dump(profile_to_dict(loaded), sort_keys=False, width=1000)
+        text = f"# profile {loaded.name} ({loaded.source})\n" + yaml.safe_dump(
+            profile_to_dict(loaded), sort_keys=False, width=1000
+        )
     typer.echo(text, nl=False)

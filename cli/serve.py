@@ -26,49 +26,110 @@ Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLI
 
 
 def serve(
-    profile: Annotated[str | None, typer.Option(help="Workload profile: a name from `kvtool profiles list` or a path "
-                                                     "to a YAML file. Flags below override it.", rich_help_panel=PROFILE)] = None,
-    model: Annotated[str | None, typer.Option(help=f"Model: catalog name, model folder or GGUF file \\[default: {defaults.DEFAULT_MODEL}].",
-                                              rich_help_panel=MODEL)] = None,
-    dtype: Annotated[str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)] = "auto",
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="Workload profile: a name from `kvtool profiles list` or a path "
+            "to a YAML file. Flags below override it.",
+            rich_help_panel=PROFILE,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Model: catalog name, model folder or GGUF file \\[default: {defaults.DEFAULT_MODEL}].",
+            rich_help_panel=MODEL,
+        ),
+    ] = None,
+    dtype: Annotated[
+        str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)
+    ] = "auto",
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.", rich_help_panel=MODEL)] = "auto",
-    load_format: Annotated[str, typer.Option(help="auto, or dummy for random weights.", rich_help_panel=MODEL)] = "auto",
-    max_model_len: Annotated[int | None, typer.Option(help="Longest prompt + output, in tokens.", rich_help_panel=ENGINE)] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Most sequences in one batch.", rich_help_panel=ENGINE)] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(help="Most tokens in one step.", rich_help_panel=ENGINE)] = None,
-    kv_cache_dtype: Annotated[str | None, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".",
-                                                       rich_help_panel=ENGINE)] = None,
-    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of GPU memory for the engine.",
-                                                                 rich_help_panel=ENGINE)] = None,
-    kv_cache_memory: Annotated[str | None, typer.Option(help="KV-cache budget, e.g. 512MiB or 2GiB (the CPU path's "
-                                                              "budget; on a GPU it replaces the fraction).",
-                                                        rich_help_panel=ENGINE)] = None,
+    load_format: Annotated[
+        str, typer.Option(help="auto, or dummy for random weights.", rich_help_panel=MODEL)
+    ] = "auto",
+    max_model_len: Annotated[
+        int | None, typer.Option(help="Longest prompt + output, in tokens.", rich_help_panel=ENGINE)
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None, typer.Option(help="Most sequences in one batch.", rich_help_panel=ENGINE)
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option(help="Most tokens in one step.", rich_help_panel=ENGINE)
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str | None, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".", rich_help_panel=ENGINE)
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        float | None, typer.Option(help="Fraction of GPU memory for the engine.", rich_help_panel=ENGINE)
+    ] = None,
+    kv_cache_memory: Annotated[
+        str | None,
+        typer.Option(
+            help="KV-cache budget, e.g. 512MiB or 2GiB (the CPU path's budget; on a GPU it replaces the fraction).",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Engine seed.", rich_help_panel=ENGINE)] = 0,
-    overflow: Annotated[Overflow | None, typer.Option(help="prompt + max_tokens > max_model_len: reject with HTTP 400 "
-                                                           "(vLLM <= 0.31) or clamp max_tokens (vLLM >= 0.32).",
-                                                      rich_help_panel=REQUESTS)] = None,
-    default_max_tokens: Annotated[int | None, typer.Option(help="max_tokens for requests that omit it \\[default: the "
-                                                                "profile's, else vLLM's: 16 completions, rest of context chat].",
-                                                           rich_help_panel=REQUESTS)] = None,
+    overflow: Annotated[
+        Overflow | None,
+        typer.Option(
+            help="prompt + max_tokens > max_model_len: reject with HTTP 400 "
+            "(vLLM <= 0.31) or clamp max_tokens (vLLM >= 0.32).",
+            rich_help_panel=REQUESTS,
+        ),
+    ] = None,
+    default_max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="max_tokens for requests that omit it \\[default: the "
+            "profile's, else vLLM's: 16 completions, rest of context chat].",
+            rich_help_panel=REQUESTS,
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
-    api_key: Annotated[str | None, typer.Option(envvar="KVTOOL_API_KEY", help="Require `Authorization: Bearer KEY` "
-                                                "on /v1 routes.", rich_help_panel=SERVER)] = None,
-    served_model_name: Annotated[str | None, typer.Option(help="Model id clients send \\[default: the model's name].",
-                                                          rich_help_panel=SERVER)] = None,
-    backend: Annotated[Backend, typer.Option(help="embedded: kvtool's engine; vllm: exec `vllm serve` with the same "
-                                                  "settings.", rich_help_panel=SERVER)] = Backend.embedded,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KVTOOL_API_KEY", help="Require `Authorization: Bearer KEY` on /v1 routes.", rich_help_panel=SERVER
+        ),
+    ] = None,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="Model id clients send \\[default: the model's name].", rich_help_panel=SERVER)
+    ] = None,
+    backend: Annotated[
+        Backend,
+        typer.Option(
+            help="embedded: kvtool's engine; vllm: exec `vllm serve` with the same settings.", rich_help_panel=SERVER
+        ),
+    ] = Backend.embedded,
 ) -> None:
     """Start an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /metrics."""
     from kvtool.cli import serve_startup as startup
 
     request = startup.ServeRequest(
-        profile=profile, model=model, host=host, port=port, api_key=api_key, served_model_name=served_model_name,
-        default_max_tokens=default_max_tokens, kv_cache_memory=kv_cache_memory,
-        engine_overrides=dict(dtype=dtype, device=device, load_format=load_format, max_model_len=max_model_len,
-                              max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                              kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
-                              seed=seed, overflow=overflow.value if overflow else None))
+        profile=profile,
+        model=model,
+        host=host,
+        port=port,
+        api_key=api_key,
+        served_model_name=served_model_name,
+        default_max_tokens=default_max_tokens,
+        kv_cache_memory=kv_cache_memory,
+        engine_overrides=dict(
+            dtype=dtype,
+            device=device,
+            load_format=load_format,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            kv_cache_dtype=kv_cache_dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            seed=seed,
+            overflow=overflow.value if overflow else None,
+        ),
+    )
     if backend is Backend.vllm:
         _exec_vllm(startup.vllm_argv(request), api_key)
     _serve_embedded(startup.plan_startup(request))
@@ -82,8 +143,11 @@ def _serve_embedded(plan) -> None:
         startup.run(plan, lambda engine, settings: _render_ready(plan, engine, settings))
     except KVCacheTooSmallError as err:
         more = "--kv-cache-memory" if plan.device.kind == "cpu" else "--gpu-memory-utilization"
-        raise StartupError(str(err), fix=f"kvtool: the estimated safe length is {err.estimated_max_model_len} "
-                           f"tokens: restart with --max-model-len {err.estimated_max_model_len}, or raise {more}.")
+        raise StartupError(
+            str(err),
+            fix=f"kvtool: the estimated safe length is {err.estimated_max_model_len} "
+            f"tokens: restart with --max-model-len {err.estimated_max_model_len}, or raise {more}.",
+        ) from None
     console.print("kvtool serve: stopped.")
 
 
@@ -106,13 +170,22 @@ def _format_bytes(num_bytes: int) -> str:
 
 def _render_ready(plan, engine, settings) -> None:
     config, info = engine.config, engine.kv_cache_info
-    budget = (f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}" if config.kv_cache_memory
-              else f"gpu_memory_utilization {config.gpu_memory_utilization}")
-    console.print(f"  max_model_len {config.max_model_len}, max_num_seqs {config.max_num_seqs}, max_num_batched_tokens "
-                  f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
-                  f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}")
+    budget = (
+        f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}"
+        if config.kv_cache_memory
+        else f"gpu_memory_utilization {config.gpu_memory_utilization}"
+    )
+    console.print(
+        f"  max_model_len {config.max_model_len}, max_num_seqs {config.max_num_seqs}, max_num_batched_tokens "
+        f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
+        f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}"
+    )
     device = "GPU" if plan.device.kind == "cuda" else "CPU"
-    console.print("  " + messages.kv_cache_size_log(info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, device))
+    console.print(
+        "  " + messages.kv_cache_size_log(info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, device)
+    )
     key = " (API key required)" if settings.api_key else ""
-    console.print(f"  serving {settings.model_name!r} at http://{plan.request.host}:{plan.request.port}/v1{key}; "
-                  "metrics at /metrics. Ctrl-C stops.")
+    console.print(
+        f"  serving {settings.model_name!r} at http://{plan.request.host}:{plan.request.port}/v1{key}; "
+        "metrics at /metrics. Ctrl-C stops."
+    )

@@ -16,8 +16,15 @@ from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import WorkloadProfile
 
-PROFILE_ENGINE_KEYS = ("max_model_len", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
-                       "gpu_memory_utilization", "tensor_parallel_size", "overflow")
+PROFILE_ENGINE_KEYS = (
+    "max_model_len",
+    "kv_cache_dtype",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
+    "overflow",
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,9 @@ class ServePlan:
     notes: list[str] = field(default_factory=list)  # "what was chosen instead", one line each
 
 
-def build_serve_plan(profile: WorkloadProfile | None, overrides: dict, device: DeviceInfo, spec: ModelSpec) -> ServePlan:
+def build_serve_plan(
+    profile: WorkloadProfile | None, overrides: dict, device: DeviceInfo, spec: ModelSpec
+) -> ServePlan:
     """`overrides` holds the EngineConfig fields given on the command line (None = not given)."""
     settings, sources = _merge(profile, overrides)
     plan = ServePlan(EngineConfig(), overrides.get("default_max_tokens") or (profile.max_tokens if profile else None))
@@ -77,8 +86,10 @@ def _fit_max_model_len(settings: dict, sources: dict, spec: ModelSpec, plan: Ser
     if asked is None or asked <= derived:
         return
     if sources["max_model_len"].startswith("--"):
-        raise UsageError(messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=asked, derived=derived),
-                         f"Use --max-model-len {derived} or less.")
+        raise UsageError(
+            messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=asked, derived=derived),
+            f"Use --max-model-len {derived} or less.",
+        )
     settings["max_model_len"] = derived
     plan.notes.append(f"max_model_len {asked} ({sources['max_model_len']}) -> {derived}: the context of {spec.name}.")
 
@@ -89,8 +100,10 @@ def _fit_parallelism(settings: dict, sources: dict, device: DeviceInfo, plan: Se
         return
     found = f"{device.count} CUDA device(s)" if device.kind == "cuda" else "a CPU"
     settings["tensor_parallel_size"] = 1
-    plan.notes.append(f"tensor_parallel_size {tp} ({sources['tensor_parallel_size']}) -> 1: the embedded engine runs "
-                      f"on one device (found {found}); `--backend vllm` serves with tensor parallelism.")
+    plan.notes.append(
+        f"tensor_parallel_size {tp} ({sources['tensor_parallel_size']}) -> 1: the embedded engine runs "
+        f"on one device (found {found}); `--backend vllm` serves with tensor parallelism."
+    )
 
 
 def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: ModelSpec, plan: ServePlan) -> None:
@@ -99,27 +112,35 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
     dtype = settings.get("kv_cache_dtype", "auto")
     if dtype.startswith("fp8"):
         settings["kv_cache_dtype"] = "auto"
-        plan.notes.append(f"kv_cache_dtype {dtype} ({sources['kv_cache_dtype']}) -> auto ({spec.dtype}): "
-                          "the fp8 KV cache needs a CUDA GPU.")
+        plan.notes.append(
+            f"kv_cache_dtype {dtype} ({sources['kv_cache_dtype']}) -> auto ({spec.dtype}): "
+            "the fp8 KV cache needs a CUDA GPU."
+        )
     if settings.get("kv_cache_memory") is None:
         settings["kv_cache_memory"] = _cpu_kv_budget(settings, spec)
         util = settings.pop("gpu_memory_utilization", None)
         asked = f"gpu_memory_utilization {util} is a fraction of GPU memory; " if util else ""
-        plan.notes.append(f"{asked}on CPU the KV cache gets {kv_cache.format_gib(settings['kv_cache_memory'])} GiB "
-                          f"(max_num_seqs full-length sequences, at most {kv_cache.format_gib(CPU_KV_CACHE_CAP)} GiB; "
-                          "set --kv-cache-memory to change).")
+        plan.notes.append(
+            f"{asked}on CPU the KV cache gets {kv_cache.format_gib(settings['kv_cache_memory'])} GiB "
+            f"(max_num_seqs full-length sequences, at most {kv_cache.format_gib(CPU_KV_CACHE_CAP)} GiB; "
+            "set --kv-cache-memory to change)."
+        )
 
 
 def _cpu_kv_budget(settings: dict, spec: ModelSpec) -> int:
     max_model_len = settings.get("max_model_len") or spec.derived_max_model_len
     per_request = kv_cache.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
     one_block = kv_cache.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
-    return min(CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_SCHEDULER_LIMITS["server"][1]) + one_block)
+    return min(
+        CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_SCHEDULER_LIMITS["server"][1]) + one_block
+    )
 
 
 def _fit_batch(settings: dict, sources: dict, plan: ServePlan) -> None:
     seqs, batched = settings.get("max_num_seqs"), settings.get("max_num_batched_tokens")
     if seqs is not None and batched is not None and batched < seqs:
         settings["max_num_seqs"] = batched
-        plan.notes.append(f"max_num_seqs {seqs} ({sources['max_num_seqs']}) -> {batched}: it cannot exceed "
-                          f"max_num_batched_tokens ({batched}).")
+        plan.notes.append(
+            f"max_num_seqs {seqs} ({sources['max_num_seqs']}) -> {batched}: it cannot exceed "
+            f"max_num_batched_tokens ({batched})."
+        )

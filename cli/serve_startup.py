@@ -18,8 +18,15 @@ from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, v
 from kvtool.profiles.workload import WorkloadProfile, load_profile
 
 # `kvtool serve` flags that `vllm serve` takes under the same name
-VLLM_FLAG_KEYS = ("dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
-                  "gpu_memory_utilization", "seed")
+VLLM_FLAG_KEYS = (
+    "dtype",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "gpu_memory_utilization",
+    "seed",
+)
 
 
 @dataclass
@@ -75,15 +82,21 @@ def vllm_argv(request: ServeRequest) -> list[str]:
     settings |= {"host": request.host, "port": request.port, "served_model_name": request.served_model_name}
     model = request.model or (profile.model if profile else None) or DEFAULT_HF_MODEL
     if shutil.which("vllm") is None:
-        raise KvtoolError("--backend vllm needs vLLM, and `vllm` is not on PATH.",
-                          "Install it (pip install vllm) on a machine it supports, or use --backend embedded.")
+        raise KvtoolError(
+            "--backend vllm needs vLLM, and `vllm` is not on PATH.",
+            "Install it (pip install vllm) on a machine it supports, or use --backend embedded.",
+        )
     return vllm_serve_argv(model, settings)
 
 
 def server_settings(plan: StartupPlan, engine) -> ServerSettings:
-    return ServerSettings(model_name=plan.request.served_model_name or engine.model_name,
-                          max_model_len=engine.config.max_model_len, api_key=plan.request.api_key,
-                          overflow=plan.engine_config.overflow, default_max_tokens=plan.serve_plan.default_max_tokens)
+    return ServerSettings(
+        model_name=plan.request.served_model_name or engine.model_name,
+        max_model_len=engine.config.max_model_len,
+        api_key=plan.request.api_key,
+        overflow=plan.engine_config.overflow,
+        default_max_tokens=plan.serve_plan.default_max_tokens,
+    )
 
 
 def run(plan: StartupPlan, on_ready: Callable[[object, ServerSettings], None]) -> None:

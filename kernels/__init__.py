@@ -4,11 +4,18 @@ built and apply, the plain-PyTorch references for the rest.
 `get_ops(device)` returns the seven functions the model runner calls; all sets share signatures.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-OP_NAMES = ("store_kv", "paged_decode_attention", "prefill_attention",
-            "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe")
+OP_NAMES = (
+    "store_kv",
+    "paged_decode_attention",
+    "prefill_attention",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "fused_moe",
+)
 
 
 @dataclass(frozen=True)
@@ -30,12 +37,15 @@ def get_ops(device) -> KernelOps:
     the torch references otherwise."""
     if _device_type(device) == "cuda" and _triton_available():
         from kvtool.kernels import triton_ops
+
         return _ops_from("triton", triton_ops)
     if _device_type(device) == "cpu":
         from kvtool.kernels import cpu_ops
+
         if cpu_ops.available():
             return _ops_from("cpu", cpu_ops)
     from kvtool.kernels import reference
+
     return _ops_from("torch", reference)
 
 

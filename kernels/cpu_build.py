@@ -33,8 +33,17 @@ SOURCE_DIR = Path(__file__).parent / "cpu"
 SOURCES = ("paged_decode.c", "fused_ops.c")
 # Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
 # semantics and does not switch the process to flush-to-zero.
-FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fassociative-math", "-fno-signed-zeros",
-         "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC"]
+FLAGS = [
+    "-O3",
+    "-march=native",
+    "-fno-math-errno",
+    "-fassociative-math",
+    "-fno-signed-zeros",
+    "-fno-trapping-math",
+    "-fopenmp",
+    "-shared",
+    "-fPIC",
+]
 
 
 def cpu_kernels_enabled() -> bool:
@@ -73,9 +82,14 @@ def build_library(compiler: str, folder: Path) -> Path:
         with tempfile.TemporaryDirectory(dir=folder) as scratch:
             built = Path(scratch) / target.name
             sources = [str(SOURCE_DIR / name) for name in SOURCES]
-            subprocess.run([compiler, *FLAGS, *sources, "-o", str(built), "-lm"],
-                           check=True, capture_output=True, text=True, timeout=120)
-            os.replace(built, target)   # atomic: a concurrent start sees no half-written file
+            subprocess.run(
+                [compiler, *FLAGS, *sources, "-o", str(built), "-lm"],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            os.replace(built, target)  # atomic: a concurrent start sees no half-written file
     return target
 
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from kvtool.kernels.cpu_build import cpu_kernels_enabled
 
-BATCH_HINT = 64   # the row count oneDNN tunes the layout for; any row count works
+BATCH_HINT = 64  # the row count oneDNN tunes the layout for; any row count works
 
 
 class PackedLinear(nn.Module):
@@ -26,14 +26,23 @@ class PackedLinear(nn.Module):
 
 
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
-    return (device.type == "cpu" and dtype == torch.bfloat16 and cpu_kernels_enabled()
-            and torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return (
+        device.type == "cpu"
+        and dtype == torch.bfloat16
+        and cpu_kernels_enabled()
+        and torch.backends.mkldnn.is_available()
+        and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
 
 
 def pack_linears(model: nn.Module) -> int:
     """Swap every nn.Linear inside `model` for a PackedLinear; returns how many were swapped."""
-    swaps = [(parent, name, child) for parent in model.modules()
-             for name, child in parent.named_children() if isinstance(child, nn.Linear)]
+    swaps = [
+        (parent, name, child)
+        for parent in model.modules()
+        for name, child in parent.named_children()
+        if isinstance(child, nn.Linear)
+    ]
     for parent, name, child in swaps:
         setattr(parent, name, PackedLinear(child.weight, child.bias))
     return len(swaps)

@@ -12,8 +12,16 @@ from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import compiled_library, load_library
 from kvtool.kernels.reference import fused_moe, prefill_attention, store_kv
 
-__all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
-           "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe", "available"]
+__all__ = [
+    "store_kv",
+    "paged_decode_attention",
+    "prefill_attention",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "fused_moe",
+    "available",
+]
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 
@@ -21,34 +29,86 @@ DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 class DecodeArgs(ctypes.Structure):
     """Mirrors `DecodeArgs` in cpu/paged_decode.c."""
 
-    _fields_ = [("query", ctypes.c_void_p), ("k_cache", ctypes.c_void_p), ("v_cache", ctypes.c_void_p),
-                ("block_tables", ctypes.c_void_p), ("context_lens", ctypes.c_void_p), ("out", ctypes.c_void_p),
-                ("num_seqs", ctypes.c_int64), ("num_heads", ctypes.c_int64), ("num_kv_heads", ctypes.c_int64),
-                ("head_dim", ctypes.c_int64), ("block_size", ctypes.c_int64), ("table_stride", ctypes.c_int64),
-                ("scale", ctypes.c_float), ("dtype", ctypes.c_int32), ("num_threads", ctypes.c_int32),
-                ("sliding_window", ctypes.c_int64)]
+    _fields_ = [
+        ("query", ctypes.c_void_p),
+        ("k_cache", ctypes.c_void_p),
+        ("v_cache", ctypes.c_void_p),
+        ("block_tables", ctypes.c_void_p),
+        ("context_lens", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("num_seqs", ctypes.c_int64),
+        ("num_heads", ctypes.c_int64),
+        ("num_kv_heads", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("block_size", ctypes.c_int64),
+        ("table_stride", ctypes.c_int64),
+        ("scale", ctypes.c_float),
+        ("dtype", ctypes.c_int32),
+        ("num_threads", ctypes.c_int32),
+        ("sliding_window", ctypes.c_int64),
+    ]
 
 
 def available() -> bool:
     return load_library() is not None
 
 
-def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                           k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+def paged_decode_attention(
+    query,
+    k_cache,
+    v_cache,
+    block_tables,
+    context_lens,
+    scale,
+    k_scale=1.0,
+    v_scale=1.0,
+    sliding_window=None,
+    logits_soft_cap=None,
+):
     """One query token per sequence over its context (or its last `sliding_window` tokens), read in
     place from the paged cache; soft-capped logits go to the reference."""
-    if not (_covered(query, k_cache) and query.shape[-1] % 16 == 0 and k_cache.is_contiguous() and len(query)
-            and logits_soft_cap is None):
-        return reference.paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                                                k_scale, v_scale, sliding_window, logits_soft_cap)
+    if not (
+        _covered(query, k_cache)
+        and query.shape[-1] % 16 == 0
+        and k_cache.is_contiguous()
+        and len(query)
+        and logits_soft_cap is None
+    ):
+        return reference.paged_decode_attention(
+            query,
+            k_cache,
+            v_cache,
+            block_tables,
+            context_lens,
+            scale,
+            k_scale,
+            v_scale,
+            sliding_window,
+            logits_soft_cap,
+        )
     query = query.contiguous()
     tables = block_tables.to(torch.int32).contiguous()
     lens = context_lens.to(torch.int32).contiguous()
     out = torch.empty_like(query)
     num_seqs, num_heads, head_dim = query.shape
-    args = DecodeArgs(query.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), tables.data_ptr(), lens.data_ptr(),
-                      out.data_ptr(), num_seqs, num_heads, k_cache.shape[2], head_dim, k_cache.shape[1],
-                      tables.shape[1], scale, DTYPE_CODES[query.dtype], torch.get_num_threads(), sliding_window or 0)
+    args = DecodeArgs(
+        query.data_ptr(),
+        k_cache.data_ptr(),
+        v_cache.data_ptr(),
+        tables.data_ptr(),
+        lens.data_ptr(),
+        out.data_ptr(),
+        num_seqs,
+        num_heads,
+        k_cache.shape[2],
+        head_dim,
+        k_cache.shape[1],
+        tables.shape[1],
+        scale,
+        DTYPE_CODES[query.dtype],
+        torch.get_num_threads(),
+        sliding_window or 0,
+    )
     compiled_library().kvtool_paged_decode(ctypes.addressof(args))
     return out
 
@@ -62,8 +122,17 @@ def rms_norm(x, weight, eps, residual=None):
     out = torch.empty_like(x)
     summed = None if residual is None else torch.empty_like(x)
     compiled_library().kvtool_rms_norm(
-        _ptr(x), _ptr(residual), _ptr(weight), _ptr(out), _ptr(summed), x.numel() // x.shape[-1], x.shape[-1],
-        eps, DTYPE_CODES[x.dtype], torch.get_num_threads())
+        _ptr(x),
+        _ptr(residual),
+        _ptr(weight),
+        _ptr(out),
+        _ptr(summed),
+        x.numel() // x.shape[-1],
+        x.shape[-1],
+        eps,
+        DTYPE_CODES[x.dtype],
+        torch.get_num_threads(),
+    )
     return out if residual is None else (out, summed)
 
 
@@ -74,22 +143,40 @@ def silu_and_mul(x):
     x = x.contiguous()
     width = x.shape[-1] // 2
     out = x.new_empty(*x.shape[:-1], width)
-    compiled_library().kvtool_silu_and_mul(_ptr(x), _ptr(out), x.numel() // x.shape[-1], width,
-                                       DTYPE_CODES[x.dtype], torch.get_num_threads())
+    compiled_library().kvtool_silu_and_mul(
+        _ptr(x), _ptr(out), x.numel() // x.shape[-1], width, DTYPE_CODES[x.dtype], torch.get_num_threads()
+    )
     return out
 
 
 def rotary_embedding(positions, query, key, cos_sin_cache):
     """Rotate query [T, Hq, D] and key [T, Hkv, D] (neox style) at their positions."""
-    if not (_covered(query, key) and _rows_of_heads(query) and _rows_of_heads(key)
-            and cos_sin_cache.dtype == torch.float32 and cos_sin_cache.shape[-1] == query.shape[-1]):
+    if not (
+        _covered(query, key)
+        and _rows_of_heads(query)
+        and _rows_of_heads(key)
+        and cos_sin_cache.dtype == torch.float32
+        and cos_sin_cache.shape[-1] == query.shape[-1]
+    ):
         return reference.rotary_embedding(positions, query, key, cos_sin_cache)
     positions, cos_sin_cache = positions.to(torch.int64).contiguous(), cos_sin_cache.contiguous()
     q_out, k_out = torch.empty(query.shape, dtype=query.dtype), torch.empty(key.shape, dtype=key.dtype)
     compiled_library().kvtool_rotary(
-        _ptr(positions), _ptr(query), query.stride(0), _ptr(key), key.stride(0), _ptr(cos_sin_cache), _ptr(q_out),
-        _ptr(k_out), len(query), query.shape[1], key.shape[1], query.shape[2], DTYPE_CODES[query.dtype],
-        torch.get_num_threads())
+        _ptr(positions),
+        _ptr(query),
+        query.stride(0),
+        _ptr(key),
+        key.stride(0),
+        _ptr(cos_sin_cache),
+        _ptr(q_out),
+        _ptr(k_out),
+        len(query),
+        query.shape[1],
+        key.shape[1],
+        query.shape[2],
+        DTYPE_CODES[query.dtype],
+        torch.get_num_threads(),
+    )
     return q_out, k_out
 
 

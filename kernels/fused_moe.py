@@ -20,27 +20,47 @@ BLOCK_M, BLOCK_N, BLOCK_K = 16, 64, 32
 
 
 @triton.jit
-def _grouped_gemm_kernel(a_ptr, b_ptr, c_ptr, weights_ptr, sorted_ids_ptr, block_expert_ptr,
-                         num_pairs, n, k, stride_a, stride_be, stride_bn, stride_c,
-                         NUM_EXPERTS: tl.constexpr, ROWS_PER_A: tl.constexpr, MUL_WEIGHTS: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         DOT_DTYPE: tl.constexpr, PRECISION: tl.constexpr):
+def _grouped_gemm_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    weights_ptr,
+    sorted_ids_ptr,
+    block_expert_ptr,
+    num_pairs,
+    n,
+    k,
+    stride_a,
+    stride_be,
+    stride_bn,
+    stride_c,
+    NUM_EXPERTS: tl.constexpr,
+    ROWS_PER_A: tl.constexpr,
+    MUL_WEIGHTS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
     """c[pair] = a[pair // ROWS_PER_A] @ b[expert].T (× the pair's routing weight) for one row block."""
     block, col_block = tl.program_id(0), tl.program_id(1)
     expert = tl.load(block_expert_ptr + block)
     if expert >= NUM_EXPERTS:
         return
     pairs = tl.load(sorted_ids_ptr + block * BLOCK_M + tl.arange(0, BLOCK_M))
-    live = pairs < num_pairs                      # padding rows hold num_pairs
+    live = pairs < num_pairs  # padding rows hold num_pairs
     a_rows = (pairs // ROWS_PER_A).to(tl.int64)
     cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for k0 in range(0, k, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + a_rows[:, None] * stride_a + ks[None, :], mask=live[:, None] & (ks < k)[None, :],
-                    other=0.0)
-        b = tl.load(b_ptr + expert.to(tl.int64) * stride_be + cols[None, :] * stride_bn + ks[:, None],
-                    mask=(ks < k)[:, None] & (cols < n)[None, :], other=0.0)
+        a = tl.load(a_ptr + a_rows[:, None] * stride_a + ks[None, :], mask=live[:, None] & (ks < k)[None, :], other=0.0)
+        b = tl.load(
+            b_ptr + expert.to(tl.int64) * stride_be + cols[None, :] * stride_bn + ks[:, None],
+            mask=(ks < k)[:, None] & (cols < n)[None, :],
+            other=0.0,
+        )
         acc += tl.dot(a.to(tl.float32).to(DOT_DTYPE), b.to(tl.float32).to(DOT_DTYPE), input_precision=PRECISION)
     if MUL_WEIGHTS:
         acc *= tl.load(weights_ptr + pairs, mask=live, other=0.0).to(tl.float32)[:, None]
@@ -70,10 +90,28 @@ def _grouped_gemm(a, b, c, weights, sorted_ids, block_expert, num_pairs, rows_pe
     num_experts, n, k = b.shape
     grid = (block_expert.numel(), triton.cdiv(n, BLOCK_N))
     _grouped_gemm_kernel[grid](
-        a, b, c, weights, sorted_ids, block_expert, num_pairs, n, k, a.stride(0), b.stride(0), b.stride(1),
-        c.stride(0), NUM_EXPERTS=num_experts, ROWS_PER_A=rows_per_a, MUL_WEIGHTS=weights is not None,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, DOT_DTYPE=dot_dtype(a.dtype),
-        PRECISION=dot_precision(a.dtype))
+        a,
+        b,
+        c,
+        weights,
+        sorted_ids,
+        block_expert,
+        num_pairs,
+        n,
+        k,
+        a.stride(0),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        NUM_EXPERTS=num_experts,
+        ROWS_PER_A=rows_per_a,
+        MUL_WEIGHTS=weights is not None,
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
+        BLOCK_K=BLOCK_K,
+        DOT_DTYPE=dot_dtype(a.dtype),
+        PRECISION=dot_precision(a.dtype),
+    )
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids):

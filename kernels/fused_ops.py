@@ -11,16 +11,26 @@ import triton.language as tl
 
 
 @triton.jit
-def _rms_norm_kernel(x_ptr, residual_ptr, weight_ptr, out_ptr, new_residual_ptr, eps,
-                     x_stride, residual_stride, HIDDEN: tl.constexpr, BLOCK: tl.constexpr,
-                     ADD_RESIDUAL: tl.constexpr):
+def _rms_norm_kernel(
+    x_ptr,
+    residual_ptr,
+    weight_ptr,
+    out_ptr,
+    new_residual_ptr,
+    eps,
+    x_stride,
+    residual_stride,
+    HIDDEN: tl.constexpr,
+    BLOCK: tl.constexpr,
+    ADD_RESIDUAL: tl.constexpr,
+):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < HIDDEN
     x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0).to(tl.float32)
     if ADD_RESIDUAL:
         x += tl.load(residual_ptr + row * residual_stride + cols, mask=mask, other=0.0).to(tl.float32)
-        x = x.to(new_residual_ptr.dtype.element_ty)   # the sum is rounded once, as in the reference
+        x = x.to(new_residual_ptr.dtype.element_ty)  # the sum is rounded once, as in the reference
         tl.store(new_residual_ptr + row * HIDDEN + cols, x, mask=mask)
         x = x.to(tl.float32)
     inv_rms = 1.0 / tl.sqrt(tl.sum(x * x, 0) / HIDDEN + eps)
@@ -39,8 +49,19 @@ def rms_norm(x, weight, eps, residual=None):
     block = triton.next_power_of_2(hidden)
     if rows.shape[0]:
         _rms_norm_kernel[(rows.shape[0],)](
-            rows, res_rows, weight, out, new_residual, float(eps), rows.stride(0), res_rows.stride(0),
-            HIDDEN=hidden, BLOCK=block, ADD_RESIDUAL=residual is not None, num_warps=min(16, max(1, block // 512)))
+            rows,
+            res_rows,
+            weight,
+            out,
+            new_residual,
+            float(eps),
+            rows.stride(0),
+            res_rows.stride(0),
+            HIDDEN=hidden,
+            BLOCK=block,
+            ADD_RESIDUAL=residual is not None,
+            num_warps=min(16, max(1, block // 512)),
+        )
     if residual is None:
         return out.view(x.shape)
     return out.view(x.shape), new_residual.view(x.shape)
@@ -53,8 +74,18 @@ def _rows(x):
 
 
 @triton.jit
-def _rotate_heads(src_ptr, dst_ptr, token, src_stride, cos, sin,
-                  NUM_HEADS: tl.constexpr, HEADS_PAD: tl.constexpr, HALF: tl.constexpr, HALF_PAD: tl.constexpr):
+def _rotate_heads(
+    src_ptr,
+    dst_ptr,
+    token,
+    src_stride,
+    cos,
+    sin,
+    NUM_HEADS: tl.constexpr,
+    HEADS_PAD: tl.constexpr,
+    HALF: tl.constexpr,
+    HALF_PAD: tl.constexpr,
+):
     heads = tl.arange(0, HEADS_PAD)[:, None]
     cols = tl.arange(0, HALF_PAD)[None, :]
     mask = (heads < NUM_HEADS) & (cols < HALF)
@@ -77,9 +108,22 @@ def _round(x, dtype: tl.constexpr):
 
 
 @triton.jit
-def _rotary_kernel(positions_ptr, q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_sin_ptr, q_stride, k_stride,
-                   NUM_Q_HEADS: tl.constexpr, Q_HEADS_PAD: tl.constexpr, NUM_K_HEADS: tl.constexpr,
-                   K_HEADS_PAD: tl.constexpr, HALF: tl.constexpr, HALF_PAD: tl.constexpr):
+def _rotary_kernel(
+    positions_ptr,
+    q_ptr,
+    k_ptr,
+    q_out_ptr,
+    k_out_ptr,
+    cos_sin_ptr,
+    q_stride,
+    k_stride,
+    NUM_Q_HEADS: tl.constexpr,
+    Q_HEADS_PAD: tl.constexpr,
+    NUM_K_HEADS: tl.constexpr,
+    K_HEADS_PAD: tl.constexpr,
+    HALF: tl.constexpr,
+    HALF_PAD: tl.constexpr,
+):
     token = tl.program_id(0).to(tl.int64)
     position = tl.load(positions_ptr + token).to(tl.int64)
     cols = tl.arange(0, HALF_PAD)[None, :]
@@ -96,15 +140,28 @@ def rotary_embedding(positions, query, key, cos_sin_cache):
     num_tokens, num_q_heads, head_dim = query.shape
     num_k_heads = key.shape[1]
     query, key = _heads_contiguous(query), _heads_contiguous(key)
-    q_out, k_out = torch.empty(query.shape, dtype=query.dtype, device=query.device), \
-        torch.empty(key.shape, dtype=key.dtype, device=key.device)
+    q_out, k_out = (
+        torch.empty(query.shape, dtype=query.dtype, device=query.device),
+        torch.empty(key.shape, dtype=key.dtype, device=key.device),
+    )
     half = head_dim // 2
     if num_tokens:
         _rotary_kernel[(num_tokens,)](
-            positions, query, key, q_out, k_out, cos_sin_cache, query.stride(0), key.stride(0),
-            NUM_Q_HEADS=num_q_heads, Q_HEADS_PAD=triton.next_power_of_2(num_q_heads),
-            NUM_K_HEADS=num_k_heads, K_HEADS_PAD=triton.next_power_of_2(num_k_heads),
-            HALF=half, HALF_PAD=triton.next_power_of_2(half))
+            positions,
+            query,
+            key,
+            q_out,
+            k_out,
+            cos_sin_cache,
+            query.stride(0),
+            key.stride(0),
+            NUM_Q_HEADS=num_q_heads,
+            Q_HEADS_PAD=triton.next_power_of_2(num_q_heads),
+            NUM_K_HEADS=num_k_heads,
+            K_HEADS_PAD=triton.next_power_of_2(num_k_heads),
+            HALF=half,
+            HALF_PAD=triton.next_power_of_2(half),
+        )
     return q_out, k_out
 
 
@@ -131,5 +188,6 @@ def silu_and_mul(x):
     block = min(1024, triton.next_power_of_2(intermediate))
     if rows.shape[0]:
         _silu_and_mul_kernel[(rows.shape[0], triton.cdiv(intermediate, block))](
-            rows, out, rows.stride(0), INTERMEDIATE=intermediate, BLOCK=block)
+            rows, out, rows.stride(0), INTERMEDIATE=intermediate, BLOCK=block
+        )
     return out.view(*x.shape[:-1], intermediate)

@@ -45,8 +45,19 @@ def _gather(cache, block_table, num_tokens, dtype, scale):
     return _dequantize(blocks, dtype, scale)
 
 
-def prefill_attention(query, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
-                      k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+def prefill_attention(
+    query,
+    k_cache,
+    v_cache,
+    block_tables,
+    cu_seqlens_q,
+    context_lens,
+    scale,
+    k_scale=1.0,
+    v_scale=1.0,
+    sliding_window=None,
+    logits_soft_cap=None,
+):
     """Causal attention of each sequence's chunk over its cached prefix plus the chunk itself.
 
     With `sliding_window` W a query sees only the W keys ending at its own position; with
@@ -56,11 +67,11 @@ def prefill_attention(query, k_cache, v_cache, block_tables, cu_seqlens_q, conte
     starts, lens = cu_seqlens_q.tolist(), context_lens.tolist()
     for b, context_len in enumerate(lens):
         # 4-D inputs: with 3-D ones SDPA falls back to its slow math path on CPU.
-        q = query[starts[b]:starts[b + 1]].transpose(0, 1)[None]
+        q = query[starts[b] : starts[b + 1]].transpose(0, 1)[None]
         k = _gather(k_cache, block_tables[b], context_len, query.dtype, k_scale).transpose(0, 1)[None]
         v = _gather(v_cache, block_tables[b], context_len, query.dtype, v_scale).transpose(0, 1)[None]
         attended = _causal_attention(q, k, v, scale, sliding_window, logits_soft_cap)
-        out[starts[b]:starts[b + 1]] = attended[0].transpose(0, 1)
+        out[starts[b] : starts[b + 1]] = attended[0].transpose(0, 1)
     return out
 
 
@@ -87,8 +98,18 @@ def _soft_capped_attention(q, k, v, mask, scale, cap):
     return torch.matmul(probs, v).to(q.dtype)
 
 
-def paged_decode_attention(query, k_cache, v_cache, block_tables, context_lens, scale,
-                           k_scale=1.0, v_scale=1.0, sliding_window=None, logits_soft_cap=None):
+def paged_decode_attention(
+    query,
+    k_cache,
+    v_cache,
+    block_tables,
+    context_lens,
+    scale,
+    k_scale=1.0,
+    v_scale=1.0,
+    sliding_window=None,
+    logits_soft_cap=None,
+):
     """One query token per sequence over its context (its last `sliding_window` tokens when set),
     batched with a padding mask."""
     batch, num_heads, head_dim = query.shape

@@ -8,9 +8,21 @@ from kvtool.kernels.triton_common import fp8_max
 
 
 @triton.jit
-def _store_kv_kernel(key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
-                     key_stride, value_stride, k_scale, v_scale, fp8_limit,
-                     ROW: tl.constexpr, BLOCK: tl.constexpr, QUANTIZE: tl.constexpr):
+def _store_kv_kernel(
+    key_ptr,
+    value_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_mapping_ptr,
+    key_stride,
+    value_stride,
+    k_scale,
+    v_scale,
+    fp8_limit,
+    ROW: tl.constexpr,
+    BLOCK: tl.constexpr,
+    QUANTIZE: tl.constexpr,
+):
     token = tl.program_id(0)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     offs = tl.arange(0, BLOCK)
@@ -34,9 +46,20 @@ def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.
     row = num_kv_heads * head_dim
     limit = fp8_max(k_cache.dtype)
     _store_kv_kernel[(num_tokens,)](
-        key, value, k_cache, v_cache, slot_mapping, key.stride(0), value.stride(0),
-        float(k_scale), float(v_scale), limit,
-        ROW=row, BLOCK=triton.next_power_of_2(row), QUANTIZE=limit > 0)
+        key,
+        value,
+        k_cache,
+        v_cache,
+        slot_mapping,
+        key.stride(0),
+        value.stride(0),
+        float(k_scale),
+        float(v_scale),
+        limit,
+        ROW=row,
+        BLOCK=triton.next_power_of_2(row),
+        QUANTIZE=limit > 0,
+    )
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:

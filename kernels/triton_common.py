@@ -31,14 +31,25 @@ def fp8_max(cache_dtype: torch.dtype) -> float:
 
 
 @triton.jit
-def load_paged_tile(cache_ptr, table_row_ptr, tokens, valid, kv_head, dims, dim_mask, scale,
-                    NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+def load_paged_tile(
+    cache_ptr,
+    table_row_ptr,
+    tokens,
+    valid,
+    kv_head,
+    dims,
+    dim_mask,
+    scale,
+    NUM_KV_HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
     """K or V of `tokens` for one KV head, gathered through a block table row: [tokens, dims] fp32."""
     pages = tl.load(table_row_ptr + tokens // BLOCK_SIZE, mask=valid, other=0)
     slots = pages.to(tl.int64) * BLOCK_SIZE + tokens % BLOCK_SIZE
     offsets = (slots[:, None] * NUM_KV_HEADS + kv_head) * HEAD_DIM + dims[None, :]
     tile = tl.load(cache_ptr + offsets, mask=valid[:, None] & dim_mask[None, :], other=0.0)
-    return tile.to(tl.float32) * scale   # fp8 caches hold x / scale; others are read with scale 1
+    return tile.to(tl.float32) * scale  # fp8 caches hold x / scale; others are read with scale 1
 
 
 @triton.jit

@@ -6,5 +6,12 @@ from kvtool.kernels.fused_ops import rms_norm, rotary_embedding, silu_and_mul
 from kvtool.kernels.prefill_attention import prefill_attention
 from kvtool.kernels.store_kv import store_kv
 
-__all__ = ["store_kv", "paged_decode_attention", "prefill_attention",
-           "rms_norm", "rotary_embedding", "silu_and_mul", "fused_moe"]
+__all__ = [
+    "store_kv",
+    "paged_decode_attention",
+    "prefill_attention",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "fused_moe",
+]

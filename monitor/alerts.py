@@ -21,15 +21,28 @@ class Alert:
         return asdict(self)
 
 
-def evaluate(snapshot: Snapshot, max_model_len: int | None = None, ttft_objective: float = TTFT_P99_SECONDS) -> list[Alert]:
+def evaluate(
+    snapshot: Snapshot, max_model_len: int | None = None, ttft_objective: float = TTFT_P99_SECONDS
+) -> list[Alert]:
     """Alerts that fire on this window, critical first; a critical KV alert hides the warning on the same gauge."""
-    fired = [(check, value) for check in checks_for(snapshot.vllm_version)
-             if (value := check.fires(snapshot, ttft_objective)) is not None]
+    fired = [
+        (check, value)
+        for check in checks_for(snapshot.vllm_version)
+        if (value := check.fires(snapshot, ttft_objective)) is not None
+    ]
     if any(check.alert == "VllmKvCacheFull" for check, _ in fired):
         fired = [(check, value) for check, value in fired if check.alert != "VllmKvCacheNearFull"]
     fix = computed_fix(snapshot, max_model_len) if fired else ""
-    alerts = [Alert(check.alert, check.severity, check.summary, round(value, 4),
-                    fix if fix and check.kv_pressure else check.remedy) for check, value in fired]
+    alerts = [
+        Alert(
+            check.alert,
+            check.severity,
+            check.summary,
+            round(value, 4),
+            fix if fix and check.kv_pressure else check.remedy,
+        )
+        for check, value in fired
+    ]
     return sorted(alerts, key=lambda alert: alert.severity != "critical")
 
 
@@ -37,12 +50,18 @@ def server_numbers(snapshot: Snapshot, max_model_len: int | None) -> ServerNumbe
     """The snapshot as the plain numbers diagnosis takes, per engine (cache_config_info describes one engine)."""
     config, engines = snapshot.cache_config, snapshot.num_engines
     return ServerNumbers(
-        source=snapshot.url, model=snapshot.model_names[0] if snapshot.model_names else None,
-        num_preemptions=snapshot.num_preemptions_total or 0.0, kv_cache_usage=snapshot.kv_cache_usage_peak,
-        num_running=_per(snapshot.num_requests_running, engines), num_waiting=_per(snapshot.num_requests_waiting, engines),
-        num_gpu_blocks=_int(config.get("num_gpu_blocks")), block_size=_int(config.get("block_size")),
-        kv_cache_dtype=config.get("cache_dtype"), gpu_memory_utilization=_float(config.get("gpu_memory_utilization")),
-        max_model_len=max_model_len, mean_prompt_tokens=snapshot.mean_prompt_tokens,
+        source=snapshot.url,
+        model=snapshot.model_names[0] if snapshot.model_names else None,
+        num_preemptions=snapshot.num_preemptions_total or 0.0,
+        kv_cache_usage=snapshot.kv_cache_usage_peak,
+        num_running=_per(snapshot.num_requests_running, engines),
+        num_waiting=_per(snapshot.num_requests_waiting, engines),
+        num_gpu_blocks=_int(config.get("num_gpu_blocks")),
+        block_size=_int(config.get("block_size")),
+        kv_cache_dtype=config.get("cache_dtype"),
+        gpu_memory_utilization=_float(config.get("gpu_memory_utilization")),
+        max_model_len=max_model_len,
+        mean_prompt_tokens=snapshot.mean_prompt_tokens,
     )
 
 

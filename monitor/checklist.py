@@ -15,8 +15,10 @@ from kvtool.monitor.window import Snapshot
 KV_USAGE_WARNING = KV_CACHE_PRESSURE_PERCENT / 100
 KV_USAGE_CRITICAL = KV_CACHE_NEAR_FULL_PERCENT / 100
 TTFT_P99_SECONDS = 2.0
-KV_REMEDY = ("Lower --max-num-seqs to what the cache holds, cap clients' max_tokens, store the KV cache in fp8 "
-             "(--kv-cache-dtype fp8) or raise --gpu-memory-utilization.")
+KV_REMEDY = (
+    "Lower --max-num-seqs to what the cache holds, cap clients' max_tokens, store the KV cache in fp8 "
+    "(--kv-cache-dtype fp8) or raise --gpu-memory-utilization."
+)
 RULE_WINDOW = "5m"
 
 
@@ -47,8 +49,10 @@ def _ttft_p99(version: str, objective: float) -> str:
 def _swap(version: str) -> str | None:
     if version != V0:
         return None
-    return (f"sum by (model_name) ({name('num_requests_swapped', V0)}) > 0 "
-            f"or max by (model_name) ({name('cpu_cache_usage', V0)}) > 0")
+    return (
+        f"sum by (model_name) ({name('num_requests_swapped', V0)}) > 0 "
+        f"or max by (model_name) ({name('cpu_cache_usage', V0)}) > 0"
+    )
 
 
 def _above(value: float | None, threshold: float, inclusive: bool = False) -> float | None:
@@ -60,26 +64,61 @@ def _swapping(s: Snapshot, _: float) -> float | None:
 
 
 CHECKS = (
-    Check("VllmKvCacheFull", "critical", "KV-cache usage is at or above 95%: requests are about to be preempted.", "1m",
-          lambda v, _: f"{_kv(v)} >= {KV_USAGE_CRITICAL:g}",
-          lambda s, _: _above(s.kv_cache_usage, KV_USAGE_CRITICAL, inclusive=True), KV_REMEDY),
-    Check("VllmKvCacheNearFull", "warning", "KV-cache usage is above 90%: preemption follows at full.", "5m",
-          lambda v, _: f"{_kv(v)} > {KV_USAGE_WARNING:g}",
-          lambda s, _: _above(s.kv_cache_usage, KV_USAGE_WARNING), KV_REMEDY),
-    Check("VllmPreemptions", "critical", "Requests are being preempted: the KV cache ran out and running requests "
-          "are recomputed.", "0m",
-          lambda v, _: f"sum by (model_name) (increase({name('num_preemptions', v)}[{RULE_WINDOW}])) > 0",
-          lambda s, _: _above(s.preemptions_in_window, 0), KV_REMEDY),
-    Check("VllmRequestsWaiting", "warning", "Requests keep waiting for KV-cache blocks or a batch slot.", "5m",
-          lambda v, _: f"sum by (model_name) ({name('num_requests_waiting', v)}) > 0",
-          lambda s, _: _above(s.num_requests_waiting_min, 0),
-          "Add capacity (replicas, --tensor-parallel-size) or make room in the KV cache. " + KV_REMEDY),
-    Check("VllmTtftP99High", "warning", "The p99 time to first token is above the objective.", "5m",
-          _ttft_p99, lambda s, objective: _above(s.ttft_p99_s, objective),
-          "Queueing or long prefills: lower --max-num-batched-tokens for shorter steps, or add capacity.",
-          kv_pressure=False),
-    Check("VllmCpuSwap", "warning", "Requests are swapped to CPU memory (V0): the GPU KV cache is too small.", "1m",
-          lambda v, _: _swap(v), _swapping, "Give the GPU KV cache more room. " + KV_REMEDY),
+    Check(
+        "VllmKvCacheFull",
+        "critical",
+        "KV-cache usage is at or above 95%: requests are about to be preempted.",
+        "1m",
+        lambda v, _: f"{_kv(v)} >= {KV_USAGE_CRITICAL:g}",
+        lambda s, _: _above(s.kv_cache_usage, KV_USAGE_CRITICAL, inclusive=True),
+        KV_REMEDY,
+    ),
+    Check(
+        "VllmKvCacheNearFull",
+        "warning",
+        "KV-cache usage is above 90%: preemption follows at full.",
+        "5m",
+        lambda v, _: f"{_kv(v)} > {KV_USAGE_WARNING:g}",
+        lambda s, _: _above(s.kv_cache_usage, KV_USAGE_WARNING),
+        KV_REMEDY,
+    ),
+    Check(
+        "VllmPreemptions",
+        "critical",
+        "Requests are being preempted: the KV cache ran out and running requests are recomputed.",
+        "0m",
+        lambda v, _: f"sum by (model_name) (increase({name('num_preemptions', v)}[{RULE_WINDOW}])) > 0",
+        lambda s, _: _above(s.preemptions_in_window, 0),
+        KV_REMEDY,
+    ),
+    Check(
+        "VllmRequestsWaiting",
+        "warning",
+        "Requests keep waiting for KV-cache blocks or a batch slot.",
+        "5m",
+        lambda v, _: f"sum by (model_name) ({name('num_requests_waiting', v)}) > 0",
+        lambda s, _: _above(s.num_requests_waiting_min, 0),
+        "Add capacity (replicas, --tensor-parallel-size) or make room in the KV cache. " + KV_REMEDY,
+    ),
+    Check(
+        "VllmTtftP99High",
+        "warning",
+        "The p99 time to first token is above the objective.",
+        "5m",
+        _ttft_p99,
+        lambda s, objective: _above(s.ttft_p99_s, objective),
+        "Queueing or long prefills: lower --max-num-batched-tokens for shorter steps, or add capacity.",
+        kv_pressure=False,
+    ),
+    Check(
+        "VllmCpuSwap",
+        "warning",
+        "Requests are swapped to CPU memory (V0): the GPU KV cache is too small.",
+        "1m",
+        lambda v, _: _swap(v),
+        _swapping,
+        "Give the GPU KV cache more room. " + KV_REMEDY,
+    ),
 )
 
 

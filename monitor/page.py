@@ -43,7 +43,9 @@ class Page:
         return sum(s.value for s in samples) if samples else None
 
     def model_names(self) -> list[str]:
-        return sorted({s.labels["model_name"] for group in self._vllm_groups() for s in group if "model_name" in s.labels})
+        return sorted(
+            {s.labels["model_name"] for group in self._vllm_groups() for s in group if "model_name" in s.labels}
+        )
 
     def num_engines(self) -> int:
         """Engines (V1's `engine` label) per model, summed over models; 1 for a V0 server."""
@@ -70,7 +72,8 @@ def parse_page(text: str, source: str = "the page") -> Page:
     except (ValueError, IndexError, KeyError, TypeError):  # what the parser raises on text that is not the format
         raise MetricsUnavailable(f"{source} is not Prometheus text.", fix="Point at the server's /metrics.") from None
     if not any(name.startswith("vllm:") for name in samples):
-        raise MetricsUnavailable(f"{source} has no vLLM metrics (no vllm:* names).",
-                                 fix="Point at a vLLM or kvtool serve server's /metrics.")
+        raise MetricsUnavailable(
+            f"{source} has no vLLM metrics (no vllm:* names).", fix="Point at a vLLM or kvtool serve server's /metrics."
+        )
     version = V0 if any(name in samples for name in V0_ONLY) else V1
     return Page(version, dict(samples))

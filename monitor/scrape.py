@@ -34,13 +34,19 @@ class Scraper:
         try:
             response = self.client.get(self.url)
         except httpx.HTTPError as err:
-            raise MetricsUnavailable(f"no server answers at {self.url} ({type(err).__name__}).",
-                                     fix="Check the URL and that the server is up.") from None
+            raise MetricsUnavailable(
+                f"no server answers at {self.url} ({type(err).__name__}).",
+                fix="Check the URL and that the server is up.",
+            ) from None
         if response.status_code in (401, 403):
-            raise MetricsUnavailable(f"{self.url} answered HTTP {response.status_code}.", fix="Pass the server's --api-key.")
+            raise MetricsUnavailable(
+                f"{self.url} answered HTTP {response.status_code}.", fix="Pass the server's --api-key."
+            )
         if response.status_code != 200:
-            raise MetricsUnavailable(f"{self.url} answered HTTP {response.status_code}.",
-                                     fix="Point at the server's base URL or its /metrics.")
+            raise MetricsUnavailable(
+                f"{self.url} answered HTTP {response.status_code}.",
+                fix="Point at the server's base URL or its /metrics.",
+            )
         return parse_page(response.text, self.url)
 
     def reading(self) -> Reading:

@@ -33,5 +33,8 @@ class Watcher:
         return self.step()
 
     def to_dict(self, view: Snapshot) -> dict:
-        return {**view.to_dict(), "max_model_len": self.max_model_len,
-                "alerts": [alert.to_dict() for alert in self.alerts(view)]}
+        return {
+            **view.to_dict(),
+            "max_model_len": self.max_model_len,
+            "alerts": [alert.to_dict() for alert in self.alerts(view)],
+        }

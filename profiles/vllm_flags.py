@@ -10,8 +10,14 @@ from kvtool.errors import UsageError
 from kvtool.profiles.workload import WorkloadProfile
 
 DEFAULT_HF_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-ENGINE_KEYS = ("max_model_len", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
-               "gpu_memory_utilization", "tensor_parallel_size")
+ENGINE_KEYS = (
+    "max_model_len",
+    "kv_cache_dtype",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
+)
 
 
 def vllm_engine_settings(profile: WorkloadProfile) -> dict:
@@ -33,12 +39,16 @@ def check_settings_for_model(model: str, settings: dict, where: str = "the setti
     try:
         kv_cache.check_parallel_sizes(spec, settings.get("tensor_parallel_size") or 1)
     except UsageError as err:
-        raise UsageError(f"{where} do not suit {model}: {err.message}",
-                         "Name a model that suits them with --model, or change tensor_parallel_size.") from None
+        raise UsageError(
+            f"{where} do not suit {model}: {err.message}",
+            "Name a model that suits them with --model, or change tensor_parallel_size.",
+        ) from None
     length = settings.get("max_model_len")
     if length and length > spec.derived_max_model_len:
-        raise UsageError(f"{where} ask for max_model_len {length}, more than the {spec.derived_max_model_len} tokens "
-                         f"of {model}.", "Name a model with a longer context with --model, or lower max_model_len.")
+        raise UsageError(
+            f"{where} ask for max_model_len {length}, more than the {spec.derived_max_model_len} tokens of {model}.",
+            "Name a model with a longer context with --model, or lower max_model_len.",
+        )
 
 
 def vllm_serve_argv(model: str, settings: dict) -> list[str]:
@@ -75,11 +85,15 @@ def vllm_config_yaml(profile: WorkloadProfile, model: str | None = None) -> str:
 
 
 def vllm_notes(profile: WorkloadProfile) -> list[str]:
-    notes = [f"Requests without max_tokens: vLLM gives completions 16 tokens and chat the remaining context; "
-             f"this profile's default is {profile.max_tokens}, so send max_tokens={profile.max_tokens} from clients."]
+    notes = [
+        f"Requests without max_tokens: vLLM gives completions 16 tokens and chat the remaining context; "
+        f"this profile's default is {profile.max_tokens}, so send max_tokens={profile.max_tokens} from clients."
+    ]
     if profile.overflow == "reject":
-        notes.append("overflow reject: vLLM <= 0.31 rejects prompt + max_tokens > max_model_len with HTTP 400; "
-                     "vLLM >= 0.32 clamps max_tokens instead.")
+        notes.append(
+            "overflow reject: vLLM <= 0.31 rejects prompt + max_tokens > max_model_len with HTTP 400; "
+            "vLLM >= 0.32 clamps max_tokens instead."
+        )
     else:
         notes.append("overflow clamp: vLLM >= 0.32 clamps max_tokens to the room left; vLLM <= 0.31 answers HTTP 400.")
     return notes

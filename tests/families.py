@@ -2,35 +2,66 @@
 
 import torch
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
-TINY = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.3)
-WINDOW = 24   # below the longest test prompt and not a multiple of the block size
+TINY = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.3,
+)
+WINDOW = 24  # below the longest test prompt and not a multiple of the block size
 
 
 def family_config(family: str):
     """The transformers config of a tiny model of `family`."""
     import transformers as hf
+
     both = ["sliding_attention", "full_attention"]
     configs = {
         "qwen3": lambda: hf.Qwen3Config(**TINY, head_dim=32, tie_word_embeddings=False),
-        "gemma2": lambda: hf.Gemma2Config(**TINY, head_dim=16, sliding_window=WINDOW, query_pre_attn_scalar=24,
-                                          attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
-                                          tie_word_embeddings=False),
-        "gemma3_text": lambda: hf.Gemma3TextConfig(**TINY, head_dim=16, sliding_window=WINDOW, layer_types=both,
-                                                   query_pre_attn_scalar=16, rope_local_base_freq=100.0,
-                                                   rope_scaling={"rope_type": "linear", "factor": 2.0},
-                                                   tie_word_embeddings=False),
+        "gemma2": lambda: hf.Gemma2Config(
+            **TINY,
+            head_dim=16,
+            sliding_window=WINDOW,
+            query_pre_attn_scalar=24,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=3.0,
+            tie_word_embeddings=False,
+        ),
+        "gemma3_text": lambda: hf.Gemma3TextConfig(
+            **TINY,
+            head_dim=16,
+            sliding_window=WINDOW,
+            layer_types=both,
+            query_pre_attn_scalar=16,
+            rope_local_base_freq=100.0,
+            rope_scaling={"rope_type": "linear", "factor": 2.0},
+            tie_word_embeddings=False,
+        ),
         # partial rotary as in Phi-4-mini: a quarter of each 16-wide head turns (4 frequencies)
-        "phi3": lambda: hf.Phi3Config(**TINY, original_max_position_embeddings=128, pad_token_id=0, rope_scaling={
-            "rope_type": "longrope", "short_factor": [1.0 + i / 16 for i in range(2)],
-            "long_factor": [2.0 + i / 4 for i in range(2)], "partial_rotary_factor": 0.25}),
-        "qwen3_moe": lambda: hf.Qwen3MoeConfig(**TINY, head_dim=16, num_experts=4, num_experts_per_tok=2,
-                                               moe_intermediate_size=32, norm_topk_prob=True),
-        "mixtral": lambda: hf.MixtralConfig(**TINY, num_local_experts=4, num_experts_per_tok=2,
-                                            sliding_window=WINDOW),
+        "phi3": lambda: hf.Phi3Config(
+            **TINY,
+            original_max_position_embeddings=128,
+            pad_token_id=0,
+            rope_scaling={
+                "rope_type": "longrope",
+                "short_factor": [1.0 + i / 16 for i in range(2)],
+                "long_factor": [2.0 + i / 4 for i in range(2)],
+                "partial_rotary_factor": 0.25,
+            },
+        ),
+        "qwen3_moe": lambda: hf.Qwen3MoeConfig(
+            **TINY, head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True
+        ),
+        "mixtral": lambda: hf.MixtralConfig(**TINY, num_local_experts=4, num_experts_per_tok=2, sliding_window=WINDOW),
     }
     return configs[family]()
 
@@ -38,6 +69,7 @@ def family_config(family: str):
 def save_tiny_family(folder, family: str):
     """Build the HF model (its own init, initializer_range 0.3), save it to `folder`, return it."""
     from transformers import AutoModelForCausalLM
+
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(family_config(family), dtype=torch.float32).eval()
     model.save_pretrained(folder)
@@ -48,12 +80,17 @@ def save_tiny_tokenizer(folder, chat_template: str | None = CHAT_TEMPLATE) -> No
     """A byte-level BPE of 400 tokens (fits the tiny vocabulary), trained on a few sentences."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     text = ["The capital of France is Paris.", "Write a haiku about the sea.", "def fibonacci(n): return n"] * 20
     tokenizer.train_from_iterator(text, trainer)
-    PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                            chat_template=chat_template).save_pretrained(folder)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=chat_template
+    ).save_pretrained(folder)

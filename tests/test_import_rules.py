@@ -1,12 +1,12 @@
 """The layers' import rules, read from the source with `ast`: imports only point down the layer list.
 
-    sizing       nothing else in engine
-    plan         sizing
-    diagnosis    sizing
-    runtime      sizing, kernels
-    server       runtime, sizing
-    engine/*     never cli or profiles
-    sizing, plan, diagnosis, cli: no torch at module level (plan, diagnose and --help stay cheap)
+sizing       nothing else in engine
+plan         sizing
+diagnosis    sizing
+runtime      sizing, kernels
+server       runtime, sizing
+engine/*     never cli or profiles
+sizing, plan, diagnosis, cli: no torch at module level (plan, diagnose and --help stay cheap)
 """
 
 import ast
@@ -77,9 +77,12 @@ def engine_layer_violations(layer: str, files: list[Path]) -> list[str]:
 
 
 def torch_violations(files: list[Path]) -> list[str]:
-    return [f"{path.relative_to(ROOT)}:{line} imports {module} at module level"
-            for path in files for module, line in imports_of(path, module_level_only=True)
-            if module.split(".")[0] in HEAVY_MODULES]
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports {module} at module level"
+        for path in files
+        for module, line in imports_of(path, module_level_only=True)
+        if module.split(".")[0] in HEAVY_MODULES
+    ]
 
 
 @pytest.mark.parametrize("layer", sorted(ENGINE_LAYERS))
@@ -94,8 +97,10 @@ def test_cheap_layers_import_no_torch_at_module_level(folder):
 
 def test_the_rules_catch_a_forbidden_import(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import torch\nfrom kvtool.engine.runtime.config import EngineConfig\nfrom kvtool.cli import app\n\n"
-                   "def later():\n    import torch\n")
+    bad.write_text(
+        "import torch\nfrom kvtool.engine.runtime.config import EngineConfig\nfrom kvtool.cli import app\n\n"
+        "def later():\n    import torch\n"
+    )
     (tmp_path / "ok.py").write_text("from kvtool.engine.sizing import defaults\n")
     files = sorted(tmp_path.glob("*.py"))
     global ROOT

@@ -3,8 +3,15 @@
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"kvtool": "kvtool", "cli": "kvtool.cli", "engine": "kvtool.engine", "kernels": "kvtool.kernels",
-           "profiles": "kvtool.profiles", "bench": "kvtool.bench", "monitor": "kvtool.monitor"}
+FOLDERS = {
+    "kvtool": "kvtool",
+    "cli": "kvtool.cli",
+    "engine": "kvtool.engine",
+    "kernels": "kvtool.kernels",
+    "profiles": "kvtool.profiles",
+    "bench": "kvtool.bench",
+    "monitor": "kvtool.monitor",
+}
 
 
 def test_every_package_folder_is_in_pyproject():

@@ -1,10 +1,10 @@
 """`kvtool diagnose`: failure text in, cause and computed fixes out.
 
-    reader     -> only the stretches that can matter, cleaned (streamed, bounded memory)
-    normalize  -> logical lines: prefixes stripped, escapes undone, wrapped lines joined
-    scanner    -> the log's context, the stage of an OOM (stage) and what each line matches
-                  (recognisers: derived from wordings by patterns, plus truncation)
-    explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache) and fixes
+reader     -> only the stretches that can matter, cleaned (streamed, bounded memory)
+normalize  -> logical lines: prefixes stripped, escapes undone, wrapped lines joined
+scanner    -> the log's context, the stage of an OOM (stage) and what each line matches
+              (recognisers: derived from wordings by patterns, plus truncation)
+explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache) and fixes
 """
 
 from typing import BinaryIO

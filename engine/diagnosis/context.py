@@ -10,16 +10,24 @@ from dataclasses import dataclass, field, fields
 _SIZE = r"(-?[\d.]+) ?Gi?B"
 # flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
 _KEY_FIELDS = {
-    "max_model_len": "max_model_len", "max_seq_len": "max_model_len",
-    "gpu_memory_utilization": "gpu_memory_utilization", "block_size": "block_size",
-    "kv_cache_dtype": "kv_cache_dtype", "tensor_parallel_size": "tensor_parallel_size",
-    "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
-    "served_model_name": "served_model_name", "enable_chunked_prefill": "enable_chunked_prefill",
+    "max_model_len": "max_model_len",
+    "max_seq_len": "max_model_len",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "block_size": "block_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "served_model_name": "served_model_name",
+    "enable_chunked_prefill": "enable_chunked_prefill",
 }
 _KEY_VALUE = re.compile(
     r"(?<![\w-])(?:--)?(" + "|".join(k.replace("_", "[-_]") for k in _KEY_FIELDS) + r"|-tp)"
-    r"""['"]?(?:\s*[:=]\s*|\s+)\[?['"]?([\w./:-]+)""")
-_MODEL = re.compile(r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])""")
+    r"""['"]?(?:\s*[:=]\s*|\s+)\[?['"]?([\w./:-]+)"""
+)
+_MODEL = re.compile(
+    r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
+)
 _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)|\(v(\d+\.\d+[\w.+]*)\) with config")
 _READINGS = [  # (gate, pattern, field)
     ("weights t", re.compile(r"model weights (?:took|take) " + _SIZE), "weights_gib"),
@@ -139,6 +147,7 @@ def _convert(kind: str, text: str):
 
 
 _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
-_FIELD_TYPES = {f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext)
-                if f.name not in ("server_up", "lines")}
+_FIELD_TYPES = {
+    f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.name not in ("server_up", "lines")
+}
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

@@ -32,8 +32,15 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
         try:
             finding = EXPLAINERS[obs.category](obs, context, memory)
         except (ArithmeticError, ValueError, KeyError):  # numbers no real server prints (0 GiB GPUs, 1e308 tokens)
-            finding = Finding(obs.category, obs.stage, "Recognised, but its numbers are out of range, so no fix is "
-                              "computed.", dict(obs.numbers), [], obs.evidence, obs.span)
+            finding = Finding(
+                obs.category,
+                obs.stage,
+                "Recognised, but its numbers are out of range, so no fix is computed.",
+                dict(obs.numbers),
+                [],
+                obs.evidence,
+                obs.span,
+            )
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
         findings.append(finding)
@@ -47,7 +54,11 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
         line = context.lines["available_kv_gib"]
-        return [Observation("no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line)))]
+        return [
+            Observation(
+                "no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line))
+            )
+        ]
     tokens, source = _kv_cache_tokens(context, memory)
     if tokens is None or not context.max_model_len or tokens >= context.max_model_len:
         return []

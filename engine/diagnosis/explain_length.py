@@ -7,11 +7,17 @@ from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
 
-V0_SCHEDULER_NOTE = ("vLLM's v0 scheduler dropped the request (finish_reason \"length\"); with chunked prefill off "
-                     "the limit is min(max_model_len, max_num_batched_tokens).")
-COMPLETIONS_NOTE = ("On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "
-                    "\"maximum context length\": the real limit may be larger by the request's max_tokens.")
-CLAMP_NOTE = "vLLM 0.32 and later (and `kvtool serve --overflow clamp`) lower max_tokens to the room left instead of rejecting."
+V0_SCHEDULER_NOTE = (
+    'vLLM\'s v0 scheduler dropped the request (finish_reason "length"); with chunked prefill off '
+    "the limit is min(max_model_len, max_num_batched_tokens)."
+)
+COMPLETIONS_NOTE = (
+    "On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "
+    '"maximum context length": the real limit may be larger by the request\'s max_tokens.'
+)
+CLAMP_NOTE = (
+    "vLLM 0.32 and later (and `kvtool serve --overflow clamp`) lower max_tokens to the room left instead of rejecting."
+)
 
 
 def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
@@ -20,13 +26,22 @@ def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel)
     if prompt is None and max_tokens is not None and max_tokens < 1 and limit is None:
         n["prompt_overflow_tokens"] = -max_tokens  # 0.4-era chat: max_tokens = max_model_len - prompt
         n["trim_tokens"] = 1 - max_tokens
-        return _finding(obs, n, f"The prompt is {-max_tokens} tokens longer than max_model_len, so the server "
-                        f"computed max_tokens = {max_tokens}.", [_trim(n["trim_tokens"])])
+        return _finding(
+            obs,
+            n,
+            f"The prompt is {-max_tokens} tokens longer than max_model_len, so the server "
+            f"computed max_tokens = {max_tokens}.",
+            [_trim(n["trim_tokens"])],
+        )
     if "prompt_characters" in n:
         return _too_many_characters(obs, n)
     if "truncate_prompt_tokens" in n:
-        return _finding(obs, n, "truncate_prompt_tokens is larger than the room the context leaves for the prompt.",
-                        [Fix("lower truncate_prompt_tokens", param="truncate_prompt_tokens", value=n["max_input_tokens"])])
+        return _finding(
+            obs,
+            n,
+            "truncate_prompt_tokens is larger than the room the context leaves for the prompt.",
+            [Fix("lower truncate_prompt_tokens", param="truncate_prompt_tokens", value=n["max_input_tokens"])],
+        )
     if "lookahead_slots" in n:
         return _larger_than_the_cache(obs, n, context, memory)
     if prompt is not None and limit is not None:
@@ -36,11 +51,19 @@ def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel)
 
 def _larger_than_the_cache(obs: Observation, n: dict, context: LogContext, memory: MemoryModel) -> Finding:
     tokens = context.kv_cache_tokens or (context.num_gpu_blocks and memory.kv_tokens(context.num_gpu_blocks))
-    summary = (f"The prompt ({n['prompt_tokens']} tokens) is larger than the whole KV cache, so vLLM's v0 scheduler "
-               "dropped it (finish_reason \"length\").")
-    fixes = [_trim(None), Fix("give the KV cache more of the GPU", flag="--gpu-memory-utilization",
-                              value=round(min(0.95, default_utilization(context) + 0.05), 2)),
-             Fix("cap the context at what the cache holds", flag="--max-model-len", value=tokens or None)]
+    summary = (
+        f"The prompt ({n['prompt_tokens']} tokens) is larger than the whole KV cache, so vLLM's v0 scheduler "
+        'dropped it (finish_reason "length").'
+    )
+    fixes = [
+        _trim(None),
+        Fix(
+            "give the KV cache more of the GPU",
+            flag="--gpu-memory-utilization",
+            value=round(min(0.95, default_utilization(context) + 0.05), 2),
+        ),
+        Fix("cap the context at what the cache holds", flag="--max-model-len", value=tokens or None),
+    ]
     return _finding(obs, n, summary, fixes)
 
 
@@ -48,13 +71,23 @@ def _prompt_and_output(obs: Observation, n: dict, context: LogContext, memory: M
     limit, prompt, max_tokens = n["max_model_len"], n["prompt_tokens"], n.get("max_tokens")
     param = _rejected_param(prompt, max_tokens, limit)
     if param is None:
-        return _finding(obs, n, f"The prompt ({prompt} tokens) fits max_model_len {limit} when sent alone; "
-                        "the server in the log counted a different budget.", [])
+        return _finding(
+            obs,
+            n,
+            f"The prompt ({prompt} tokens) fits max_model_len {limit} when sent alone; "
+            "the server in the log counted a different budget.",
+            [],
+        )
     over_by_prompt = param == "input_tokens" and prompt >= limit
     summary, fixes = _prompt_alone(n) if over_by_prompt else _prompt_plus_output(n)
-    fixes.append(Fix("budget each request: max_tokens = max_model_len - prompt tokens (count them with the "
-                     "model's tokenizer), or omit max_tokens on /v1/chat/completions", param="max_tokens",
-                     value=f"{limit} - prompt_tokens"))
+    fixes.append(
+        Fix(
+            "budget each request: max_tokens = max_model_len - prompt tokens (count them with the "
+            "model's tokenizer), or omit max_tokens on /v1/chat/completions",
+            param="max_tokens",
+            value=f"{limit} - prompt_tokens",
+        )
+    )
     fixes += _longer_context(prompt + max(max_tokens or 0, 1), context, memory, n)
     notes = [] if over_by_prompt else [CLAMP_NOTE]
     if "is too long and exceeds limit" in obs.evidence:
@@ -76,16 +109,20 @@ def _rejected_param(prompt: int, max_tokens: int | None, limit: int) -> str | No
 def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit = n["prompt_tokens"], n["max_model_len"]
     n["prompt_overflow_tokens"], n["trim_tokens"] = prompt - limit, prompt - limit + 1
-    summary = (f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
-               f"token fits. Trim at least {n['trim_tokens']} tokens.")
+    summary = (
+        f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
+        f"token fits. Trim at least {n['trim_tokens']} tokens."
+    )
     return summary, [_trim(n["trim_tokens"])]
 
 
 def _prompt_plus_output(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit, max_tokens = n["prompt_tokens"], n["max_model_len"], n["max_tokens"]
     n["overflow_tokens"], n["largest_max_tokens"] = prompt + max_tokens - limit, limit - prompt
-    summary = (f"The request needs {prompt + max_tokens} tokens ({prompt} prompt + {max_tokens} max_tokens) but "
-               f"max_model_len is {limit}: {n['overflow_tokens']} too many. max_tokens {limit - prompt} would have fit.")
+    summary = (
+        f"The request needs {prompt + max_tokens} tokens ({prompt} prompt + {max_tokens} max_tokens) but "
+        f"max_model_len is {limit}: {n['overflow_tokens']} too many. max_tokens {limit - prompt} would have fit."
+    )
     return summary, [Fix("lower max_tokens", param="max_tokens", value=limit - prompt), _trim(n["overflow_tokens"])]
 
 
@@ -101,20 +138,30 @@ def _longer_context(length: int, context: LogContext, memory: MemoryModel, n: di
         available = memory.kv_budget_gib(context.total_gpu_gib, default_utilization(context))
     if available and (fits := memory.max_len_for(available, limit=target)) is not None:
         n["kv_max_model_len"] = fits
-        action += f" (a {available} GiB KV cache holds it)" if fits >= target else \
-            f" (a {available} GiB KV cache holds only {fits} tokens: add memory first)"
+        action += (
+            f" (a {available} GiB KV cache holds it)"
+            if fits >= target
+            else f" (a {available} GiB KV cache holds only {fits} tokens: add memory first)"
+        )
     return [Fix(action, flag="--max-model-len", value=target)]
 
 
 def _too_many_characters(obs: Observation, n: dict) -> Finding:
     limit_chars = n["max_input_characters"]
     n["trim_characters"] = n["prompt_characters"] - limit_chars
-    summary = (f"The prompt has {n['prompt_characters']} characters; with the output tokens requested, at most "
-               f"{limit_chars} fit (a cheap check before tokenizing).")
+    summary = (
+        f"The prompt has {n['prompt_characters']} characters; with the output tokens requested, at most "
+        f"{limit_chars} fit (a cheap check before tokenizing)."
+    )
     fixes = [Fix("shorten the prompt", param="prompt", value=f"<= {limit_chars} characters")]
     if n.get("max_tokens"):
-        fixes.append(Fix("request fewer output tokens to leave the prompt more room", param="max_tokens",
-                         value=max(1, n["max_tokens"] // 2)))
+        fixes.append(
+            Fix(
+                "request fewer output tokens to leave the prompt more room",
+                param="max_tokens",
+                value=max(1, n["max_tokens"] // 2),
+            )
+        )
     return _finding(obs, n, summary, fixes)
 
 
@@ -123,19 +170,33 @@ def _max_tokens_only(obs: Observation, n: dict) -> Finding:
     if limit is None or max_tokens is None:
         return _finding(obs, n, "The request is longer than the model's context.", [_trim(None)])
     n["max_tokens_over_context"] = max_tokens - limit
-    summary = (f"max_tokens {max_tokens} alone is larger than max_model_len {limit}; the prompt needs room too.")
-    fixes = [Fix("lower max_tokens below max_model_len minus the prompt tokens", param="max_tokens",
-                 value=f"{limit} - prompt_tokens"),
-             Fix("omit max_tokens on /v1/chat/completions: the server then uses the room left", param="max_tokens", value=None)]
+    summary = f"max_tokens {max_tokens} alone is larger than max_model_len {limit}; the prompt needs room too."
+    fixes = [
+        Fix(
+            "lower max_tokens below max_model_len minus the prompt tokens",
+            param="max_tokens",
+            value=f"{limit} - prompt_tokens",
+        ),
+        Fix(
+            "omit max_tokens on /v1/chat/completions: the server then uses the room left",
+            param="max_tokens",
+            value=None,
+        ),
+    ]
     return _finding(obs, n, summary, fixes, [CLAMP_NOTE])
 
 
 def _trim(tokens: int | None) -> Fix:
-    return Fix("trim the prompt (drop old turns, summarise, or retrieve less)", param="prompt",
-               value=f"-{tokens} tokens" if tokens else None)
+    return Fix(
+        "trim the prompt (drop old turns, summarise, or retrieve less)",
+        param="prompt",
+        value=f"-{tokens} tokens" if tokens else None,
+    )
 
 
-def _finding(obs: Observation, numbers: dict, summary: str, fixes: list[Fix], notes: list[str] | None = None) -> Finding:
+def _finding(
+    obs: Observation, numbers: dict, summary: str, fixes: list[Fix], notes: list[str] | None = None
+) -> Finding:
     return Finding(obs.category, obs.stage, summary, numbers, fixes, obs.evidence, obs.span, notes or [])
 
 
@@ -143,16 +204,29 @@ def default_truncation(obs: Observation, context: LogContext, memory: MemoryMode
     n = dict(obs.numbers)
     if context.max_model_len and "prompt_tokens" in n:
         n["largest_max_tokens"] = context.max_model_len - n["prompt_tokens"]
-    summary = ("The output stopped at exactly 16 tokens (finish_reason \"length\"): max_tokens was not set and "
-               "vLLM's default is 16 for /v1/completions and SamplingParams.")
+    summary = (
+        'The output stopped at exactly 16 tokens (finish_reason "length"): max_tokens was not set and '
+        "vLLM's default is 16 for /v1/completions and SamplingParams."
+    )
     if "completion_tokens" not in n:
-        summary = ("Requests run with max_tokens=16, vLLM's default when a /v1/completions request or "
-                   "SamplingParams omits it.")
+        summary = (
+            "Requests run with max_tokens=16, vLLM's default when a /v1/completions request or SamplingParams omits it."
+        )
     if "max_tokens" in n:
-        summary = ("SamplingParams is built without max_tokens, so every output stops at vLLM's default of 16 "
-                   "tokens (finish_reason \"length\").")
-    fixes = [Fix("set max_tokens on every request to the length you expect", param="max_tokens",
-                 value=n.get("largest_max_tokens")),
-             Fix("use /v1/chat/completions, whose default is the room left in the context", param="endpoint",
-                 value="/v1/chat/completions")]
+        summary = (
+            "SamplingParams is built without max_tokens, so every output stops at vLLM's default of 16 "
+            'tokens (finish_reason "length").'
+        )
+    fixes = [
+        Fix(
+            "set max_tokens on every request to the length you expect",
+            param="max_tokens",
+            value=n.get("largest_max_tokens"),
+        ),
+        Fix(
+            "use /v1/chat/completions, whose default is the room left in the context",
+            param="endpoint",
+            value="/v1/chat/completions",
+        ),
+    ]
     return _finding(obs, n, summary, fixes)

@@ -8,8 +8,11 @@ from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
 
-ALLOC_CONF = Fix("let PyTorch grow segments instead of fragmenting them", flag="PYTORCH_CUDA_ALLOC_CONF",
-                 value="expandable_segments:True")
+ALLOC_CONF = Fix(
+    "let PyTorch grow segments instead of fragmenting them",
+    flag="PYTORCH_CUDA_ALLOC_CONF",
+    value="expandable_segments:True",
+)
 HEADROOM_GIB = 0.5
 
 
@@ -25,20 +28,33 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
     fixes = _fixes(obs.stage, phase, n, context, memory)
     notes = [_stage_note(obs)]
     if _others_hold_memory(n):
-        notes.append(f"This process uses {_gib(n['this_process_gib'])} of {_gib(n['total_gib'])} GiB: "
-                     "other processes hold the rest.")
+        notes.append(
+            f"This process uses {_gib(n['this_process_gib'])} of {_gib(n['total_gib'])} GiB: "
+            "other processes hold the rest."
+        )
     if n.get("reserved_unallocated_gib", 0) >= n.get("tried_to_allocate_gib", math.inf):
         fixes.append(ALLOC_CONF)
-    return Finding(obs.category, obs.stage, summary + ".", n, fixes, obs.evidence, obs.span, notes,
-                   stage_evidence=obs.stage_evidence)
+    return Finding(
+        obs.category,
+        obs.stage,
+        summary + ".",
+        n,
+        fixes,
+        obs.evidence,
+        obs.span,
+        notes,
+        stage_evidence=obs.stage_evidence,
+    )
 
 
 def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
     if stage == "runtime":
         return _runtime_fixes(n, context)
     if phase == "KV cache allocation":  # the weights fitted: the cache asked for more than was left
-        return [_lower_utilization(n, context),
-                Fix("shard over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2)]
+        return [
+            _lower_utilization(n, context),
+            Fix("shard over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
+        ]
     return _phase_fixes("sampler warm-up" if phase == "pooler warm-up" else phase, n, context, memory)
 
 
@@ -51,27 +67,56 @@ def _stage_note(obs: Observation) -> str:
 
 def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
     if phase == "weight loading":
-        return [Fix("the weights alone do not fit: shard them", flag="--tensor-parallel-size", value=memory.tp * 2),
-                Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8)", flag="--quantization", value=None)]
+        return [
+            Fix("the weights alone do not fit: shard them", flag="--tensor-parallel-size", value=memory.tp * 2),
+            Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8)", flag="--quantization", value=None),
+        ]
     if phase == "sampler warm-up":
         dummy = n.get("dummy_requests") or context.max_num_seqs or ASSUMED_MAX_NUM_SEQS
-        return [Fix("warm up (and serve) fewer sequences at once", flag="--max-num-seqs", value=max(1, dummy // 2)),
-                _lower_utilization(n, context)]
+        return [
+            Fix("warm up (and serve) fewer sequences at once", flag="--max-num-seqs", value=max(1, dummy // 2)),
+            _lower_utilization(n, context),
+        ]
     if phase == "CUDA graph capture":
-        return [Fix("skip CUDA graphs (slower decode, no graph memory)", flag="--enforce-eager", value=True),
-                _lower_utilization(n, context),
-                Fix("capture graphs for fewer batch sizes", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2))]
+        return [
+            Fix("skip CUDA graphs (slower decode, no graph memory)", flag="--enforce-eager", value=True),
+            _lower_utilization(n, context),
+            Fix(
+                "capture graphs for fewer batch sizes",
+                flag="--max-num-seqs",
+                value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2),
+            ),
+        ]
     batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
-    return [Fix("shrink the profiling batch: the activation peak grows with it", flag="--max-num-batched-tokens",
-                value=max(512, batched // 2)),
-            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2)),
-            _lower_utilization(n, context)]
+    return [
+        Fix(
+            "shrink the profiling batch: the activation peak grows with it",
+            flag="--max-num-batched-tokens",
+            value=max(512, batched // 2),
+        ),
+        Fix(
+            "run fewer sequences at once",
+            flag="--max-num-seqs",
+            value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2),
+        ),
+        _lower_utilization(n, context),
+    ]
 
 
 def _runtime_fixes(n: dict, context: LogContext) -> list[Fix]:
-    return [_lower_utilization(n, context),
-            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2)),
-            Fix("prefill in smaller chunks", flag="--max-num-batched-tokens", value=max(512, (context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS) // 2))]
+    return [
+        _lower_utilization(n, context),
+        Fix(
+            "run fewer sequences at once",
+            flag="--max-num-seqs",
+            value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2),
+        ),
+        Fix(
+            "prefill in smaller chunks",
+            flag="--max-num-batched-tokens",
+            value=max(512, (context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS) // 2),
+        ),
+    ]
 
 
 def _lower_utilization(n: dict, context: LogContext) -> Fix:
@@ -79,11 +124,16 @@ def _lower_utilization(n: dict, context: LogContext) -> Fix:
     total = n.get("total_gib") or context.total_gpu_gib
     current = default_utilization(context)
     if not total or total <= 0 or "tried_to_allocate_gib" not in n:
-        return Fix("leave more memory outside vLLM's budget", flag="--gpu-memory-utilization", value=round(current - 0.05, 2))
+        return Fix(
+            "leave more memory outside vLLM's budget", flag="--gpu-memory-utilization", value=round(current - 0.05, 2)
+        )
     step = math.ceil((n["tried_to_allocate_gib"] + HEADROOM_GIB) / total * 100) / 100
     n["gpu_memory_utilization_suggested"] = round(max(0.05, current - step), 2)
-    return Fix(f"leave {_gib(n['tried_to_allocate_gib'] + HEADROOM_GIB)} GiB outside vLLM's budget",
-               flag="--gpu-memory-utilization", value=n["gpu_memory_utilization_suggested"])
+    return Fix(
+        f"leave {_gib(n['tried_to_allocate_gib'] + HEADROOM_GIB)} GiB outside vLLM's budget",
+        flag="--gpu-memory-utilization",
+        value=n["gpu_memory_utilization_suggested"],
+    )
 
 
 def _others_hold_memory(n: dict) -> bool:
@@ -99,8 +149,10 @@ def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> F
     """Preemption or a near-full cache: more requests run than the KV cache holds."""
     n = dict(obs.numbers)
     if obs.category == "preemption":
-        summary = (f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
-                   "sequences were evicted and recomputed, which costs latency.")
+        summary = (
+            f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
+            "sequences were evicted and recomputed, which costs latency."
+        )
     else:
         usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
         summary = f"The KV cache reached {usage:.1f}% use: new requests wait and preemption is next."
@@ -113,12 +165,25 @@ def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[F
     if tokens and context.max_model_len:
         n["kv_cache_tokens"] = tokens
         n["max_num_seqs_without_preemption"] = max(1, tokens // context.max_model_len)
-        fixes.append(Fix("cap concurrency at what the cache holds at full length", flag="--max-num-seqs",
-                         value=n["max_num_seqs_without_preemption"]))
+        fixes.append(
+            Fix(
+                "cap concurrency at what the cache holds at full length",
+                flag="--max-num-seqs",
+                value=n["max_num_seqs_without_preemption"],
+            )
+        )
     elif "num_running" in n:
-        fixes.append(Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, int(n["num_running"] * 3 // 4))))
+        fixes.append(
+            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, int(n["num_running"] * 3 // 4)))
+        )
     if (current := default_utilization(context)) < 0.95:
-        fixes.append(Fix("give the KV cache more of the GPU", flag="--gpu-memory-utilization", value=round(min(0.95, current + 0.05), 2)))
+        fixes.append(
+            Fix(
+                "give the KV cache more of the GPU",
+                flag="--gpu-memory-utilization",
+                value=round(min(0.95, current + 0.05), 2),
+            )
+        )
     if (factor := memory.fp8_factor()) > 1:
         action = f"store the KV cache in fp8: {factor}x the tokens"
         if tokens:

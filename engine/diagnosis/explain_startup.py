@@ -44,7 +44,11 @@ def _estimate(n: dict, memory: MemoryModel) -> int | None:
     if "kv_cache_tokens" in n:  # v0 and the computed case: the whole cache in tokens
         return n["kv_cache_tokens"]
     if n.get("kv_needed_gib"):  # 0.8.5 prints no estimate: full attention scales linearly
-        return int(n["max_model_len"] * n["kv_available_gib"] / n["kv_needed_gib"]) // memory.block_size * memory.block_size
+        return (
+            int(n["max_model_len"] * n["kv_available_gib"] / n["kv_needed_gib"])
+            // memory.block_size
+            * memory.block_size
+        )
     return None
 
 
@@ -57,15 +61,25 @@ def _more_kv_memory(n: dict, context: LogContext, memory: MemoryModel) -> list[F
         n["kv_shortfall_gib"] = round(needed - available, 2)
     if "kv_shortfall_gib" not in n or not total or total <= 0:
         more = f"{n['kv_shortfall_gib']} GiB " if "kv_shortfall_gib" in n else ""
-        return [Fix(f"give the KV cache {more}more of the GPU (give --gpu-mem to compute the value)",
-                    flag="--gpu-memory-utilization", value=None)]
+        return [
+            Fix(
+                f"give the KV cache {more}more of the GPU (give --gpu-mem to compute the value)",
+                flag="--gpu-memory-utilization",
+                value=None,
+            )
+        ]
     current = default_utilization(context)
     target = utilization_for(current * total + needed - available, total)
     n["gpu_memory_utilization_needed"] = target
     if target > HIGHEST_ADVISED_UTILIZATION:  # no headroom left for anything else: not a fix
         return []
-    return [Fix(f"give the KV cache {n['kv_shortfall_gib']} GiB more of the {total} GiB GPU", flag="--gpu-memory-utilization",
-                value=target)]
+    return [
+        Fix(
+            f"give the KV cache {n['kv_shortfall_gib']} GiB more of the {total} GiB GPU",
+            flag="--gpu-memory-utilization",
+            value=target,
+        )
+    ]
 
 
 def _fp8(n: dict, memory: MemoryModel, limit: int) -> list[Fix]:
@@ -78,14 +92,20 @@ def _fp8(n: dict, memory: MemoryModel, limit: int) -> list[Fix]:
     elif n.get("estimated_max_model_len"):
         n["fp8_estimated_max_model_len"] = min(n["estimated_max_model_len"] * factor, limit)
     fp8_len = n.get("fp8_estimated_max_model_len", 0)
-    starts = f"max_model_len {limit} starts" if fp8_len >= limit else f"max_model_len {memory.round_down(fp8_len)[0]} starts"
+    starts = (
+        f"max_model_len {limit} starts" if fp8_len >= limit else f"max_model_len {memory.round_down(fp8_len)[0]} starts"
+    )
     action = f"store the KV cache in fp8: the same memory holds {factor}x the tokens"
     return [Fix(f"{action}: {starts}" if fp8_len else action, flag="--kv-cache-dtype", value="fp8")]
 
 
 def _tensor_parallel(n: dict, memory: MemoryModel) -> Fix:
     tp = memory.tp * 2
-    split = "the weights (MLA's latent KV is not split)" if memory.spec and memory.spec.is_mla else "the weights and of the KV heads"
+    split = (
+        "the weights (MLA's latent KV is not split)"
+        if memory.spec and memory.spec.is_mla
+        else "the weights and of the KV heads"
+    )
     action = f"shard the model over {tp} GPUs: each keeps 1/{tp} of {split}"
     if memory.spec and "kv_available_gib" in n and (fits := memory.max_len_for(n["kv_available_gib"], tp=tp)):
         n[f"tp{tp}_estimated_max_model_len"] = fits
@@ -95,23 +115,39 @@ def _tensor_parallel(n: dict, memory: MemoryModel) -> Fix:
 
 def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = dict(obs.numbers)
-    summary = ("Nothing is left for the KV cache: the weights and the profiled activations already fill "
-               "gpu_memory_utilization x total memory.")
+    summary = (
+        "Nothing is left for the KV cache: the weights and the profiled activations already fill "
+        "gpu_memory_utilization x total memory."
+    )
     fixes = []
     parts = [context.weights_gib, context.activation_peak_gib, context.non_torch_gib]
     if context.total_gpu_gib and all(part is not None for part in parts):
-        n.update(total_gpu_gib=context.total_gpu_gib, weights_gib=parts[0], activation_peak_gib=parts[1],
-                 non_torch_gib=parts[2])
+        n.update(
+            total_gpu_gib=context.total_gpu_gib,
+            weights_gib=parts[0],
+            activation_peak_gib=parts[1],
+            non_torch_gib=parts[2],
+        )
         one_request = (context.max_model_len and memory.needed_gib(context.max_model_len)) or 0
         n["gpu_memory_utilization_needed"] = utilization_for(sum(parts) + one_request, context.total_gpu_gib)
         if n["gpu_memory_utilization_needed"] <= HIGHEST_ADVISED_UTILIZATION:
-            fixes.append(Fix("raise the utilization so one max_model_len request fits", flag="--gpu-memory-utilization",
-                             value=n["gpu_memory_utilization_needed"]))
+            fixes.append(
+                Fix(
+                    "raise the utilization so one max_model_len request fits",
+                    flag="--gpu-memory-utilization",
+                    value=n["gpu_memory_utilization_needed"],
+                )
+            )
     batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
-    fixes += [Fix("shrink the profiling batch (the activation peak grows with it)", flag="--max-num-batched-tokens",
-                  value=max(512, batched // 2)),
-              Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
-              Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8) to shrink the weights", flag="--quantization", value=None)]
+    fixes += [
+        Fix(
+            "shrink the profiling batch (the activation peak grows with it)",
+            flag="--max-num-batched-tokens",
+            value=max(512, batched // 2),
+        ),
+        Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
+        Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8) to shrink the weights", flag="--quantization", value=None),
+    ]
     return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
 
 
@@ -123,17 +159,34 @@ def gpu_memory_held_by_others(obs: Observation, context: LogContext, memory: Mem
         elif "initial_used_gib" in n:
             n["released_during_profiling_gib"] = round(n["initial_used_gib"] - n["current_used_gib"], 2)
         summary = "Another process released GPU memory while vLLM was profiling, so the measurement is wrong."
-        return Finding(obs.category, obs.stage, summary, n, [
-            Fix("give vLLM a GPU of its own", flag="CUDA_VISIBLE_DEVICES", value=None)], obs.evidence, obs.span)
+        return Finding(
+            obs.category,
+            obs.stage,
+            summary,
+            n,
+            [Fix("give vLLM a GPU of its own", flag="CUDA_VISIBLE_DEVICES", value=None)],
+            obs.evidence,
+            obs.span,
+        )
     free, total = n["free_gib"], n["total_gib"]
     n["held_by_others_gib"] = round(total - free, 2)
     n["max_gpu_memory_utilization"] = math.floor(free / total * 100) / 100 if total > 0 else 0.0
-    summary = (f"Only {free} of {total} GiB is free at start-up: other processes hold {n['held_by_others_gib']} GiB, "
-               f"but gpu_memory_utilization {n['gpu_memory_utilization']} asks for {n['requested_gib']} GiB.")
-    fixes = [Fix("ask only for what is free" + _what_fits(n, context, memory), flag="--gpu-memory-utilization",
-                 value=n["max_gpu_memory_utilization"]),
-             Fix("stop the other processes on this GPU (see nvidia-smi) or pick a free GPU", flag="CUDA_VISIBLE_DEVICES",
-                 value=None)]
+    summary = (
+        f"Only {free} of {total} GiB is free at start-up: other processes hold {n['held_by_others_gib']} GiB, "
+        f"but gpu_memory_utilization {n['gpu_memory_utilization']} asks for {n['requested_gib']} GiB."
+    )
+    fixes = [
+        Fix(
+            "ask only for what is free" + _what_fits(n, context, memory),
+            flag="--gpu-memory-utilization",
+            value=n["max_gpu_memory_utilization"],
+        ),
+        Fix(
+            "stop the other processes on this GPU (see nvidia-smi) or pick a free GPU",
+            flag="CUDA_VISIBLE_DEVICES",
+            value=None,
+        ),
+    ]
     return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
 
 

@@ -29,8 +29,12 @@ class ServerNumbers:
     mean_prompt_tokens: float | None = None
 
     def evidence(self) -> str:
-        read = {"vllm:num_preemptions_total": self.num_preemptions, "kv_cache_usage": self.kv_cache_usage,
-                "vllm:num_requests_running": self.num_running, "vllm:num_requests_waiting": self.num_waiting}
+        read = {
+            "vllm:num_preemptions_total": self.num_preemptions,
+            "kv_cache_usage": self.kv_cache_usage,
+            "vllm:num_requests_running": self.num_running,
+            "vllm:num_requests_waiting": self.num_waiting,
+        }
         return f"{self.source}: " + ", ".join(f"{name} {value:g}" for name, value in read.items() if value is not None)
 
 
@@ -45,19 +49,32 @@ def diagnose_server(numbers: ServerNumbers, spec: ModelSpec | None = None) -> Di
 
 
 def server_context(numbers: ServerNumbers) -> LogContext:
-    return LogContext(model=numbers.model, max_model_len=numbers.max_model_len, num_gpu_blocks=numbers.num_gpu_blocks,
-                      block_size=numbers.block_size, kv_cache_dtype=numbers.kv_cache_dtype,
-                      gpu_memory_utilization=numbers.gpu_memory_utilization, server_up=True)
+    return LogContext(
+        model=numbers.model,
+        max_model_len=numbers.max_model_len,
+        num_gpu_blocks=numbers.num_gpu_blocks,
+        block_size=numbers.block_size,
+        kv_cache_dtype=numbers.kv_cache_dtype,
+        gpu_memory_utilization=numbers.gpu_memory_utilization,
+        server_up=True,
+    )
 
 
 def observations(numbers: ServerNumbers) -> list[Observation]:
     found, evidence = [], numbers.evidence()
-    load = {name: value for name, value in (("num_running", numbers.num_running), ("num_waiting", numbers.num_waiting))
-            if value is not None}
+    load = {
+        name: value
+        for name, value in (("num_running", numbers.num_running), ("num_waiting", numbers.num_waiting))
+        if value is not None
+    }
     if numbers.num_preemptions > 0:
-        found.append(Observation("preemption", "runtime", {"num_preemptions": int(numbers.num_preemptions), **load}, evidence))
+        found.append(
+            Observation("preemption", "runtime", {"num_preemptions": int(numbers.num_preemptions), **load}, evidence)
+        )
     if numbers.kv_cache_usage is not None and numbers.kv_cache_usage * 100 >= NEAR_FULL_PERCENT:
-        found.append(Observation("kv_cache_near_full", "runtime", {"kv_cache_usage": numbers.kv_cache_usage, **load}, evidence))
+        found.append(
+            Observation("kv_cache_near_full", "runtime", {"kv_cache_usage": numbers.kv_cache_usage, **load}, evidence)
+        )
     return found
 
 
@@ -75,6 +92,10 @@ def _add_max_tokens_fix(finding: Finding, numbers: ServerNumbers) -> None:
         return
     finding.numbers["max_tokens_to_fit_all"] = cap
     demand = int((numbers.num_running or 0) + (numbers.num_waiting or 0))
-    action = f"have clients ask for fewer tokens: {demand} requests of ~{numbers.mean_prompt_tokens:.0f} prompt tokens fit"
-    finding.fixes.insert(1 if finding.fixes and finding.fixes[0].flag == "--max-num-seqs" else 0,
-                         Fix(action, param="max_tokens", value=cap))
+    action = (
+        f"have clients ask for fewer tokens: {demand} requests of ~{numbers.mean_prompt_tokens:.0f} prompt tokens fit"
+    )
+    finding.fixes.insert(
+        1 if finding.fixes and finding.fixes[0].flag == "--max-num-seqs" else 0,
+        Fix(action, param="max_tokens", value=cap),
+    )

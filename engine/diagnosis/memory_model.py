@@ -23,8 +23,12 @@ class MemoryModel:
     @classmethod
     def from_context(cls, context: LogContext, spec: ModelSpec | None = None) -> "MemoryModel":
         kv_cache_dtype = context.kv_cache_dtype if context.kv_cache_dtype in kv_cache.KV_CACHE_DTYPES else "auto"
-        return cls(spec=spec or catalog_spec(context.model), block_size=context.block_size or kv_cache.DEFAULT_BLOCK_SIZE,
-                   kv_cache_dtype=kv_cache_dtype, tp=context.tensor_parallel_size or 1)
+        return cls(
+            spec=spec or catalog_spec(context.model),
+            block_size=context.block_size or kv_cache.DEFAULT_BLOCK_SIZE,
+            kv_cache_dtype=kv_cache_dtype,
+            tp=context.tensor_parallel_size or 1,
+        )
 
     @property
     def model_dtype(self) -> str:
@@ -32,16 +36,24 @@ class MemoryModel:
 
     def fp8_factor(self) -> int:
         """How many times more tokens the same memory holds with an fp8 KV cache (1 when already fp8)."""
-        return (kv_cache.kv_cache_dtype_bytes(self.kv_cache_dtype, self.model_dtype)
-                // kv_cache.kv_cache_dtype_bytes("fp8", self.model_dtype))
+        return kv_cache.kv_cache_dtype_bytes(self.kv_cache_dtype, self.model_dtype) // kv_cache.kv_cache_dtype_bytes(
+            "fp8", self.model_dtype
+        )
 
-    def max_len_for(self, available_gib: float, kv_cache_dtype: str | None = None, tp: int | None = None,
-                    limit: int | None = None) -> int | None:
+    def max_len_for(
+        self, available_gib: float, kv_cache_dtype: str | None = None, tp: int | None = None, limit: int | None = None
+    ) -> int | None:
         """Largest max_model_len one request of which fits `available_gib` (None without a model)."""
         if self.spec is None or available_gib <= 0:
             return None
-        return kv_cache.estimate_max_model_len(int(available_gib * GiB), self.spec, self.block_size,
-                                             kv_cache_dtype or self.kv_cache_dtype, tp or self.tp, limit=limit)
+        return kv_cache.estimate_max_model_len(
+            int(available_gib * GiB),
+            self.spec,
+            self.block_size,
+            kv_cache_dtype or self.kv_cache_dtype,
+            tp or self.tp,
+            limit=limit,
+        )
 
     def needed_gib(self, max_model_len: int, kv_cache_dtype: str | None = None) -> float | None:
         """KV memory one request of max_model_len needs, plus the null block."""
@@ -93,4 +105,6 @@ def resolve_spec(model: str) -> ModelSpec:
         return spec
     close = catalog.suggestions(model)
     hint = f"Did you mean {', '.join(close)}? " if close else ""
-    raise UsageError(f"unknown model '{model}'.", f"{hint}Give a catalog name, a config.json, a model folder or a .gguf file.")
+    raise UsageError(
+        f"unknown model '{model}'.", f"{hint}Give a catalog name, a config.json, a model folder or a .gguf file."
+    )

@@ -14,8 +14,11 @@ MiB = 1 << 20
 def recommendations(report) -> dict:
     """Flags that start: the asked length when it fits, else the safe length (or fp8 KV when that is enough)."""
     request, kv = report.request, report.kv
-    advice = {"max_model_len": kv.max_model_len, "kv_cache_dtype": request.kv_cache_dtype,
-              "gpu_memory_utilization": request.gpu_memory_utilization}
+    advice = {
+        "max_model_len": kv.max_model_len,
+        "kv_cache_dtype": request.kv_cache_dtype,
+        "gpu_memory_utilization": request.gpu_memory_utilization,
+    }
     if not report.fits:
         fp8_fits = report.fp8_kv.fits and request.kv_cache_dtype not in kv_cache.FP8_KV_CACHE_DTYPES
         if fp8_fits and kv.max_model_len <= report.spec.derived_max_model_len:
@@ -67,7 +70,10 @@ def _command(head: list[str], report, advice: dict, vllm: bool) -> str:
         args += ["--dtype", request.dtype]
     if vllm:
         args += _vllm_only_flags(report)
-    for flag, value in (("--max-num-seqs", request.max_num_seqs), ("--max-num-batched-tokens", request.max_num_batched_tokens)):
+    for flag, value in (
+        ("--max-num-seqs", request.max_num_seqs),
+        ("--max-num-batched-tokens", request.max_num_batched_tokens),
+    ):
         if value:
             args += [flag, str(value)]
     return shlex.join(args)
@@ -86,8 +92,11 @@ def _vllm_only_flags(report) -> list[str]:
         args.append("--enforce-eager")
     if request.limit_mm_per_prompt is not None:
         limits = request.limit_mm_per_prompt
-        text = json.dumps(limits, separators=(",", ":")) if report.release.reached("json_cli_args") else \
-            ",".join(f"{key}={value}" for key, value in limits.items())
+        text = (
+            json.dumps(limits, separators=(",", ":"))
+            if report.release.reached("json_cli_args")
+            else ",".join(f"{key}={value}" for key, value in limits.items())
+        )
         args += ["--limit-mm-per-prompt", text]
     return args
 
@@ -97,18 +106,27 @@ def warnings(report, gpu) -> list[str]:
     failed = report.failed_check
     notes = [failed.message] if failed else []
     if failed and failed.name == "kv_memory":
-        notes.append(f"weights and overheads take {format_gib(budget.non_kv_cache_bytes)} GiB of the "
-                     f"{format_gib(budget.requested_bytes)} GiB budget: no memory is left for the KV cache.")
+        notes.append(
+            f"weights and overheads take {format_gib(budget.non_kv_cache_bytes)} GiB of the "
+            f"{format_gib(budget.requested_bytes)} GiB budget: no memory is left for the KV cache."
+        )
     if kv.max_model_len > spec.derived_max_model_len:
-        notes.append(messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=kv.max_model_len,
-                                                                derived=spec.derived_max_model_len))
+        notes.append(
+            messages.MAX_MODEL_LEN_OVER_DERIVED.format(
+                max_model_len=kv.max_model_len, derived=spec.derived_max_model_len
+            )
+        )
     if kv.fits and kv.max_concurrency < min(report.max_num_seqs, 16):
-        notes.append(f"only {kv.max_concurrency:.2f} full-length requests fit at once: expect preemption under "
-                     "concurrency (lower max_model_len or use fp8 KV).")
+        notes.append(
+            f"only {kv.max_concurrency:.2f} full-length requests fit at once: expect preemption under "
+            "concurrency (lower max_model_len or use fp8 KV)."
+        )
     if gpu.free_bytes is not None and gpu.free_bytes < budget.requested_bytes:
         which = "the GPU" if gpu.index is None else f"GPU {gpu.index}"
-        notes.append(f"{which} has {format_gib(gpu.free_bytes)} GiB free, less than the "
-                     f"{format_gib(budget.requested_bytes)} GiB requested: vLLM would refuse to start.")
+        notes.append(
+            f"{which} has {format_gib(gpu.free_bytes)} GiB free, less than the "
+            f"{format_gib(budget.requested_bytes)} GiB requested: vLLM would refuse to start."
+        )
     if any(kind in ("mamba", "linear_attention") for kind in spec.layer_types):
         notes.append("mamba / linear-attention layers keep a fixed state per request, not counted here.")
     if report.dtype == "float32" and budget.kv_cache_memory_bytes is None:

@@ -88,35 +88,72 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
     v0 = release.uses_v0(request.kv_cache_dtype, gpu.compute_capability)
     request = _fill_defaults(request, spec, release, gpu)
     batched, seqs = _scheduler_limits(request, spec, release, v0, gpu)
-    budget = memory_budget(spec, gpu.total_bytes, request.gpu_memory_utilization, request.tp, request.pp,
-                           request.dtype, request.quantization, batched, seqs, request.enforce_eager,
-                           request.kv_cache_memory, _budget_rules(spec, request, release, v0, batched, seqs),
-                           other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0)
+    budget = memory_budget(
+        spec,
+        gpu.total_bytes,
+        request.gpu_memory_utilization,
+        request.tp,
+        request.pp,
+        request.dtype,
+        request.quantization,
+        batched,
+        seqs,
+        request.enforce_eager,
+        request.kv_cache_memory,
+        _budget_rules(spec, request, release, v0, batched, seqs),
+        other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
+    )
     dtype = resolve_dtype(request.dtype, spec.dtype)
     mixed = "full_attention" in spec.layer_types and "sliding_attention" in spec.layer_types
     rules = vllm_startup.kv_rules(release, v0, request.pp, mixed)
     kv_args = dict(block_size=request.block_size, tp=request.tp, pp=request.pp, max_num_batched_tokens=batched)
     run_spec = replace(spec, dtype=dtype)
-    max_model_len = kv_cache.resolve_max_model_len(run_spec, request.max_model_len, budget.kv_cache_bytes,
-                                                   kv_cache_dtype=request.kv_cache_dtype, rules=rules, **kv_args)
-    kv = kv_cache.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype=request.kv_cache_dtype,
-                                rules=rules, **kv_args)
-    fp8 = kv_cache.plan_kv_cache(budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype="fp8", rules=rules,
-                                 **kv_args)
-    estimate = kv_cache.estimate_max_model_len(kv.available_bytes, run_spec, kv_cache_dtype=request.kv_cache_dtype,
-                                               limit=max_model_len, rules=rules, **kv_args)
+    max_model_len = kv_cache.resolve_max_model_len(
+        run_spec,
+        request.max_model_len,
+        budget.kv_cache_bytes,
+        kv_cache_dtype=request.kv_cache_dtype,
+        rules=rules,
+        **kv_args,
+    )
+    kv = kv_cache.plan_kv_cache(
+        budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype=request.kv_cache_dtype, rules=rules, **kv_args
+    )
+    fp8 = kv_cache.plan_kv_cache(
+        budget.kv_cache_bytes, run_spec, max_model_len, kv_cache_dtype="fp8", rules=rules, **kv_args
+    )
+    estimate = kv_cache.estimate_max_model_len(
+        kv.available_bytes, run_spec, kv_cache_dtype=request.kv_cache_dtype, limit=max_model_len, rules=rules, **kv_args
+    )
     checks = vllm_startup.startup_checks(release, v0, budget, kv, gpu, estimate)
     fits = [_workload_fit(run_spec, w, budget, request, {**kv_args, "rules": rules}) for w in request.workloads]
-    report = PlanReport(run_spec, request, dtype, seqs, batched, budget, kv, fp8, fits, {}, [], release, v0, checks,
-                        vllm_startup.cpu_swap_blocks(v0, kv.block_bytes))
+    report = PlanReport(
+        run_spec,
+        request,
+        dtype,
+        seqs,
+        batched,
+        budget,
+        kv,
+        fp8,
+        fits,
+        {},
+        [],
+        release,
+        v0,
+        checks,
+        vllm_startup.cpu_swap_blocks(v0, kv.block_bytes),
+    )
     return replace(report, recommendations=recommendations(report), warnings=warnings(report, gpu))
 
 
 def _check_kv_cache_dtype(release: VllmRelease, kv_cache_dtype: str) -> None:
     choices = release.kv_cache_dtypes()
     if kv_cache_dtype not in choices:
-        raise UsageError(f"vLLM {release.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
-                         f"Use one of: {', '.join(choices)}.")
+        raise UsageError(
+            f"vLLM {release.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
+            f"Use one of: {', '.join(choices)}.",
+        )
 
 
 def _fill_defaults(request: PlanRequest, spec: ModelSpec, release: VllmRelease, gpu: GpuInfo) -> PlanRequest:
@@ -134,13 +171,15 @@ def _fill_defaults(request: PlanRequest, spec: ModelSpec, release: VllmRelease, 
     return request
 
 
-def _scheduler_limits(request: PlanRequest, spec: ModelSpec, release: VllmRelease, v0: bool,
-                      gpu: GpuInfo) -> tuple[int, int]:
+def _scheduler_limits(
+    request: PlanRequest, spec: ModelSpec, release: VllmRelease, v0: bool, gpu: GpuInfo
+) -> tuple[int, int]:
     length = _numeric_length(request.max_model_len) or spec.derived_max_model_len
     multimodal = bool(spec.modalities)
     chunked = vllm_startup.v0_chunked_prefill(release, length, bool(spec.sliding_window), spec.is_mla, multimodal)
-    default_batched, default_seqs = vllm_startup.scheduler_limits(release, v0, gpu.total_bytes, gpu.name, gpu.arch,
-                                                                  length, not chunked, multimodal)
+    default_batched, default_seqs = vllm_startup.scheduler_limits(
+        release, v0, gpu.total_bytes, gpu.name, gpu.arch, length, not chunked, multimodal
+    )
     return request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
 
 
@@ -162,7 +201,9 @@ def _budget_rules(spec: ModelSpec, request: PlanRequest, release: VllmRelease, v
     return rules
 
 
-def _workload_fit(spec: ModelSpec, workload: Workload, budget: MemoryBudget, request: PlanRequest, kv_args) -> WorkloadFit:
+def _workload_fit(
+    spec: ModelSpec, workload: Workload, budget: MemoryBudget, request: PlanRequest, kv_args
+) -> WorkloadFit:
     length = workload.prompt_tokens + workload.output_tokens
     per_sequence = kv_cache.request_kv_bytes(spec, length, kv_cache_dtype=request.kv_cache_dtype, **kv_args)
     block = kv_cache.block_bytes(spec, request.block_size, request.kv_cache_dtype, request.tp, request.pp)
@@ -176,28 +217,54 @@ def report_to_json(report: PlanReport) -> dict:
     kv, budget, spec = report.kv, report.budget, report.spec
     gpu = min(report.request.gpus, key=lambda g: g.total_bytes)
     return {
-        "kv_bytes_per_token": kv.kv_bytes_per_token, "kv_bytes_per_token_fp8": report.fp8_kv.kv_bytes_per_token,
-        "block_size": kv.block_size, "block_bytes": kv.block_bytes, "num_blocks": kv.num_blocks,
-        "kv_cache_tokens": kv.kv_cache_tokens, "max_model_len": kv.max_model_len,
-        "safe_max_model_len": kv.safe_max_model_len, "fits": report.fits,
-        "max_concurrency": round(kv.max_concurrency, 4), "request_kv_bytes": kv.request_bytes,
-        "max_num_seqs": report.max_num_seqs, "max_num_batched_tokens": report.max_num_batched_tokens,
-        "memory": {"total_bytes": budget.total_bytes, "gpu_memory_utilization": budget.gpu_memory_utilization,
-                   "requested_bytes": budget.requested_bytes, "budget_bytes": budget.requested_bytes,
-                   "weights_bytes": budget.weights_bytes, "activation_bytes": budget.activation_bytes,
-                   "non_torch_bytes": budget.non_torch_bytes, "cudagraph_bytes": budget.cudagraph_bytes,
-                   "kv_cache_bytes": budget.kv_cache_bytes, "kv_cache_gib": round(budget.kv_cache_bytes / GiB, 2),
-                   "encoder_bytes": budget.encoder_bytes, "other_process_bytes": budget.other_process_bytes},
+        "kv_bytes_per_token": kv.kv_bytes_per_token,
+        "kv_bytes_per_token_fp8": report.fp8_kv.kv_bytes_per_token,
+        "block_size": kv.block_size,
+        "block_bytes": kv.block_bytes,
+        "num_blocks": kv.num_blocks,
+        "kv_cache_tokens": kv.kv_cache_tokens,
+        "max_model_len": kv.max_model_len,
+        "safe_max_model_len": kv.safe_max_model_len,
+        "fits": report.fits,
+        "max_concurrency": round(kv.max_concurrency, 4),
+        "request_kv_bytes": kv.request_bytes,
+        "max_num_seqs": report.max_num_seqs,
+        "max_num_batched_tokens": report.max_num_batched_tokens,
+        "memory": {
+            "total_bytes": budget.total_bytes,
+            "gpu_memory_utilization": budget.gpu_memory_utilization,
+            "requested_bytes": budget.requested_bytes,
+            "budget_bytes": budget.requested_bytes,
+            "weights_bytes": budget.weights_bytes,
+            "activation_bytes": budget.activation_bytes,
+            "non_torch_bytes": budget.non_torch_bytes,
+            "cudagraph_bytes": budget.cudagraph_bytes,
+            "kv_cache_bytes": budget.kv_cache_bytes,
+            "kv_cache_gib": round(budget.kv_cache_bytes / GiB, 2),
+            "encoder_bytes": budget.encoder_bytes,
+            "other_process_bytes": budget.other_process_bytes,
+        },
         "model": _model_json(spec, report),
-        "gpu": {**{k: v for k, v in asdict(gpu).items() if k != "processes"}, "count": len(report.request.gpus),
-                "tensor_parallel_size": report.request.tp, "pipeline_parallel_size": report.request.pp,
-                "processes": [asdict(p) for p in gpu.processes]},
+        "gpu": {
+            **{k: v for k, v in asdict(gpu).items() if k != "processes"},
+            "count": len(report.request.gpus),
+            "tensor_parallel_size": report.request.tp,
+            "pipeline_parallel_size": report.request.pp,
+            "processes": [asdict(p) for p in gpu.processes],
+        },
         "workloads": [_workload_json(fit) for fit in report.workloads],
-        "recommendations": report.recommendations, "warnings": report.warnings,
-        "vllm": {"version": report.release.name, "engine": "V0" if report.v0 else "V1",
-                 "num_cpu_blocks": report.num_cpu_blocks, "log_lines": log_lines(report),
-                 "checks": [{"name": c.name, "passed": c.passed, **({"message": c.message} if not c.passed else {})}
-                            for c in report.checks]},
+        "recommendations": report.recommendations,
+        "warnings": report.warnings,
+        "vllm": {
+            "version": report.release.name,
+            "engine": "V0" if report.v0 else "V1",
+            "num_cpu_blocks": report.num_cpu_blocks,
+            "log_lines": log_lines(report),
+            "checks": [
+                {"name": c.name, "passed": c.passed, **({"message": c.message} if not c.passed else {})}
+                for c in report.checks
+            ],
+        },
     }
 
 
@@ -206,17 +273,37 @@ def log_lines(report: PlanReport) -> list[str]:
 
 
 def _model_json(spec: ModelSpec, report: PlanReport) -> dict:
-    fields = ("name", "model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
-              "head_dim", "vocab_size", "max_position_embeddings", "derived_max_model_len", "num_parameters",
-              "sliding_window", "kv_lora_rank", "num_experts", "quantization", "source", "modalities",
-              "mm_tokens_per_item")
+    fields = (
+        "name",
+        "model_type",
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+        "max_position_embeddings",
+        "derived_max_model_len",
+        "num_parameters",
+        "sliding_window",
+        "kv_lora_rank",
+        "num_experts",
+        "quantization",
+        "source",
+        "modalities",
+        "mm_tokens_per_item",
+    )
     facts = {name: getattr(spec, name) for name in fields}
     kinds = {kind: spec.layer_types.count(kind) for kind in dict.fromkeys(spec.layer_types)}
     return {**facts, "dtype": report.dtype, "kv_cache_dtype": report.request.kv_cache_dtype, "layer_types": kinds}
 
 
 def _workload_json(fit: WorkloadFit) -> dict:
-    return {"name": fit.workload.name, "prompt_tokens": fit.workload.prompt_tokens,
-            "output_tokens": fit.workload.output_tokens, "kv_bytes_per_sequence": fit.kv_bytes_per_sequence,
-            "sequences_that_fit": fit.sequences_that_fit,
-            "vram_bytes": {str(n): b for n, b in fit.vram_bytes.items()}}
+    return {
+        "name": fit.workload.name,
+        "prompt_tokens": fit.workload.prompt_tokens,
+        "output_tokens": fit.workload.output_tokens,
+        "kv_bytes_per_sequence": fit.kv_bytes_per_sequence,
+        "sequences_that_fit": fit.sequences_that_fit,
+        "vram_bytes": {str(n): b for n, b in fit.vram_bytes.items()},
+    }

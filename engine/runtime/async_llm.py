@@ -24,13 +24,13 @@ logger = logging.getLogger("kvtool.engine")
 class AsyncLLM:
     def __init__(self, engine: LLMEngine, step_thread: ThreadPoolExecutor | None = None):
         self.engine = engine
-        self._lock = threading.Lock()       # engine state is touched by the loop and the step thread
-        self._aborts: list[str] = []        # applied by the step thread, so aborting never blocks the loop
+        self._lock = threading.Lock()  # engine state is touched by the loop and the step thread
+        self._aborts: list[str] = []  # applied by the step thread, so aborting never blocks the loop
         self._queues: dict[str, asyncio.Queue] = {}
         self._wakeup: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._stopped = False
-        self.dead_error: EngineDeadError | None = None   # set when a step failed in a way nothing survives
+        self.dead_error: EngineDeadError | None = None  # set when a step failed in a way nothing survives
         self._step_thread = step_thread or _new_step_thread()
 
     @classmethod
@@ -72,8 +72,9 @@ class AsyncLLM:
         if self.dead_error is not None:
             raise self.dead_error
 
-    async def generate(self, prompt: str | list[int] | ProcessedRequest, params: SamplingParams | None,
-                       request_id: str) -> AsyncIterator[RequestOutput]:
+    async def generate(
+        self, prompt: str | list[int] | ProcessedRequest, params: SamplingParams | None, request_id: str
+    ) -> AsyncIterator[RequestOutput]:
         """Stream the request's outputs; a 400-type KvtoolError before the first one when it cannot run.
 
         EngineGenerateError when the request fails inside a step, EngineDeadError when the engine died.
@@ -82,7 +83,7 @@ class AsyncLLM:
         if request_id in self._queues:
             raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
         queue: asyncio.Queue = asyncio.Queue()
-        self._queues[request_id] = queue    # before the add, so that no output can arrive unrouted
+        self._queues[request_id] = queue  # before the add, so that no output can arrive unrouted
         finished = rejected = False
         try:
             # The step thread holds the lock for a whole step: wait for it off the event loop.
@@ -161,7 +162,7 @@ class AsyncLLM:
                 continue
             try:
                 outputs = await asyncio.get_running_loop().run_in_executor(self._step_thread, self._step)
-            except Exception as err:   # the engine broke: every waiting stream gets the error
+            except Exception as err:  # the engine broke: every waiting stream gets the error
                 self._die(err)
                 return
             for output in outputs:

@@ -24,7 +24,7 @@ class EngineConfig:
     max_model_len: int | None = None
     block_size: int = defaults.DEFAULT_BLOCK_SIZE
     gpu_memory_utilization: float = defaults.DEFAULT_GPU_MEMORY_UTILIZATION
-    kv_cache_memory: int | None = None   # bytes for the KV cache; the CPU budget
+    kv_cache_memory: int | None = None  # bytes for the KV cache; the CPU budget
     kv_cache_dtype: str = "auto"
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -46,11 +46,15 @@ class EngineConfig:
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",
-                             fix=f"Pass a fraction such as {defaults.DEFAULT_GPU_MEMORY_UTILIZATION}.")
+            raise UsageError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",
+                fix=f"Pass a fraction such as {defaults.DEFAULT_GPU_MEMORY_UTILIZATION}.",
+            )
         if self.tensor_parallel_size != 1:
-            raise UsageError(f"The embedded engine runs on one device; tensor_parallel_size={self.tensor_parallel_size}.",
-                             fix="Use tensor_parallel_size=1, or serve with --backend vllm for several GPUs.")
+            raise UsageError(
+                f"The embedded engine runs on one device; tensor_parallel_size={self.tensor_parallel_size}.",
+                fix="Use tensor_parallel_size=1, or serve with --backend vllm for several GPUs.",
+            )
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "EngineConfig":
@@ -58,8 +62,10 @@ class EngineConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(kwargs) - known)
         if unknown:
-            raise UsageError(f"Unknown engine argument(s): {', '.join(unknown)}.",
-                             fix=f"Known arguments: {', '.join(sorted(known))}.")
+            raise UsageError(
+                f"Unknown engine argument(s): {', '.join(unknown)}.",
+                fix=f"Known arguments: {', '.join(sorted(known))}.",
+            )
         return cls(**kwargs)
 
 
@@ -75,7 +81,7 @@ class SamplingParams:
     max_tokens: int | None = defaults.DEFAULT_MAX_TOKENS
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = -1          # -1 or 0: all tokens
+    top_k: int = -1  # -1 or 0: all tokens
     min_p: float = 0.0
     seed: int | None = None
     stop: str | list[str] | None = None
@@ -97,13 +103,28 @@ class SamplingParams:
 
     def _check(self):
         _require(self.n >= 1, "n", msg.N_BELOW_ONE, value=self.n)
-        _require(self.max_tokens is None or self.max_tokens >= 1, "max_tokens", msg.MAX_TOKENS_BELOW_ONE,
-                 max_tokens=self.max_tokens)
+        _require(
+            self.max_tokens is None or self.max_tokens >= 1,
+            "max_tokens",
+            msg.MAX_TOKENS_BELOW_ONE,
+            max_tokens=self.max_tokens,
+        )
         _require(self.min_tokens >= 0, "min_tokens", msg.MIN_TOKENS_NEGATIVE, min_tokens=self.min_tokens)
-        _require(self.max_tokens is None or self.min_tokens <= self.max_tokens, "min_tokens", msg.MIN_TOKENS_OVER_MAX,
-                 max_tokens=self.max_tokens, min_tokens=self.min_tokens)
-        _require(self.seed is None or SEED_MIN <= self.seed <= SEED_MAX, "seed", msg.SEED_RANGE,
-                 low=SEED_MIN, high=SEED_MAX, value=self.seed)
+        _require(
+            self.max_tokens is None or self.min_tokens <= self.max_tokens,
+            "min_tokens",
+            msg.MIN_TOKENS_OVER_MAX,
+            max_tokens=self.max_tokens,
+            min_tokens=self.min_tokens,
+        )
+        _require(
+            self.seed is None or SEED_MIN <= self.seed <= SEED_MAX,
+            "seed",
+            msg.SEED_RANGE,
+            low=SEED_MIN,
+            high=SEED_MAX,
+            value=self.seed,
+        )
         self._check_sampling()
         self._check_penalties()
         _require(self.logprobs is None or self.logprobs >= -1, "logprobs", msg.LOGPROBS_NEGATIVE, value=self.logprobs)

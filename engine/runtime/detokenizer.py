@@ -17,7 +17,7 @@ class IncrementalDetokenizer:
         self.text = ""
         self.prefix_offset = 0
         self.read_offset = 0
-        self.num_sent = 0               # characters of `text` already handed out
+        self.num_sent = 0  # characters of `text` already handed out
         self.hold_back = max((len(s) for s in stop), default=1) - 1
 
     def append(self, token_id: int) -> str | None:
@@ -32,17 +32,17 @@ class IncrementalDetokenizer:
     def take_delta(self, finished: bool) -> str:
         """Text not handed out yet; before the end, minus what may still become a stop string."""
         end = len(self.text) if finished else max(self.num_sent, len(self.text) - self.hold_back)
-        delta, self.num_sent = self.text[self.num_sent:end], end
+        delta, self.num_sent = self.text[self.num_sent : end], end
         return delta
 
     def _decode_new(self) -> str:
         ids = self.token_ids
-        prefix = self._decode(ids[self.prefix_offset:self.read_offset])
-        full = self._decode(ids[self.prefix_offset:])
+        prefix = self._decode(ids[self.prefix_offset : self.read_offset])
+        full = self._decode(ids[self.prefix_offset :])
         if len(full) <= len(prefix) or full.endswith("\ufffd"):
             return ""
         self.prefix_offset, self.read_offset = self.read_offset, len(ids)
-        return full[len(prefix):]
+        return full[len(prefix) :]
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens) if ids else ""
@@ -53,6 +53,6 @@ class IncrementalDetokenizer:
         if not found:
             return None
         at, stop = min(found)
-        self.text = self.text[:at + len(stop)] if self.include_stop else self.text[:at]
+        self.text = self.text[: at + len(stop)] if self.include_stop else self.text[:at]
         self.num_sent = min(self.num_sent, len(self.text))
         return stop

@@ -25,7 +25,7 @@ class ProcessedRequest:
     prompt: str | None
     prompt_token_ids: list[int]
     params: SamplingParams
-    max_tokens: int                  # after the overflow policy
+    max_tokens: int  # after the overflow policy
     requested_max_tokens: int | None  # what the request asked for (or its default)
     arrival_time: float
 
@@ -41,8 +41,14 @@ class InputProcessor:
         self.max_model_len = max_model_len
         self.overflow = overflow
 
-    def process(self, prompt: str | list[int], params: SamplingParams, *, max_tokens_param: str = "max_tokens",
-                default_max_tokens: int | None = None) -> ProcessedRequest:
+    def process(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams,
+        *,
+        max_tokens_param: str = "max_tokens",
+        default_max_tokens: int | None = None,
+    ) -> ProcessedRequest:
         """Tokenize and check one prompt; RequestTooLongError or InvalidRequestError (HTTP 400) when it cannot run.
 
         `default_max_tokens` (a serving profile's default, used when the request set none) is lowered to the
@@ -53,16 +59,18 @@ class InputProcessor:
         requested = params.max_tokens
         if requested is not None and requested > self.max_model_len:
             # checked first, and named after the field the client sent (max_tokens or max_completion_tokens)
-            message = msg.MAX_TOKENS_TOO_LARGE.format(param=max_tokens_param, max_tokens=requested,
-                                                   max_model_len=self.max_model_len)
+            message = msg.MAX_TOKENS_TOO_LARGE.format(
+                param=max_tokens_param, max_tokens=requested, max_model_len=self.max_model_len
+            )
             raise InvalidRequestError(message, max_tokens_param)
         if default_max_tokens is not None and requested is None:
             requested = min(default_max_tokens, max(self.max_model_len - len(ids), 1))
         max_tokens = check_request_length(len(ids), requested, self.max_model_len, self.overflow)
         return ProcessedRequest(text, ids, params, max_tokens, requested, time.monotonic())
 
-    def tokenize(self, prompt: str | list[int], param: str = "prompt",
-                 add_special_tokens: bool = True) -> tuple[str | None, list[int]]:
+    def tokenize(
+        self, prompt: str | list[int], param: str = "prompt", add_special_tokens: bool = True
+    ) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
             ids = self.encode(prompt, param, add_special_tokens)
             text = prompt
@@ -75,8 +83,10 @@ class InputProcessor:
 
     def encode(self, text: str, param: str = "prompt", add_special_tokens: bool = True) -> list[int]:
         if self.tokenizer is None:
-            raise UsageError("This model has no tokenizer, so prompts must be token-id lists.",
-                             fix="Pass a list of token ids, or a model folder with tokenizer files.")
+            raise UsageError(
+                "This model has no tokenizer, so prompts must be token-id lists.",
+                fix="Pass a list of token ids, or a model folder with tokenizer files.",
+            )
         check_text(text, param)
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
@@ -87,8 +97,9 @@ class InputProcessor:
         for i, message in enumerate(conversation):
             check_text(message["content"], f"messages.{i}.content")
         try:
-            text = self.tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt,
-                                                      tokenize=False)
+            text = self.tokenizer.apply_chat_template(
+                conversation, add_generation_prompt=add_generation_prompt, tokenize=False
+            )
         except Exception as err:  # jinja raises for conversations a template refuses (e.g. roles out of order)
             raise InvalidRequestError(f"The chat template cannot render these messages: {err}", "messages") from err
         return self.encode(text, "messages", add_special_tokens=False)
@@ -109,12 +120,14 @@ class InputProcessor:
         """What SamplingParams cannot check alone: bounds that depend on the model."""
         invalid = [t for t in params.stop_token_ids if not 0 <= t < self.vocab_size]
         if invalid:
-            raise InvalidRequestError(msg.STOP_TOKEN_IDS_OUT_OF_VOCAB.format(
-                token_ids=invalid, vocab_size=self.vocab_size), "stop_token_ids")
+            raise InvalidRequestError(
+                msg.STOP_TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, vocab_size=self.vocab_size), "stop_token_ids"
+            )
         num_logprobs = self.vocab_size if params.logprobs == -1 else params.logprobs
         if num_logprobs is not None and num_logprobs > MAX_LOGPROBS:
-            raise InvalidRequestError(msg.LOGPROBS_OVER_MAX.format(value=num_logprobs, max_logprobs=MAX_LOGPROBS),
-                                      "logprobs")
+            raise InvalidRequestError(
+                msg.LOGPROBS_OVER_MAX.format(value=num_logprobs, max_logprobs=MAX_LOGPROBS), "logprobs"
+            )
         for stop in params.stop:
             check_text(stop, "stop")
 

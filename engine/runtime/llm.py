@@ -21,8 +21,12 @@ class LLM:
     def tokenizer(self):
         return self.engine.tokenizer
 
-    def generate(self, prompts: Prompt | Sequence[Prompt], sampling_params: SamplingParams | list | None = None,
-                 use_tqdm: bool = True) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: SamplingParams | list | None = None,
+        use_tqdm: bool = True,
+    ) -> list[RequestOutput]:
         """Run every prompt to completion; outputs come back in prompt order.
 
         Without sampling_params each request gets SamplingParams(), whose max_tokens is 16.
@@ -33,7 +37,7 @@ class LLM:
         try:
             for request_id, prompt, param in zip(request_ids, prompts, params):
                 self.engine.add_request(request_id, prompt, param)
-        except Exception:   # one bad prompt: none of this call's requests stay queued
+        except Exception:  # one bad prompt: none of this call's requests stay queued
             for request_id in request_ids:
                 self.engine.abort_request(request_id)
             raise
@@ -42,6 +46,7 @@ class LLM:
 
     def _run(self, total: int, use_tqdm: bool) -> dict[str, RequestOutput]:
         from kvtool.engine.runtime.progress import GenerationProgress
+
         finished: dict[str, RequestOutput] = {}
         with GenerationProgress(total, enabled=use_tqdm) as progress:
             while self.engine.has_unfinished_requests():

@@ -33,25 +33,33 @@ class LLMEngine:
         self.spec = startup.engine_spec(hf_config, source.name, dtype)
         max_model_len = startup.resolve_max_model_len(config, self.spec)
         batched_tokens, max_seqs = startup.resolve_scheduler_limits(config, max_model_len, self.device)
-        self.config = dataclasses.replace(config, max_model_len=max_model_len,
-                                          max_num_batched_tokens=batched_tokens, max_num_seqs=max_seqs)
+        self.config = dataclasses.replace(
+            config, max_model_len=max_model_len, max_num_batched_tokens=batched_tokens, max_num_seqs=max_seqs
+        )
         eos = eos_token_ids(self.tokenizer, hf_config)
         self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)
-        self.kv_cache_info = startup.plan_kv_cache(self.config, self.spec, self.model_runner.available_kv_bytes(),
-                                                   max_model_len, batched_tokens)
+        self.kv_cache_info = startup.plan_kv_cache(
+            self.config, self.spec, self.model_runner.available_kv_bytes(), max_model_len, batched_tokens
+        )
         self.model_runner.allocate_kv_cache(self.kv_cache_info.num_blocks)
         runner = self.model_runner
-        block_manager = BlockManager(runner.num_pool_blocks(self.kv_cache_info.num_blocks), config.block_size,
-                                     config.enable_prefix_caching, runner.kv_cache_layout.sliding_windows)
-        self.scheduler = Scheduler(block_manager, max_seqs, batched_tokens, max_model_len,
-                                   config.enable_chunked_prefill, eos)
+        block_manager = BlockManager(
+            runner.num_pool_blocks(self.kv_cache_info.num_blocks),
+            config.block_size,
+            config.enable_prefix_caching,
+            runner.kv_cache_layout.sliding_windows,
+        )
+        self.scheduler = Scheduler(
+            block_manager, max_seqs, batched_tokens, max_model_len, config.enable_chunked_prefill, eos
+        )
         self.input_processor = InputProcessor(self.tokenizer, self.spec.vocab_size, max_model_len, config.overflow)
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
         logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
 
-    def add_request(self, request_id: str, prompt: str | list[int] | ProcessedRequest,
-                    params: SamplingParams | None = None) -> None:
+    def add_request(
+        self, request_id: str, prompt: str | list[int] | ProcessedRequest, params: SamplingParams | None = None
+    ) -> None:
         """Queue a request: a prompt (processed here) or one the InputProcessor already checked.
 
         RequestTooLongError / InvalidRequestError (vLLM's wording) when it cannot run.
@@ -60,8 +68,10 @@ class LLMEngine:
             raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
         request = prompt if isinstance(prompt, ProcessedRequest) else self.input_processor.process(prompt, params)
         params = request.params
-        seqs = [Sequence(request_id, request.prompt_token_ids, params, request.max_tokens, i, request.arrival_time)
-                for i in range(params.n)]
+        seqs = [
+            Sequence(request_id, request.prompt_token_ids, params, request.max_tokens, i, request.arrival_time)
+            for i in range(params.n)
+        ]
         self.seqs_by_request[request_id] = seqs
         self.output_processor.add_request(request_id, request.prompt, request.prompt_token_ids, seqs)
         for seq in seqs:
@@ -100,8 +110,11 @@ class LLMEngine:
         except Exception as err:
             if is_engine_fatal(err):
                 raise EngineDeadError(f"The engine step failed: {type(err).__name__}: {err}") from err
-            logger.warning("A step of %d sequences raised %s; running them one by one to find the cause",
-                           len(scheduled.seqs), type(err).__name__)
+            logger.warning(
+                "A step of %d sequences raised %s; running them one by one to find the cause",
+                len(scheduled.seqs),
+                type(err).__name__,
+            )
             return self._execute_one_by_one(scheduled)
 
     def _execute_one_by_one(self, scheduled: SchedulerOutput) -> tuple[ModelRunnerOutput, dict[str, Exception]]:

@@ -17,7 +17,7 @@ class RequestState:
     detokenizers: list[IncrementalDetokenizer]
     metrics: RequestMetrics
     logprobs: list[SampleLogprobs | None] = field(default_factory=list)
-    num_sent: list[int] = field(default_factory=list)   # tokens already streamed, per sequence
+    num_sent: list[int] = field(default_factory=list)  # tokens already streamed, per sequence
 
     @property
     def finished(self) -> bool:
@@ -29,14 +29,27 @@ class OutputProcessor:
         self.tokenizer = tokenizer
         self.requests: dict[str, RequestState] = {}
 
-    def add_request(self, request_id: str, prompt: str | None, prompt_token_ids: list[int],
-                    seqs: list[Sequence]) -> None:
+    def add_request(
+        self, request_id: str, prompt: str | None, prompt_token_ids: list[int], seqs: list[Sequence]
+    ) -> None:
         params = seqs[0].params
-        detokenizers = [IncrementalDetokenizer(self.tokenizer, params.stop, params.include_stop_str_in_output,
-                                               params.skip_special_tokens) for _ in seqs]
+        detokenizers = [
+            IncrementalDetokenizer(
+                self.tokenizer, params.stop, params.include_stop_str_in_output, params.skip_special_tokens
+            )
+            for _ in seqs
+        ]
         logprobs = [[] if params.logprobs is not None else None for _ in seqs]
-        self.requests[request_id] = RequestState(request_id, prompt, prompt_token_ids, seqs, detokenizers,
-                                                 RequestMetrics(seqs[0].arrival_time), logprobs, [0] * len(seqs))
+        self.requests[request_id] = RequestState(
+            request_id,
+            prompt,
+            prompt_token_ids,
+            seqs,
+            detokenizers,
+            RequestMetrics(seqs[0].arrival_time),
+            logprobs,
+            [0] * len(seqs),
+        )
 
     def process(self, updated: list[Sequence], sample_logprobs: dict[int, dict], finish) -> list[RequestOutput]:
         """Outputs for the requests whose sequences got a token; `finish(seq, reason, stop)` ends one."""
@@ -65,8 +78,15 @@ class OutputProcessor:
             state.metrics.num_preemptions = sum(s.num_preemptions for s in state.seqs)
             del self.requests[state.request_id]
         outputs = [self._completion(state, i) for i in range(len(state.seqs))]
-        return RequestOutput(state.request_id, state.prompt, state.prompt_token_ids, outputs, finished,
-                             max(s.num_cached_tokens for s in state.seqs), state.metrics)
+        return RequestOutput(
+            state.request_id,
+            state.prompt,
+            state.prompt_token_ids,
+            outputs,
+            finished,
+            max(s.num_cached_tokens for s in state.seqs),
+            state.metrics,
+        )
 
     def _completion(self, state: RequestState, i: int) -> CompletionOutput:
         seq, detok, logprobs = state.seqs[i], state.detokenizers[i], state.logprobs[i]
@@ -74,9 +94,16 @@ class OutputProcessor:
         start, state.num_sent[i] = state.num_sent[i], len(token_ids)
         delta_text = detok.take_delta(seq.is_finished)
         return CompletionOutput(
-            i, detok.text[:detok.num_sent], token_ids, logprobs, seq.finish_reason, seq.stop_reason,
-            delta_text=delta_text, delta_token_ids=token_ids[start:],
-            delta_logprobs=None if logprobs is None else logprobs[start:])
+            i,
+            detok.text[: detok.num_sent],
+            token_ids,
+            logprobs,
+            seq.finish_reason,
+            seq.stop_reason,
+            delta_text=delta_text,
+            delta_token_ids=token_ids[start:],
+            delta_logprobs=None if logprobs is None else logprobs[start:],
+        )
 
     def _decorate(self, logprobs: dict) -> dict:
         if self.tokenizer is not None:

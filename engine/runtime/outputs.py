@@ -24,8 +24,8 @@ class CompletionOutput:
     text: str
     token_ids: list[int]
     logprobs: SampleLogprobs | None = None
-    finish_reason: str | None = None        # "stop" | "length" | "abort" | "error"
-    stop_reason: int | str | None = None    # the stop string or stop token id that ended it
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
+    stop_reason: int | str | None = None  # the stop string or stop token id that ended it
     delta_text: str = ""
     delta_token_ids: list[int] = field(default_factory=list)
     delta_logprobs: SampleLogprobs | None = None
@@ -55,4 +55,4 @@ class RequestOutput:
     finished: bool
     num_cached_tokens: int = 0
     metrics: RequestMetrics | None = None
-    error: str | None = None                # why it failed, when finish_reason is "error"
+    error: str | None = None  # why it failed, when finish_reason is "error"

@@ -10,8 +10,14 @@ class GenerationProgress:
         self.enabled = enabled
         self.start = time.perf_counter()
         self.num_tokens = 0
-        self.progress = Progress(TextColumn("Generating"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[speed]}"), TimeElapsedColumn(), disable=not enabled)
+        self.progress = Progress(
+            TextColumn("Generating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[speed]}"),
+            TimeElapsedColumn(),
+            disable=not enabled,
+        )
         self.task = self.progress.add_task("generate", total=total, speed="")
 
     def __enter__(self) -> "GenerationProgress":

@@ -14,11 +14,14 @@ from kvtool.errors import UsageError
 
 def resolve_device(name: str):
     import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"device {name!r} was asked for, but no CUDA device is visible.", fix="Use device='cpu' or 'auto'.")
+        raise UsageError(
+            f"device {name!r} was asked for, but no CUDA device is visible.", fix="Use device='cpu' or 'auto'."
+        )
     return device
 
 
@@ -33,8 +36,10 @@ def resolve_max_model_len(config: EngineConfig, spec: ModelSpec) -> int:
     if config.max_model_len is None:
         return derived
     if config.max_model_len > derived:
-        raise UsageError(messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=config.max_model_len, derived=derived),
-                         fix=f"Use max_model_len <= {derived}.")
+        raise UsageError(
+            messages.MAX_MODEL_LEN_OVER_DERIVED.format(max_model_len=config.max_model_len, derived=derived),
+            fix=f"Use max_model_len <= {derived}.",
+        )
     return config.max_model_len
 
 
@@ -46,27 +51,35 @@ def resolve_scheduler_limits(config: EngineConfig, max_model_len: int, device) -
         tokens = default_tokens if config.enable_chunked_prefill else max(max_model_len, default_tokens)
     seqs = config.max_num_seqs or min(default_seqs, tokens)
     if not config.enable_chunked_prefill and tokens < max_model_len:
-        raise UsageError(messages.BATCHED_TOKENS_BELOW_MODEL_LEN.format(max_num_batched_tokens=tokens,
-                                                                        max_model_len=max_model_len))
+        raise UsageError(
+            messages.BATCHED_TOKENS_BELOW_MODEL_LEN.format(max_num_batched_tokens=tokens, max_model_len=max_model_len)
+        )
     if tokens < seqs:
-        raise UsageError(messages.BATCHED_TOKENS_BELOW_NUM_SEQS.format(max_num_batched_tokens=tokens, max_num_seqs=seqs),
-                         fix=f"Raise max_num_batched_tokens to {seqs} or lower max_num_seqs.")
+        raise UsageError(
+            messages.BATCHED_TOKENS_BELOW_NUM_SEQS.format(max_num_batched_tokens=tokens, max_num_seqs=seqs),
+            fix=f"Raise max_num_batched_tokens to {seqs} or lower max_num_seqs.",
+        )
     return tokens, seqs
 
 
 def _device_memory(device) -> tuple[int | None, str]:
     """(total bytes, name) of a CUDA device; (None, "CPU") on the CPU."""
     import torch
+
     if device.type != "cuda":
         return None, "CPU"
     properties = torch.cuda.get_device_properties(device)
     return properties.total_memory, properties.name
 
 
-def plan_kv_cache(config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int,
-                  max_num_batched_tokens: int) -> kv_cache.KVCachePlan:
+def plan_kv_cache(
+    config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int, max_num_batched_tokens: int
+) -> kv_cache.KVCachePlan:
     """The start-up check (vLLM's message when one max_model_len request does not fit), then the plan."""
-    args = dict(block_size=config.block_size, kv_cache_dtype=config.kv_cache_dtype,
-                max_num_batched_tokens=max_num_batched_tokens)
+    args = dict(
+        block_size=config.block_size,
+        kv_cache_dtype=config.kv_cache_dtype,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )
     kv_cache.check_kv_cache_fits(spec, available_bytes, max_model_len, **args)
     return kv_cache.plan_kv_cache(available_bytes, spec, max_model_len, **args)

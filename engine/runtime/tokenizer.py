@@ -8,6 +8,7 @@ def load_tokenizer(folder: Path):
     if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "vocab.json")):
         return None
     from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(str(folder))
 
 

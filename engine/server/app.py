@@ -51,9 +51,14 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
 
 
 def _add_routes(app: FastAPI, state: ServerState) -> None:
-    @app.get("/health", response_class=Response, responses={
-        200: {"description": "The engine runs", "content": None},
-        503: {"description": "The engine is dead: every request fails until a restart", "content": None}})
+    @app.get(
+        "/health",
+        response_class=Response,
+        responses={
+            200: {"description": "The engine runs", "content": None},
+            503: {"description": "The engine is dead: every request fails until a restart", "content": None},
+        },
+    )
     async def health() -> Response:
         """200 while the engine runs; 503 once it is dead (as vLLM's EngineDeadError)."""
         return Response(status_code=503 if state.engine.errored else 200)
@@ -65,16 +70,25 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.get("/v1/models", response_model=ModelList)
     async def models() -> dict:
         name = state.settings.model_name
-        card = {"id": name, "object": "model", "created": state.started, "owned_by": "kvtool", "root": name,
-                "parent": None, "max_model_len": state.settings.max_model_len, "permission": []}
+        card = {
+            "id": name,
+            "object": "model",
+            "created": state.started,
+            "owned_by": "kvtool",
+            "root": name,
+            "parent": None,
+            "max_model_len": state.settings.max_model_len,
+            "permission": [],
+        }
         return {"object": "list", "data": [card]}
 
     @app.post("/v1/completions", response_model=None, responses=streamed(CompletionResponse, "The completion"))
     async def completions(body: CompletionRequest, raw_request: Request):
         return await create_completion(state, body, raw_request)
 
-    @app.post("/v1/chat/completions", response_model=None,
-              responses=streamed(ChatCompletionResponse, "The chat completion"))
+    @app.post(
+        "/v1/chat/completions", response_model=None, responses=streamed(ChatCompletionResponse, "The chat completion")
+    )
     async def chat_completions(body: ChatCompletionRequest, raw_request: Request):
         return await create_chat_completion(state, body, raw_request)
 
@@ -89,8 +103,13 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         state.check_model(body.model)
         return {"prompt": state.engine.input_processor.detokenize(body.tokens)}
 
-    @app.get("/metrics", response_class=Response, responses={
-        200: {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}})
+    @app.get(
+        "/metrics",
+        response_class=Response,
+        responses={
+            200: {"description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}
+        },
+    )
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
 
@@ -114,8 +133,9 @@ class ApiKeyAndRequestId:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if self.api_key and scope["path"].startswith("/v1") and not self._authorized(headers.get("authorization", "")):
-            body = error_body("Unauthorized: send the server's API key as `Authorization: Bearer <key>`.",
-                              "AuthenticationError", 401)
+            body = error_body(
+                "Unauthorized: send the server's API key as `Authorization: Bearer <key>`.", "AuthenticationError", 401
+            )
             return await JSONResponse(body, status_code=HTTPStatus.UNAUTHORIZED)(scope, receive, send)
         return await self.app(scope, receive, _with_request_id(send, headers.get("x-request-id")))
 
@@ -130,5 +150,5 @@ def _with_request_id(send, request_id: str | None):
             if b"x-request-id" not in names:
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode("latin-1"))]
         await send(message)
-    return send_with_id
 
+    return send_with_id

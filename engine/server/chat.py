@@ -24,9 +24,14 @@ class ChatJob(GenerationJob):
     def __init__(self, state: ServerState, body: ChatCompletionRequest, header_id: str | None):
         prompt_ids = chat_prompt_ids(state.engine.input_processor, body.messages, body.add_generation_prompt)
         requested, param = body.requested_max_tokens()
-        processed = process_prompts(state, [prompt_ids], requested,
-                                    lambda max_tokens: body.to_sampling_params(max_tokens, body.num_logprobs()),
-                                    requested is None, param)
+        processed = process_prompts(
+            state,
+            [prompt_ids],
+            requested,
+            lambda max_tokens: body.to_sampling_params(max_tokens, body.num_logprobs()),
+            requested is None,
+            param,
+        )
         super().__init__(state, body, header_id, processed, requested is None)
 
     def logprobs(self, token_ids, logprobs) -> dict | None:
@@ -35,21 +40,35 @@ class ChatJob(GenerationJob):
         return chat_logprobs(self.tokenizer, token_ids, logprobs, self.body.top_logprobs or 0)
 
     def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
-        return {"index": request.choice_index(completion.index),
-                "message": {"role": "assistant", "content": completion.text},
-                "logprobs": self.logprobs(completion.token_ids, completion.logprobs),
-                "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason}
+        return {
+            "index": request.choice_index(completion.index),
+            "message": {"role": "assistant", "content": completion.text},
+            "logprobs": self.logprobs(completion.token_ids, completion.logprobs),
+            "finish_reason": completion.finish_reason,
+            "stop_reason": completion.stop_reason,
+        }
 
     def stream_choices(self, request: EngineRequest, completion: CompletionOutput, first: bool) -> list[dict]:
         chunks = []
         if first:
-            chunks.append({"index": request.choice_index(completion.index),
-                           "delta": {"role": "assistant", "content": ""},
-                           "logprobs": None, "finish_reason": None})
+            chunks.append(
+                {
+                    "index": request.choice_index(completion.index),
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            )
         if completion.delta_text or completion.finish_reason is not None:
-            chunks.append({"index": request.choice_index(completion.index), "delta": {"content": completion.delta_text},
-                           "logprobs": self.logprobs(completion.delta_token_ids, completion.delta_logprobs),
-                           "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason})
+            chunks.append(
+                {
+                    "index": request.choice_index(completion.index),
+                    "delta": {"content": completion.delta_text},
+                    "logprobs": self.logprobs(completion.delta_token_ids, completion.delta_logprobs),
+                    "finish_reason": completion.finish_reason,
+                    "stop_reason": completion.stop_reason,
+                }
+            )
         return chunks
 
 

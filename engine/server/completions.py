@@ -19,8 +19,13 @@ class CompletionJob(GenerationJob):
     def __init__(self, state: ServerState, body: CompletionRequest, header_id: str | None):
         self.prompts = body.prompts()
         defaulted = not body.max_tokens_given()
-        processed = process_prompts(state, self.prompts, body.max_tokens,
-                                    lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs), defaulted)
+        processed = process_prompts(
+            state,
+            self.prompts,
+            body.max_tokens,
+            lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs),
+            defaulted,
+        )
         super().__init__(state, body, header_id, processed, defaulted)
 
     def echo(self, request: EngineRequest) -> str:
@@ -29,27 +34,43 @@ class CompletionJob(GenerationJob):
         prompt = self.prompts[request.prompt_index]
         return prompt if isinstance(prompt, str) else self.tokenizer.decode(prompt)
 
-    def choice_body(self, request: EngineRequest, completion: CompletionOutput, text: str, token_ids, logprobs,
-                    offset: int) -> dict:
+    def choice_body(
+        self, request: EngineRequest, completion: CompletionOutput, text: str, token_ids, logprobs, offset: int
+    ) -> dict:
         if self.body.logprobs is not None and logprobs is not None:
             logprobs = completion_logprobs(self.tokenizer, token_ids, logprobs, self.body.logprobs, offset)
-        return {"index": request.choice_index(completion.index), "text": text, "logprobs": logprobs,
-                "finish_reason": completion.finish_reason, "stop_reason": completion.stop_reason}
+        return {
+            "index": request.choice_index(completion.index),
+            "text": text,
+            "logprobs": logprobs,
+            "finish_reason": completion.finish_reason,
+            "stop_reason": completion.stop_reason,
+        }
 
     def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
         echo = self.echo(request)
-        return self.choice_body(request, completion, echo + completion.text, completion.token_ids,
-                                completion.logprobs, len(echo))
+        return self.choice_body(
+            request, completion, echo + completion.text, completion.token_ids, completion.logprobs, len(echo)
+        )
 
     def stream_choices(self, request: EngineRequest, completion: CompletionOutput, first: bool) -> list[dict]:
         echo = self.echo(request) if first else ""
         offset = len(completion.text) - len(completion.delta_text)
-        return [self.choice_body(request, completion, echo + completion.delta_text, completion.delta_token_ids,
-                                 completion.delta_logprobs, offset)]
+        return [
+            self.choice_body(
+                request,
+                completion,
+                echo + completion.delta_text,
+                completion.delta_token_ids,
+                completion.delta_logprobs,
+                offset,
+            )
+        ]
 
     def on_finished(self, request: EngineRequest, completion: CompletionOutput) -> None:
-        warn_if_default_truncated(self.id, self.max_tokens[request.prompt_index],
-                                  len(completion.token_ids), completion.finish_reason)
+        warn_if_default_truncated(
+            self.id, self.max_tokens[request.prompt_index], len(completion.token_ids), completion.finish_reason
+        )
 
 
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):

@@ -14,15 +14,25 @@ from kvtool.engine.runtime.exceptions import EngineDeadError, EngineGenerateErro
 from kvtool.errors import KvtoolError
 
 logger = logging.getLogger("kvtool.serve")
-ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
-               500: "InternalServerError", 503: "ServiceUnavailableError"}
+ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
 
 
 class APIError(Exception):
     """An error answered with an HTTP status and the nested error body."""
 
-    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST,
-                 type: str = "BadRequestError", param: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        status: HTTPStatus = HTTPStatus.BAD_REQUEST,
+        type: str = "BadRequestError",
+        param: str | None = None,
+    ):
         super().__init__(message)
         self.message, self.status, self.type, self.param = message, status, type, param
 

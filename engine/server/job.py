@@ -32,8 +32,9 @@ class GenerationJob:
     object_name = ""
     chunk_object_name = ""
 
-    def __init__(self, state: ServerState, body, header_id: str | None, processed: list[ProcessedRequest],
-                 defaulted: bool):
+    def __init__(
+        self, state: ServerState, body, header_id: str | None, processed: list[ProcessedRequest], defaulted: bool
+    ):
         self.state, self.body, self.header_id = state, body, header_id
         self.id = request_id(header_id, self.id_prefix)
         self.created = int(time.time())
@@ -49,8 +50,14 @@ class GenerationJob:
         return {"x-request-id": self.header_id or self.id, **clamp_headers(self.max_tokens)}
 
     def response(self, choices: list[dict], usage_: dict | None, chunk: bool = False) -> dict:
-        return {"id": self.id, "object": self.chunk_object_name if chunk else self.object_name,
-                "created": self.created, "model": self.state.settings.model_name, "choices": choices, "usage": usage_}
+        return {
+            "id": self.id,
+            "object": self.chunk_object_name if chunk else self.object_name,
+            "created": self.created,
+            "model": self.state.settings.model_name,
+            "choices": choices,
+            "usage": usage_,
+        }
 
     def usage(self, num_generated: int) -> dict:
         return usage([len(ids) for ids in self.prompt_ids], num_generated)

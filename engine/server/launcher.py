@@ -58,7 +58,8 @@ def configure_logging() -> None:
 async def serve_engine(engine, settings: ServerSettings, host: str, port: int) -> None:
     """Serve until a signal; the app's shutdown aborts what is left and stops the engine."""
     app = build_app(engine, settings)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="info", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS
+    )
     server = KvtoolServer(config, app.state.server.abort_all)
     await server.serve()

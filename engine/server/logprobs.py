@@ -15,8 +15,9 @@ def _ranked(candidates: dict[int, Logprob]) -> list[tuple[int, Logprob]]:
     return sorted(candidates.items(), key=lambda item: -item[1].logprob)
 
 
-def completion_logprobs(tokenizer, token_ids: list[int], logprobs: list[dict[int, Logprob]], num_top: int,
-                        text_offset: int = 0) -> dict:
+def completion_logprobs(
+    tokenizer, token_ids: list[int], logprobs: list[dict[int, Logprob]], num_top: int, text_offset: int = 0
+) -> dict:
     """{"tokens", "token_logprobs", "top_logprobs", "text_offset"} for /v1/completions."""
     result = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
     for token_id, candidates in zip(token_ids, logprobs):

@@ -11,16 +11,23 @@ from pydantic import BaseModel
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN
 
-TOKEN_ID_MARK = "x-token-id"             # written on token-id fields by protocol.py
-MAX_TOKENS_MARK = "x-max-model-len"      # written on max_tokens fields
-MODEL_MARK = "x-served-model"            # written on the `model` fields
-SEED_MARK = "x-seed"                     # the document's numbers are floats: 2**63 - 1 needs its exact value
-ERROR_STATUSES = {"400": "Invalid request", "404": "Unknown model or path", "405": "Method not allowed (see Allow)",
-                  "500": "Internal error (the request, or the engine, failed)"}
+TOKEN_ID_MARK = "x-token-id"  # written on token-id fields by protocol.py
+MAX_TOKENS_MARK = "x-max-model-len"  # written on max_tokens fields
+MODEL_MARK = "x-served-model"  # written on the `model` fields
+SEED_MARK = "x-seed"  # the document's numbers are floats: 2**63 - 1 needs its exact value
+ERROR_STATUSES = {
+    "400": "Invalid request",
+    "404": "Unknown model or path",
+    "405": "Method not allowed (see Allow)",
+    "500": "Internal error (the request, or the engine, failed)",
+}
 ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
 # One server-sent event: `data:` holds a chunk (or an error body) as JSON, and the last one is `[DONE]`.
-SSE_EVENT = {"type": "object", "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
-             "required": ["data"]}
+SSE_EVENT = {
+    "type": "object",
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}},
+    "required": ["data"],
+}
 
 
 class ErrorInfo(BaseModel):
@@ -36,8 +43,7 @@ class ErrorResponse(BaseModel):
 
 def streamed(model: type[BaseModel], description: str) -> dict:
     """A 200 that is `model` as JSON, or a stream of its chunks as server-sent events."""
-    return {200: {"model": model, "description": description,
-                  "content": {"text/event-stream": {"schema": SSE_EVENT}}}}
+    return {200: {"model": model, "description": description, "content": {"text/event-stream": {"schema": SSE_EVENT}}}}
 
 
 def install_openapi(app: FastAPI, model_name: str, vocab_size: int, max_model_len: int) -> None:
@@ -51,9 +57,15 @@ def install_openapi(app: FastAPI, model_name: str, vocab_size: int, max_model_le
             for path, operations in document["paths"].items():
                 for operation in operations.values():
                     _declare_errors(operation, path.startswith("/v1"))
-            _bound(document, {TOKEN_ID_MARK: {"maximum": vocab_size - 1}, MAX_TOKENS_MARK: {"maximum": max_model_len},
-                              MODEL_MARK: {"anyOf": [{"type": "string", "enum": [model_name]}, {"type": "null"}]},
-                              SEED_MARK: {"minimum": SEED_MIN, "maximum": SEED_MAX}})
+            _bound(
+                document,
+                {
+                    TOKEN_ID_MARK: {"maximum": vocab_size - 1},
+                    MAX_TOKENS_MARK: {"maximum": max_model_len},
+                    MODEL_MARK: {"anyOf": [{"type": "string", "enum": [model_name]}, {"type": "null"}]},
+                    SEED_MARK: {"minimum": SEED_MIN, "maximum": SEED_MAX},
+                },
+            )
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -71,8 +83,9 @@ def _declare_errors(operation: dict, authenticated: bool) -> None:
     responses.pop("422", None)  # validation errors are 400s here, as in vLLM
     statuses = {**ERROR_STATUSES, **({"401": "Missing or wrong API key"} if authenticated else {})}
     for status, description in statuses.items():
-        responses.setdefault(status, {"description": description,
-                                      "content": {"application/json": {"schema": ERROR_REF}}})
+        responses.setdefault(
+            status, {"description": description, "content": {"application/json": {"schema": ERROR_REF}}}
+        )
 
 
 def _bound(node: Any, bounds: dict[str, dict]) -> None:

@@ -70,14 +70,32 @@ class _SamplingFields(StrictModel):
         for name in ("logit_bias", "allowed_token_ids"):
             if getattr(self, name) is not None:
                 raise InvalidRequestError(FIELD_NOT_SUPPORTED.format(param=name), name)
-        given = {name: getattr(self, name) for name in
-                 ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
-                 if getattr(self, name) is not None}
+        given = {
+            name: getattr(self, name)
+            for name in (
+                "temperature",
+                "top_p",
+                "top_k",
+                "min_p",
+                "presence_penalty",
+                "frequency_penalty",
+                "repetition_penalty",
+            )
+            if getattr(self, name) is not None
+        }
         return SamplingParams(
-            n=self.n, max_tokens=max_tokens, seed=self.seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
-            ignore_eos=self.ignore_eos, min_tokens=self.min_tokens, logprobs=logprobs,
+            n=self.n,
+            max_tokens=max_tokens,
+            seed=self.seed,
+            stop=self.stop,
+            stop_token_ids=self.stop_token_ids,
+            ignore_eos=self.ignore_eos,
+            min_tokens=self.min_tokens,
+            logprobs=logprobs,
             include_stop_str_in_output=self.include_stop_str_in_output,
-            skip_special_tokens=self.skip_special_tokens, **given)
+            skip_special_tokens=self.skip_special_tokens,
+            **given,
+        )
 
 
 class CompletionRequest(_SamplingFields):
@@ -144,6 +162,7 @@ class DetokenizeRequest(StrictModel):
 
 
 # Response bodies, for the OpenAPI document (the routes build plain dicts of the same shape).
+
 
 class Usage(BaseModel):
     prompt_tokens: int

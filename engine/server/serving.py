@@ -58,8 +58,9 @@ class MaxTokens:
         return f"{self.requested}->{self.value}" if self.clamped else None
 
 
-def process_prompts(state: ServerState, prompts: list, requested: int | None, params_for, defaulted: bool,
-                    param: str = "max_tokens") -> list[ProcessedRequest]:
+def process_prompts(
+    state: ServerState, prompts: list, requested: int | None, params_for, defaulted: bool, param: str = "max_tokens"
+) -> list[ProcessedRequest]:
     """Every prompt through the engine's InputProcessor (tokenize, validate, overflow policy): 400s come from there.
 
     `params_for(max_tokens)` builds the request's SamplingParams; a request that set no max_tokens runs with the
@@ -70,12 +71,17 @@ def process_prompts(state: ServerState, prompts: list, requested: int | None, pa
     max_tokens = None if profile_default is not None else requested
     processed = []
     for prompt in prompts:
-        request = processor.process(prompt, params_for(max_tokens), max_tokens_param=param,
-                                    default_max_tokens=profile_default)
+        request = processor.process(
+            prompt, params_for(max_tokens), max_tokens_param=param, default_max_tokens=profile_default
+        )
         if request.clamped:
-            logger.info("max_tokens %d lowered to %d: prompt of %d tokens, max_model_len %d (--overflow clamp)",
-                        request.requested_max_tokens, request.max_tokens, len(request.prompt_token_ids),
-                        settings.max_model_len)
+            logger.info(
+                "max_tokens %d lowered to %d: prompt of %d tokens, max_model_len %d (--overflow clamp)",
+                request.requested_max_tokens,
+                request.max_tokens,
+                len(request.prompt_token_ids),
+                settings.max_model_len,
+            )
         processed.append(request)
     return processed
 
@@ -84,13 +90,21 @@ def max_tokens_of(request: ProcessedRequest, defaulted: bool) -> MaxTokens:
     return MaxTokens(request.max_tokens, request.requested_max_tokens, defaulted, request.clamped)
 
 
-def warn_if_default_truncated(request_id: str, max_tokens: MaxTokens, num_generated: int, finish_reason: str | None) -> None:
+def warn_if_default_truncated(
+    request_id: str, max_tokens: MaxTokens, num_generated: int, finish_reason: str | None
+) -> None:
     """vLLM's most reported surprise: a completions request without max_tokens stops after 16 tokens."""
-    if (max_tokens.defaulted and max_tokens.requested == COMPLETIONS_DEFAULT_MAX_TOKENS
-            and finish_reason == "length" and num_generated == COMPLETIONS_DEFAULT_MAX_TOKENS):
-        logger.warning("Request %s stopped at the default max_tokens=16 of /v1/completions; set max_tokens in the "
-                       "request, or serve with a profile that sets a default (kvtool serve --profile chat-gateway).",
-                       request_id)
+    if (
+        max_tokens.defaulted
+        and max_tokens.requested == COMPLETIONS_DEFAULT_MAX_TOKENS
+        and finish_reason == "length"
+        and num_generated == COMPLETIONS_DEFAULT_MAX_TOKENS
+    ):
+        logger.warning(
+            "Request %s stopped at the default max_tokens=16 of /v1/completions; set max_tokens in the "
+            "request, or serve with a profile that sets a default (kvtool serve --profile chat-gateway).",
+            request_id,
+        )
 
 
 def clamp_headers(max_tokens: list[MaxTokens]) -> dict[str, str]:
@@ -101,8 +115,9 @@ def clamp_headers(max_tokens: list[MaxTokens]) -> dict[str, str]:
 def make_requests(base_id: str, processed: list[ProcessedRequest], n: int) -> list[EngineRequest]:
     """One engine request per prompt; the engine runs its n sequences (seeded ones with seed + index, as vLLM)."""
     # a random tail keeps engine ids unique when clients reuse an x-request-id
-    return [EngineRequest(i, request, f"{base_id}-{i}-{uuid.uuid4().hex[:8]}", n)
-            for i, request in enumerate(processed)]
+    return [
+        EngineRequest(i, request, f"{base_id}-{i}-{uuid.uuid4().hex[:8]}", n) for i, request in enumerate(processed)
+    ]
 
 
 def request_id(header_value: str | None, prefix: str) -> str:
@@ -111,5 +126,8 @@ def request_id(header_value: str | None, prefix: str) -> str:
 
 def usage(prompt_lens: list[int], num_generated: int) -> dict:
     prompt_tokens = sum(prompt_lens)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": num_generated,
-            "total_tokens": prompt_tokens + num_generated}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": num_generated,
+        "total_tokens": prompt_tokens + num_generated,
+    }

@@ -48,8 +48,13 @@ def load_yaml(path: Path):
 @lru_cache(maxsize=1)
 def entries() -> tuple[CatalogEntry, ...]:
     return tuple(
-        CatalogEntry(id=item["id"], config=item["config"], aliases=tuple(item.get("aliases", ())),
-                     also=tuple(item.get("also", ())), local=item.get("local") or {})
+        CatalogEntry(
+            id=item["id"],
+            config=item["config"],
+            aliases=tuple(item.get("aliases", ())),
+            also=tuple(item.get("also", ())),
+            local=item.get("local") or {},
+        )
         for item in load_yaml(CATALOG_FILE)["models"]
     )
 
@@ -68,7 +73,7 @@ def suggestions(model: str, n: int = 3) -> list[str]:
     """Catalog ids close to a misspelt name; those with the same numbers (version, size) first."""
     query, index = model.strip().lower(), _index()
     close = difflib.get_close_matches(query, index, n=n * 5, cutoff=0.5)
-    close.sort(key=lambda name: _numbers(name) != _numbers(query))   # stable: difflib's order otherwise
+    close.sort(key=lambda name: _numbers(name) != _numbers(query))  # stable: difflib's order otherwise
     ids = dict.fromkeys(index[name].id for name in close)
     return list(ids)[:n]
 

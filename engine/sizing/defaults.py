@@ -68,8 +68,9 @@ def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
     return LEGACY_GPU_MEMORY_UTILIZATION
 
 
-def default_scheduler_limits(total_bytes: int | None, gpu_name: str = "", server: bool = True,
-                             gpu_arch: str | None = None) -> tuple[int, int]:
+def default_scheduler_limits(
+    total_bytes: int | None, gpu_name: str = "", server: bool = True, gpu_arch: str | None = None
+) -> tuple[int, int]:
     """vLLM 0.33's (max_num_batched_tokens, max_num_seqs) for a device: None total means a CPU."""
     entry = "server" if server else "offline"
     if total_bytes is None:

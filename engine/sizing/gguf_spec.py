@@ -6,12 +6,19 @@ from kvtool.errors import UsageError
 
 # GGUF key (after "{arch}.") -> HF config key
 GGUF_TO_HF = {
-    "block_count": "num_hidden_layers", "context_length": "max_position_embeddings",
-    "embedding_length": "hidden_size", "feed_forward_length": "intermediate_size",
-    "attention.head_count": "num_attention_heads", "attention.head_count_kv": "num_key_value_heads",
-    "attention.key_length": "head_dim", "attention.sliding_window": "sliding_window",
-    "attention.kv_lora_rank": "kv_lora_rank", "rope.freq_base": "rope_theta", "vocab_size": "vocab_size",
-    "expert_count": "num_experts", "expert_used_count": "num_experts_per_tok",
+    "block_count": "num_hidden_layers",
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.sliding_window": "sliding_window",
+    "attention.kv_lora_rank": "kv_lora_rank",
+    "rope.freq_base": "rope_theta",
+    "vocab_size": "vocab_size",
+    "expert_count": "num_experts",
+    "expert_used_count": "num_experts_per_tok",
     "expert_feed_forward_length": "moe_intermediate_size",
 }
 
@@ -22,7 +29,9 @@ def read_gguf_config(path: str | Path) -> dict:
     fields = {name: _value(field) for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")}
     arch = fields.get("general.architecture")
     if not arch:
-        raise UsageError(f"{path} has no general.architecture in its GGUF metadata.", "Use a GGUF made by llama.cpp's converter.")
+        raise UsageError(
+            f"{path} has no general.architecture in its GGUF metadata.", "Use a GGUF made by llama.cpp's converter."
+        )
     config = {hf_key: fields[f"{arch}.{key}"] for key, hf_key in GGUF_TO_HF.items() if f"{arch}.{key}" in fields}
     if "vocab_size" not in config and "tokenizer.ggml.tokens" in reader.fields:
         config["vocab_size"] = len(reader.fields["tokenizer.ggml.tokens"].data)
@@ -30,7 +39,9 @@ def read_gguf_config(path: str | Path) -> dict:
         config["qk_rope_head_dim"] = fields.get(f"{arch}.rope.dimension_count")
     tensor_names = {tensor.name for tensor in reader.tensors}
     config.update(
-        model_type=arch, torch_dtype="bfloat16", tie_word_embeddings="output.weight" not in tensor_names,
+        model_type=arch,
+        torch_dtype="bfloat16",
+        tie_word_embeddings="output.weight" not in tensor_names,
         num_parameters=sum(int(tensor.n_elements) for tensor in reader.tensors),
         quantization_config={"quant_method": "gguf", "file_type": fields.get("general.file_type")},
         _name_or_path=fields.get("general.name") or Path(path).stem,
@@ -51,8 +62,10 @@ def _open(path: Path):
     try:
         return GGUFReader(path)
     except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
-        raise UsageError(f"cannot read GGUF file {path}: {err}.",
-                         "Check that the file is a complete .gguf (re-download or re-convert it).") from None
+        raise UsageError(
+            f"cannot read GGUF file {path}: {err}.",
+            "Check that the file is a complete .gguf (re-download or re-convert it).",
+        ) from None
 
 
 def _value(field):

@@ -35,7 +35,9 @@ class GpuInfo:
         return int(digits[:-1]) + int(digits[-1]) / 10 if digits.isdigit() and len(digits) >= 2 else None
 
 
-def resolve_gpus(gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fallback: GpuInfo | None = None) -> list[GpuInfo]:
+def resolve_gpus(
+    gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fallback: GpuInfo | None = None
+) -> list[GpuInfo]:
     """`--gpu-mem 23.5GiB`, `--gpu H100-80GB`, `--gpu 0,1`, `--gpu local` (all local devices), or nothing.
 
     With nothing named and no local device, `fallback` stands in (or a one-line error says what to name).
@@ -56,8 +58,10 @@ def resolve_gpus(gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fal
     if not local and gpu is None and fallback is not None:
         return [fallback] * (num_gpus or 1)
     if not local:
-        raise UsageError("no GPU found on this machine and none named.",
-                         "Name one with --gpu H100-80GB (see --list-gpus) or give its size with --gpu-mem 80GiB.")
+        raise UsageError(
+            "no GPU found on this machine and none named.",
+            "Name one with --gpu H100-80GB (see --list-gpus) or give its size with --gpu-mem 80GiB.",
+        )
     return local[:num_gpus] if num_gpus else local
 
 
@@ -96,10 +100,17 @@ def _read_device(pynvml, index: int) -> GpuInfo:
     except Exception:
         memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
     name = pynvml.nvmlDeviceGetName(handle)
-    return GpuInfo(name=name.decode() if isinstance(name, bytes) else name, total_bytes=int(memory.total),
-                   free_bytes=int(memory.free), used_bytes=int(memory.used), index=index,
-                   processes=_processes(pynvml, handle), mig_mode=_mig_mode(pynvml, handle), source="nvml",
-                   arch=_arch(pynvml, handle))
+    return GpuInfo(
+        name=name.decode() if isinstance(name, bytes) else name,
+        total_bytes=int(memory.total),
+        free_bytes=int(memory.free),
+        used_bytes=int(memory.used),
+        index=index,
+        processes=_processes(pynvml, handle),
+        mig_mode=_mig_mode(pynvml, handle),
+        source="nvml",
+        arch=_arch(pynvml, handle),
+    )
 
 
 def _arch(pynvml, handle) -> str | None:
@@ -134,8 +145,10 @@ def _catalog_rows() -> tuple[dict, ...]:
 
 
 def gpu_catalog() -> tuple[GpuInfo, ...]:
-    return tuple(GpuInfo(name=row["name"], total_bytes=int(row["memory_gib"] * GiB), arch=row.get("arch"))
-                 for row in _catalog_rows())
+    return tuple(
+        GpuInfo(name=row["name"], total_bytes=int(row["memory_gib"] * GiB), arch=row.get("arch"))
+        for row in _catalog_rows()
+    )
 
 
 def with_free_memory(gpus: list[GpuInfo], free: int | None) -> list[GpuInfo]:
@@ -143,14 +156,18 @@ def with_free_memory(gpus: list[GpuInfo], free: int | None) -> list[GpuInfo]:
     if free is None:
         return gpus
     if not 0 < free <= min(g.total_bytes for g in gpus):
-        raise UsageError(f"--gpu-free must be positive and at most the GPU's memory, got {free / GiB:.2f} GiB.",
-                         "Give the free memory nvidia-smi shows, e.g. --gpu-free 60GiB.")
+        raise UsageError(
+            f"--gpu-free must be positive and at most the GPU's memory, got {free / GiB:.2f} GiB.",
+            "Give the free memory nvidia-smi shows, e.g. --gpu-free 60GiB.",
+        )
     return [replace(g, free_bytes=free, used_bytes=g.total_bytes - free) for g in gpus]
 
 
 @lru_cache(maxsize=1)
 def _gpu_index() -> dict[str, str]:
-    return {str(name).lower(): row["name"] for row in _catalog_rows() for name in (row["name"], *row.get("aliases", ()))}
+    return {
+        str(name).lower(): row["name"] for row in _catalog_rows() for name in (row["name"], *row.get("aliases", ()))
+    }
 
 
 def find_gpu(name: str) -> GpuInfo:

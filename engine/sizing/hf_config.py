@@ -2,8 +2,15 @@
 
 # vLLM's keys for the model's context length, in its order; the smallest present wins (docs/design.md).
 MAX_LEN_KEYS = (
-    "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-    "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
 )
 DEFAULT_MAX_MODEL_LEN = 2048
 # RoPE types whose max_position_embeddings is already the scaled length (vLLM 0.30+).
@@ -11,12 +18,26 @@ UNSCALED_ROPE_TYPES = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "dee
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 LAYER_TYPE_NAMES = {
-    "full_attention": "full_attention", "attention": "full_attention", "global": "full_attention",
-    "sliding_attention": "sliding_attention", "sliding_window": "sliding_attention", "local": "sliding_attention",
-    "linear_attention": "linear_attention", "mamba": "mamba", "mamba2": "mamba",
+    "full_attention": "full_attention",
+    "attention": "full_attention",
+    "global": "full_attention",
+    "sliding_attention": "sliding_attention",
+    "sliding_window": "sliding_attention",
+    "local": "sliding_attention",
+    "linear_attention": "linear_attention",
+    "mamba": "mamba",
+    "mamba2": "mamba",
 }
-DTYPE_NAMES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-               "half": "float16", "float32": "float32", "fp32": "float32", "float": "float32"}
+DTYPE_NAMES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+}
 
 
 def text_config(config: dict) -> dict:
@@ -94,7 +115,9 @@ def _sliding_layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
     if period:  # Gemma 3: every `period`-th layer is global
         return tuple("full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(num_layers))
     if config.get("use_sliding_window") and "max_window_layers" in config:  # Qwen2: layers from max_window_layers slide
-        return tuple("sliding_attention" if i >= config["max_window_layers"] else "full_attention" for i in range(num_layers))
+        return tuple(
+            "sliding_attention" if i >= config["max_window_layers"] else "full_attention" for i in range(num_layers)
+        )
     return ("sliding_attention",) * num_layers
 
 
@@ -115,14 +138,32 @@ def quantization(config: dict) -> str | None:
     return None
 
 
-def count_parameters(config: dict, hidden: int, layers: int, heads: int, kv_heads: int, dim: int,
-                     vocab: int, intermediate: int, tied: bool) -> int:
+def count_parameters(
+    config: dict,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    dim: int,
+    vocab: int,
+    intermediate: int,
+    tied: bool,
+) -> int:
     """Parameter count from the shapes (norms and biases left out): embeddings + attention + MLP/experts."""
     return sum(parameter_groups(config, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied).values())
 
 
-def parameter_groups(config: dict, hidden: int, layers: int, heads: int, kv_heads: int, dim: int,
-                     vocab: int, intermediate: int, tied: bool) -> dict[str, int]:
+def parameter_groups(
+    config: dict,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    dim: int,
+    vocab: int,
+    intermediate: int,
+    tied: bool,
+) -> dict[str, int]:
     """Parameters by part: embeddings (input and output), attention, dense MLP, MoE experts."""
     embeddings = vocab * hidden * (1 if tied else 2)
     if config.get("kv_lora_rank"):
@@ -137,8 +178,12 @@ def parameter_groups(config: dict, hidden: int, layers: int, heads: int, kv_head
     shared_size = int(config.get("shared_expert_intermediate_size") or expert_size * shared)
     mlp = dense_layers * 3 * hidden * intermediate + moe_layers * (3 * hidden * shared_size + hidden * (experts or 0))
     routed = moe_layers * 3 * hidden * expert_size * (experts or 0)
-    return {"embeddings": int(embeddings), "attention": int(layers * attention), "mlp": int(mlp),
-            "experts": int(routed)}
+    return {
+        "embeddings": int(embeddings),
+        "attention": int(layers * attention),
+        "mlp": int(mlp),
+        "experts": int(routed),
+    }
 
 
 def _mla_parameters(config: dict, hidden: int, heads: int) -> int:
@@ -147,7 +192,6 @@ def _mla_parameters(config: dict, hidden: int, heads: int) -> int:
     q_rank = config.get("q_lora_rank")
     q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
     return q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
-
 
 
 ENCODER_KEYS = {"vision_config": "image", "audio_config": "audio", "vision_tower_config": "image"}
@@ -164,8 +208,9 @@ def encoder_shape(tower: dict) -> tuple[int, int, int]:
     hidden = int(first(tower, "hidden_size", "embed_dim", "d_model", "width", default=0) or 0)
     layers = int(first(tower, "num_hidden_layers", "depth", "encoder_layers", "num_layers", "layers", default=0) or 0)
     ratio = tower.get("mlp_ratio")
-    intermediate = int(first(tower, "intermediate_size", "encoder_ffn_dim", "ffn_dim",
-                             default=(ratio or 4) * hidden) or 0)
+    intermediate = int(
+        first(tower, "intermediate_size", "encoder_ffn_dim", "ffn_dim", default=(ratio or 4) * hidden) or 0
+    )
     return layers, hidden, intermediate
 
 
@@ -178,8 +223,12 @@ def encoder_parameters(tower: dict, text_hidden: int) -> int:
     patch, merge = int(tower.get("patch_size") or 14), _merge(tower)
     channels = int(tower.get("num_channels") or tower.get("in_chans") or tower.get("in_channels") or 3)
     projected = hidden * merge * merge
-    return blocks + channels * patch * patch * hidden * int(tower.get("temporal_patch_size") or 1) + \
-        projected * projected + projected * text_hidden
+    return (
+        blocks
+        + channels * patch * patch * hidden * int(tower.get("temporal_patch_size") or 1)
+        + projected * projected
+        + projected * text_hidden
+    )
 
 
 def encoder_tokens_per_item(config: dict, modality: str, tower: dict) -> int:

@@ -78,8 +78,10 @@ def _facts_from_hf_cache(repo_id: str) -> dict:
 
     path = try_to_load_from_cache(repo_id, "config.json", cache_dir=_hf_cache())
     if not isinstance(path, str):
-        raise UsageError(f"'{repo_id}' is not in the Hugging Face cache and HF_HUB_OFFLINE is set.",
-                         "Run once without HF_HUB_OFFLINE, or give a local config.json.")
+        raise UsageError(
+            f"'{repo_id}' is not in the Hugging Face cache and HF_HUB_OFFLINE is set.",
+            "Run once without HF_HUB_OFFLINE, or give a local config.json.",
+        )
     return {"config": json.loads(Path(path).read_text()), "dtype_counts": None, "revision": Path(path).parent.name}
 
 
@@ -91,16 +93,22 @@ def _hub_error(repo_id: str, err: Exception) -> UsageError:
     close = catalog.suggestions(repo_id)
     hint = f"Did you mean {', '.join(close)}? " if close else ""
     if kind == "GatedRepoError":
-        return UsageError(f"'{repo_id}' is gated on {where}.",
-                          "Accept its licence on the model page and set HF_TOKEN to a token that has access.")
+        return UsageError(
+            f"'{repo_id}' is gated on {where}.",
+            "Accept its licence on the model page and set HF_TOKEN to a token that has access.",
+        )
     if kind in ("RepositoryNotFoundError", "RevisionNotFoundError"):
-        return UsageError(f"unknown model '{repo_id}': not in the catalog and not found on {where}.",
-                          f"{hint}Check the id, or set HF_TOKEN for a private repo.")
+        return UsageError(
+            f"unknown model '{repo_id}': not in the catalog and not found on {where}.",
+            f"{hint}Check the id, or set HF_TOKEN for a private repo.",
+        )
     if kind in ("RemoteEntryNotFoundError", "EntryNotFoundError"):
         return UsageError(f"'{repo_id}' on {where} has no config.json.", "Give a local config.json with --model.")
     if _unreachable(err):
-        return UsageError(f"cannot reach {where} to read '{repo_id}', and it is not in the cache.",
-                          f"{hint}Check the network or HF_ENDPOINT, or give a local config.json.")
+        return UsageError(
+            f"cannot reach {where} to read '{repo_id}', and it is not in the cache.",
+            f"{hint}Check the network or HF_ENDPOINT, or give a local config.json.",
+        )
     return UsageError(f"reading '{repo_id}' from {where} failed ({kind}).", "Check HF_ENDPOINT and HF_TOKEN.")
 
 

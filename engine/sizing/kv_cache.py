@@ -74,7 +74,7 @@ def stage_layer_counts(spec: ModelSpec, pp: int = 1) -> tuple[int, int]:
     base, extra = divmod(len(spec.layer_types), pp)
     stages, start = [], 0
     for stage in range(pp):
-        kinds = spec.layer_types[start:start + base + (stage < extra)]
+        kinds = spec.layer_types[start : start + base + (stage < extra)]
         start += base + (stage < extra)
         stages.append((kinds.count("full_attention"), kinds.count("sliding_attention")))
     return max(stages, key=sum)
@@ -85,21 +85,35 @@ def kv_bytes_per_token(spec: ModelSpec, kv_cache_dtype: str = "auto", tp: int = 
     return sum(stage_layer_counts(spec, pp)) * layer_bytes_per_token(spec, kv_cache_dtype, tp)
 
 
-def block_bytes(spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto",
-                tp: int = 1, pp: int = 1) -> int:
+def block_bytes(
+    spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1
+) -> int:
     """One block of block_size tokens across all attention layers of a GPU."""
     return block_size * kv_bytes_per_token(spec, kv_cache_dtype, tp, pp)
 
 
-def num_blocks_for(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
-                   kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1) -> int:
+def num_blocks_for(
+    available_bytes: int,
+    spec: ModelSpec,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+) -> int:
     size = block_bytes(spec, block_size, kv_cache_dtype, tp, pp)
     return max(0, int(available_bytes) // size) if size else 0
 
 
-def request_kv_bytes(spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
-                     kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                     max_num_batched_tokens: int | None = None, rules: KVRules = V033) -> int:
+def request_kv_bytes(
+    spec: ModelSpec,
+    max_model_len: int,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    rules: KVRules = V033,
+) -> int:
     """Worst-case KV of one request of max_model_len tokens; sliding layers keep only their window
     plus the tokens of the steps in flight (vLLM 0.33: two, with async scheduling)."""
     full, sliding = stage_layer_counts(spec, pp)
@@ -112,10 +126,17 @@ def request_kv_bytes(spec: ModelSpec, max_model_len: int, block_size: int = DEFA
     return full * full_blocks * page + sliding * (_cdiv(window_tokens, block_size) + 1) * page
 
 
-def estimate_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
-                           kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                           max_num_batched_tokens: int | None = None, limit: int | None = None,
-                           rules: KVRules = V033) -> int:
+def estimate_max_model_len(
+    available_bytes: int,
+    spec: ModelSpec,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    limit: int | None = None,
+    rules: KVRules = V033,
+) -> int:
     """Largest length in [1, limit] (default: the model's context) whose request fits; 0 if none does."""
     size = block_bytes(spec, block_size, kv_cache_dtype, tp, pp)
     if rules.v0_check:
@@ -123,8 +144,9 @@ def estimate_max_model_len(available_bytes: int, spec: ModelSpec, block_size: in
     usable = available_bytes - size * rules.null_block_in_check
 
     def fits(length: int) -> bool:
-        return request_kv_bytes(spec, length, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens,
-                                rules) <= usable
+        return (
+            request_kv_bytes(spec, length, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens, rules) <= usable
+        )
 
     low, high = 0, limit or spec.derived_max_model_len
     while low < high:
@@ -133,9 +155,16 @@ def estimate_max_model_len(available_bytes: int, spec: ModelSpec, block_size: in
     return low
 
 
-def check_kv_cache_fits(spec: ModelSpec, available_bytes: int, max_model_len: int,
-                        block_size: int = DEFAULT_BLOCK_SIZE, kv_cache_dtype: str = "auto", tp: int = 1,
-                        pp: int = 1, max_num_batched_tokens: int | None = None) -> None:
+def check_kv_cache_fits(
+    spec: ModelSpec,
+    available_bytes: int,
+    max_model_len: int,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+    max_num_batched_tokens: int | None = None,
+) -> None:
     """Raise KVCacheTooSmallError, worded like vLLM 0.33, unless one max_model_len request fits."""
     if available_bytes <= 0:
         raise KVCacheTooSmallError(messages.no_memory_for_cache(), 0, int(available_bytes), 0)
@@ -144,18 +173,29 @@ def check_kv_cache_fits(spec: ModelSpec, available_bytes: int, max_model_len: in
     if request_fits(needed, available_bytes, block_bytes(spec, *args)):
         return
     estimate = estimate_max_model_len(available_bytes, spec, *args, max_num_batched_tokens, limit=max_model_len)
-    raise KVCacheTooSmallError(messages.kv_cache_too_small(max_model_len, needed, available_bytes, estimate),
-                               needed, int(available_bytes), estimate)
+    raise KVCacheTooSmallError(
+        messages.kv_cache_too_small(max_model_len, needed, available_bytes, estimate),
+        needed,
+        int(available_bytes),
+        estimate,
+    )
 
 
-def request_fits(request_bytes: int, available_bytes: int, block: int, rules: KVRules = V033,
-                 max_model_len: int = 0, block_size: int = DEFAULT_BLOCK_SIZE) -> bool:
+def request_fits(
+    request_bytes: int,
+    available_bytes: int,
+    block: int,
+    rules: KVRules = V033,
+    max_model_len: int = 0,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> bool:
     """vLLM's start-up check: one max_model_len request (V1), or max_model_len tokens of blocks (V0)."""
     if available_bytes <= 0 or not block:
         return False
     if rules.v0_check:
         return max_model_len <= available_bytes // block * block_size or (
-            not rules.v0_length_check and available_bytes >= block)
+            not rules.v0_length_check and available_bytes >= block
+        )
     return request_bytes <= available_bytes - block * rules.null_block_in_check
 
 
@@ -183,9 +223,17 @@ class KVCachePlan:
         return messages.kv_cache_size_log(self.kv_cache_tokens, self.max_model_len, self.max_concurrency, device)
 
 
-def plan_kv_cache(available_bytes: int, spec: ModelSpec, max_model_len: int, block_size: int = DEFAULT_BLOCK_SIZE,
-                  kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                  max_num_batched_tokens: int | None = None, rules: KVRules = V033) -> KVCachePlan:
+def plan_kv_cache(
+    available_bytes: int,
+    spec: ModelSpec,
+    max_model_len: int,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    rules: KVRules = V033,
+) -> KVCachePlan:
     """Blocks, tokens, concurrency and the safe length for a KV budget (vLLM 0.33 formulas by default)."""
     args = (block_size, kv_cache_dtype, tp, pp)
     num_blocks = num_blocks_for(available_bytes, spec, *args)
@@ -196,33 +244,50 @@ def plan_kv_cache(available_bytes: int, spec: ModelSpec, max_model_len: int, blo
         concurrency = num_blocks * block_size / max_model_len
     tokens = int(concurrency * max_model_len) if rules.tokens_from_concurrency else num_blocks * block_size
     return KVCachePlan(
-        available_bytes=int(available_bytes), block_size=block_size, kv_bytes_per_token=size // block_size,
-        block_bytes=size, num_blocks=num_blocks, max_model_len=max_model_len, request_bytes=request,
-        max_concurrency=concurrency, kv_cache_tokens=tokens,
+        available_bytes=int(available_bytes),
+        block_size=block_size,
+        kv_bytes_per_token=size // block_size,
+        block_bytes=size,
+        num_blocks=num_blocks,
+        max_model_len=max_model_len,
+        request_bytes=request,
+        max_concurrency=concurrency,
+        kv_cache_tokens=tokens,
         safe_max_model_len=safe_max_model_len(available_bytes, spec, *args, max_num_batched_tokens, rules),
         fits=request_fits(request, available_bytes, size, rules, max_model_len, block_size),
     )
 
 
-def safe_max_model_len(available_bytes: int, spec: ModelSpec, block_size: int = DEFAULT_BLOCK_SIZE,
-                       kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
-                       max_num_batched_tokens: int | None = None, rules: KVRules = V033) -> int:
+def safe_max_model_len(
+    available_bytes: int,
+    spec: ModelSpec,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    kv_cache_dtype: str = "auto",
+    tp: int = 1,
+    pp: int = 1,
+    max_num_batched_tokens: int | None = None,
+    rules: KVRules = V033,
+) -> int:
     """The largest length that fits, rounded down to a whole block, capped by the model's context."""
-    length = estimate_max_model_len(available_bytes, spec, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens,
-                                    rules=rules)
+    length = estimate_max_model_len(
+        available_bytes, spec, block_size, kv_cache_dtype, tp, pp, max_num_batched_tokens, rules=rules
+    )
     if length == spec.derived_max_model_len or length < block_size:
         return length
     return length // block_size * block_size
 
 
-def resolve_max_model_len(spec: ModelSpec, requested: str | int | None, available_bytes: int | None = None,
-                          **kv_args) -> int:
+def resolve_max_model_len(
+    spec: ModelSpec, requested: str | int | None, available_bytes: int | None = None, **kv_args
+) -> int:
     """None -> the config's derived length; `auto` / -1 -> the largest that fits; `8k` / `8K` / 8192 as given."""
     if requested is None:
         return spec.derived_max_model_len
     if str(requested).strip().lower() in ("auto", "-1"):
         if available_bytes is None:
-            raise UsageError("max_model_len 'auto' needs a KV-cache budget.", "Give a GPU or a memory size, or a number.")
+            raise UsageError(
+                "max_model_len 'auto' needs a KV-cache budget.", "Give a GPU or a memory size, or a number."
+            )
         length = estimate_max_model_len(available_bytes, spec, **kv_args)
         if length < 1:
             raise UsageError(messages.CANNOT_AUTO_FIT)
@@ -238,11 +303,18 @@ def check_parallel_sizes(spec: ModelSpec, tp: int = 1, pp: int = 1) -> None:
     if tp < 1 or pp < 1:
         raise UsageError(f"parallel sizes must be >= 1 (got tp={tp}, pp={pp}).", "Use --tp 1 or more.")
     if spec.num_attention_heads % tp:
-        raise UsageError(f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor "
-                         f"parallel size ({tp}).", f"Use a --tp that divides {spec.num_attention_heads}.")
+        raise UsageError(
+            f"Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor "
+            f"parallel size ({tp}).",
+            f"Use a --tp that divides {spec.num_attention_heads}.",
+        )
     kv = spec.num_key_value_heads
     if not spec.is_mla and (kv % tp if kv >= tp else tp % kv):
-        raise UsageError(f"{kv} KV heads cannot be split over tensor parallel size {tp}.",
-                         f"Use a --tp that divides {kv} or a multiple of it.")
+        raise UsageError(
+            f"{kv} KV heads cannot be split over tensor parallel size {tp}.",
+            f"Use a --tp that divides {kv} or a multiple of it.",
+        )
     if pp > spec.num_hidden_layers:
-        raise UsageError(f"pipeline parallel size {pp} exceeds the {spec.num_hidden_layers} layers.", "Use a smaller --pp.")
+        raise UsageError(
+            f"pipeline parallel size {pp} exceeds the {spec.num_hidden_layers} layers.", "Use a smaller --pp."
+        )

@@ -60,8 +60,14 @@ class MemoryBudget:
 
     @property
     def non_kv_cache_bytes(self) -> int:
-        return (self.weights_bytes + self.activation_bytes + self.non_torch_bytes + self.cudagraph_bytes
-                + self.encoder_bytes + self.other_process_bytes)
+        return (
+            self.weights_bytes
+            + self.activation_bytes
+            + self.non_torch_bytes
+            + self.cudagraph_bytes
+            + self.encoder_bytes
+            + self.other_process_bytes
+        )
 
     @property
     def kv_cache_bytes(self) -> int:
@@ -100,8 +106,14 @@ def weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None
     return quantized_weight_bytes(groups, facts, element)
 
 
-def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, dtype: str = "auto",
-                     tp: int = 1, rules: BudgetRules = V033_BUDGET) -> int:
+def activation_bytes(
+    spec: ModelSpec,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    dtype: str = "auto",
+    tp: int = 1,
+    rules: BudgetRules = V033_BUDGET,
+) -> int:
     """Peak of the profiling forward pass: one batch of tokens, then the sampler's logits."""
     tokens = rules.profile_tokens or max_num_batched_tokens
     forward = tokens * _activation_bytes_per_token(spec, dtype, tp)
@@ -110,8 +122,9 @@ def activation_bytes(spec: ModelSpec, max_num_batched_tokens: int, max_num_seqs:
     return forward + min(max_num_seqs, tokens) * spec.vocab_size * 4 * SAMPLER_LOGITS_COPIES
 
 
-def encoder_bytes(spec: ModelSpec, max_num_batched_tokens: int, dtype: str = "auto", tp: int = 1,
-                  items: int | None = None) -> int:
+def encoder_bytes(
+    spec: ModelSpec, max_num_batched_tokens: int, dtype: str = "auto", tp: int = 1, items: int | None = None
+) -> int:
     """The encoder profiling run (dummy items of the largest size) and the outputs it leaves in the
     encoder cache: a budget of max(max_num_batched_tokens, one item) text tokens."""
     if not spec.mm_tokens_per_item or not spec.encoder_hidden_size:
@@ -140,33 +153,49 @@ def cudagraph_bytes(spec: ModelSpec, dtype: str = "auto", tp: int = 1, pp: int =
     if enforce_eager:
         return 0
     layers = math.ceil(spec.num_hidden_layers / pp)
-    return layers * CUDAGRAPH_BYTES_PER_LAYER + CUDAGRAPH_MAX_CAPTURE_TOKENS * _activation_bytes_per_token(spec, dtype, tp)
+    return layers * CUDAGRAPH_BYTES_PER_LAYER + CUDAGRAPH_MAX_CAPTURE_TOKENS * _activation_bytes_per_token(
+        spec, dtype, tp
+    )
 
 
-def memory_budget(spec: ModelSpec, total_bytes: int, gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
-                  tp: int = 1, pp: int = 1, dtype: str = "auto", quantization: str | None = None,
-                  max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = SMALL_GPU_SCHEDULER_LIMITS["server"][1], enforce_eager: bool = False,
-                  kv_cache_memory: int | None = None, rules: BudgetRules = V033_BUDGET,
-                  other_process_bytes: int = 0) -> MemoryBudget:
+def memory_budget(
+    spec: ModelSpec,
+    total_bytes: int,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    tp: int = 1,
+    pp: int = 1,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = SMALL_GPU_SCHEDULER_LIMITS["server"][1],
+    enforce_eager: bool = False,
+    kv_cache_memory: int | None = None,
+    rules: BudgetRules = V033_BUDGET,
+    other_process_bytes: int = 0,
+) -> MemoryBudget:
     """The per-GPU budget as the release of `rules` measures it; `kv_cache_memory` fixes the KV share instead."""
     if not 0 < gpu_memory_utilization <= 1:
-        raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}.",
-                         "Use e.g. --gpu-memory-utilization 0.9.")
+        raise UsageError(
+            f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}.",
+            "Use e.g. --gpu-memory-utilization 0.9.",
+        )
     if total_bytes <= 0:
         raise UsageError(f"GPU memory must be positive, got {total_bytes} bytes.", "Use e.g. --gpu-mem 24GiB.")
     requested = total_bytes * gpu_memory_utilization
     non_torch = NON_TORCH_BYTES if rules.charge_non_torch else 0
     non_torch += NCCL_BYTES if tp * pp > 1 and rules.charge_nccl else 0
     return MemoryBudget(
-        total_bytes=int(total_bytes), gpu_memory_utilization=gpu_memory_utilization,
+        total_bytes=int(total_bytes),
+        gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=math.ceil(requested) if rules.ceil_request else int(requested),
         weights_bytes=weights_bytes(spec, dtype, quantization) // (tp * pp),
         activation_bytes=activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules),
         non_torch_bytes=non_torch,
         cudagraph_bytes=cudagraph_bytes(spec, dtype, tp, pp, enforce_eager or not rules.subtract_cudagraphs),
         kv_cache_memory_bytes=kv_cache_memory,
-        encoder_bytes=encoder_bytes(spec, rules.profile_tokens or max_num_batched_tokens, dtype, tp,
-                                    rules.encoder_items),
+        encoder_bytes=encoder_bytes(
+            spec, rules.profile_tokens or max_num_batched_tokens, dtype, tp, rules.encoder_items
+        ),
         other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
     )
 

@@ -115,14 +115,19 @@ KV_TOKENS_LOG = "GPU KV cache size: {kv_cache_tokens:,} tokens"  # V1 0.8.0 - 0.
 
 
 def kv_cache_too_small(max_model_len: int, needed_bytes: int, available_bytes: int, estimate: int) -> str:
-    return KV_CACHE_TOO_SMALL.format(max_model_len=max_model_len, needed_gib=format_gib(needed_bytes),
-                                     available_gib=format_gib(available_bytes), estimate=estimate,
-                                     url=CONSERVING_MEMORY_URL)
+    return KV_CACHE_TOO_SMALL.format(
+        max_model_len=max_model_len,
+        needed_gib=format_gib(needed_bytes),
+        available_gib=format_gib(available_bytes),
+        estimate=estimate,
+        url=CONSERVING_MEMORY_URL,
+    )
 
 
 def kv_cache_size_log(kv_cache_tokens: int, max_model_len: int, max_concurrency: float, device: str = "GPU") -> str:
-    return KV_CACHE_SIZE_LOG.format(device=device, kv_cache_tokens=kv_cache_tokens, max_model_len=max_model_len,
-                                    max_concurrency=max_concurrency)
+    return KV_CACHE_SIZE_LOG.format(
+        device=device, kv_cache_tokens=kv_cache_tokens, max_model_len=max_model_len, max_concurrency=max_concurrency
+    )
 
 
 def no_memory_for_cache() -> str:
@@ -131,6 +136,7 @@ def no_memory_for_cache() -> str:
 
 def url_sentence() -> str:
     return f" See {CONSERVING_MEMORY_URL} for more details."
+
 
 # --- Request validation (HTTP 400) and request failures (HTTP 500) -------------------------------------------------
 # Wordings are vLLM 0.33's (vllm/sampling_params.py, vllm/renderers/base.py, vllm/v1/engine/exceptions.py) unless

@@ -6,13 +6,43 @@ from dataclasses import dataclass
 from kvtool.errors import UsageError
 
 # Safetensors element types -> bytes; packed 4-bit formats store two values per U8 / eight per I32 element.
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
-                           "I64": 8, "I32": 4, "U32": 4, "I16": 2, "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F4": 0.5}
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I64": 8,
+    "I32": 4,
+    "U32": 4,
+    "I16": 2,
+    "U16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F4": 0.5,
+}
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
 # Methods vLLM names with --quantization, and the bits per weight of each when the config says nothing else.
-DEFAULT_BITS = {"fp8": 8, "fbgemm_fp8": 8, "modelopt": 8, "ptpc_fp8": 8, "experts_int8": 8, "compressed-tensors": 8,
-                "awq": 4, "awq_marlin": 4, "gptq": 4, "gptq_marlin": 4, "bitsandbytes": 4, "mxfp4": 4,
-                "modelopt_fp4": 4, "nvfp4": 4, "gguf": 4}
+DEFAULT_BITS = {
+    "fp8": 8,
+    "fbgemm_fp8": 8,
+    "modelopt": 8,
+    "ptpc_fp8": 8,
+    "experts_int8": 8,
+    "compressed-tensors": 8,
+    "awq": 4,
+    "awq_marlin": 4,
+    "gptq": 4,
+    "gptq_marlin": 4,
+    "bitsandbytes": 4,
+    "mxfp4": 4,
+    "modelopt_fp4": 4,
+    "nvfp4": 4,
+    "gguf": 4,
+}
 QUANTIZATION_METHODS = tuple(DEFAULT_BITS)
 
 
@@ -62,15 +92,27 @@ def _gptq_awq(method: str, quant: dict) -> QuantFacts:
     bits = int(quant.get("bits") or quant.get("w_bit") or 4)
     group = int(quant.get("group_size") or quant.get("q_group_size") or 128)
     # fp16 scales and packed zero points per group of weights (stored even for symmetric GPTQ)
-    return QuantFacts(method, bits=bits, group_size=max(group, 0), scale_bytes=2, zero_bits=bits,
-                      attention_unquantized=_keeps_attention(quant))
+    return QuantFacts(
+        method,
+        bits=bits,
+        group_size=max(group, 0),
+        scale_bytes=2,
+        zero_bits=bits,
+        attention_unquantized=_keeps_attention(quant),
+    )
 
 
 def _mxfp4(method: str, quant: dict) -> QuantFacts:
     # 4-bit values in blocks of 32 sharing one 8-bit power-of-two scale; gpt-oss quantizes only its experts
     kept = " ".join(quant.get("modules_to_not_convert") or [])
-    return QuantFacts(method, bits=4, group_size=32, scale_bytes=1, scope="experts" if "attn" in kept else "linear",
-                      attention_unquantized="attn" in kept)
+    return QuantFacts(
+        method,
+        bits=4,
+        group_size=32,
+        scale_bytes=1,
+        scope="experts" if "attn" in kept else "linear",
+        attention_unquantized="attn" in kept,
+    )
 
 
 def _nvfp4(method: str, quant: dict) -> QuantFacts:
@@ -95,19 +137,38 @@ def _compressed_tensors(method: str, quant: dict) -> QuantFacts:
         group = int(rows) * int(cols)
     scale = 1 if kind == "float" and bits == 4 else 2 if strategy != "block" else 4  # nvfp4: fp8 scales
     zero = bits if not weights.get("symmetric", True) else 0
-    return QuantFacts(method, bits=bits, group_size=group, scale_bytes=scale, zero_bits=zero,
-                      attention_unquantized=_keeps_attention({"ignore": quant.get("ignore")}))
+    return QuantFacts(
+        method,
+        bits=bits,
+        group_size=group,
+        scale_bytes=scale,
+        zero_bits=zero,
+        attention_unquantized=_keeps_attention({"ignore": quant.get("ignore")}),
+    )
 
 
 def _keeps_attention(quant: dict) -> bool:
-    kept = " ".join(str(m) for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules")
-                    for m in (quant.get(key) or []))
+    kept = " ".join(
+        str(m)
+        for key in ("modules_to_not_convert", "ignored_layers", "ignore", "exclude_modules")
+        for m in (quant.get(key) or [])
+    )
     return "attn" in kept or "attention" in kept
 
 
-_READERS = {"fp8": _fp8, "ptpc_fp8": _fp8, "gptq": _gptq_awq, "gptq_marlin": _gptq_awq, "awq": _gptq_awq,
-            "awq_marlin": _gptq_awq, "mxfp4": _mxfp4, "modelopt_fp4": _nvfp4, "nvfp4": _nvfp4,
-            "bitsandbytes": _bitsandbytes, "compressed-tensors": _compressed_tensors}
+_READERS = {
+    "fp8": _fp8,
+    "ptpc_fp8": _fp8,
+    "gptq": _gptq_awq,
+    "gptq_marlin": _gptq_awq,
+    "awq": _gptq_awq,
+    "awq_marlin": _gptq_awq,
+    "mxfp4": _mxfp4,
+    "modelopt_fp4": _nvfp4,
+    "nvfp4": _nvfp4,
+    "bitsandbytes": _bitsandbytes,
+    "compressed-tensors": _compressed_tensors,
+}
 
 
 def quantized_weight_bytes(groups: dict[str, int], facts: QuantFacts, dtype_bytes: int) -> int:

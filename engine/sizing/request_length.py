@@ -16,8 +16,9 @@ class RequestTooLongError(KvtoolError):
         self.max_model_len = max_model_len
 
 
-def check_request_length(prompt_tokens: int, max_tokens: int | None, max_model_len: int,
-                         overflow: str = DEFAULT_OVERFLOW) -> int:
+def check_request_length(
+    prompt_tokens: int, max_tokens: int | None, max_model_len: int, overflow: str = DEFAULT_OVERFLOW
+) -> int:
     """The max_tokens to run with, or RequestTooLongError.
 
     `reject` refuses prompt + max_tokens > max_model_len like vLLM <= 0.31; `clamp` lowers max_tokens
@@ -35,8 +36,11 @@ def check_request_length(prompt_tokens: int, max_tokens: int | None, max_model_l
     if max_tokens < 1:
         raise RequestTooLongError(messages.MAX_TOKENS_BELOW_ONE.format(**values), "max_tokens", *facts)
     if max_tokens > max_model_len:
-        raise RequestTooLongError(messages.MAX_TOKENS_TOO_LARGE.format(param="max_tokens", **values), "max_tokens", *facts)
+        raise RequestTooLongError(
+            messages.MAX_TOKENS_TOO_LARGE.format(param="max_tokens", **values), "max_tokens", *facts
+        )
     if max_tokens > room and overflow == "reject":
-        raise RequestTooLongError(messages.TOTAL_TOO_LONG.format(total_tokens=prompt_tokens + max_tokens, **values),
-                                  "input_tokens", *facts)
+        raise RequestTooLongError(
+            messages.TOTAL_TOO_LONG.format(total_tokens=prompt_tokens + max_tokens, **values), "input_tokens", *facts
+        )
     return min(max_tokens, room)

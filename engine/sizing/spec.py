@@ -55,11 +55,15 @@ def spec_from_hf_config(config: dict, name: str = "", source: str = "") -> Model
     vision and audio towers)."""
     text = hf.text_config(config)
     try:
-        spec = _spec_from_text_config(text, name or text.get("_name_or_path") or text.get("model_type", "model"), source)
+        spec = _spec_from_text_config(
+            text, name or text.get("_name_or_path") or text.get("model_type", "model"), source
+        )
         return _with_encoders(spec, config, text)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
-        raise UsageError(f"config of {name or 'the model'} is missing or has a bad architecture field ({err}).",
-                         "Give an HF config.json with num_hidden_layers, hidden_size and num_attention_heads.") from None
+        raise UsageError(
+            f"config of {name or 'the model'} is missing or has a bad architecture field ({err}).",
+            "Give an HF config.json with num_hidden_layers, hidden_size and num_attention_heads.",
+        ) from None
 
 
 def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
@@ -74,19 +78,30 @@ def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
     kv_lora_rank = text.get("kv_lora_rank")
     groups = hf.parameter_groups(text, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied)
     return ModelSpec(
-        name=name, model_type=str(text.get("model_type", "")), num_hidden_layers=layers, hidden_size=hidden,
-        num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=dim, vocab_size=vocab,
+        name=name,
+        model_type=str(text.get("model_type", "")),
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=dim,
+        vocab_size=vocab,
         intermediate_size=intermediate,
         max_position_embeddings=int(hf.first(text, *hf.MAX_LEN_KEYS, default=hf.DEFAULT_MAX_MODEL_LEN)),
-        derived_max_model_len=hf.derive_max_model_len(text), dtype=hf.dtype_name(text),
+        derived_max_model_len=hf.derive_max_model_len(text),
+        dtype=hf.dtype_name(text),
         tie_word_embeddings=tied,
-        num_parameters=int(text.get("num_parameters") or sum(groups.values())), parameter_groups=tuple(groups.items()),
+        num_parameters=int(text.get("num_parameters") or sum(groups.values())),
+        parameter_groups=tuple(groups.items()),
         quantization_config=quant if isinstance(quant := text.get("quantization_config"), dict) else None,
-        layer_types=hf.layer_types(text, layers), sliding_window=_sliding_window(text),
+        layer_types=hf.layer_types(text, layers),
+        sliding_window=_sliding_window(text),
         kv_lora_rank=int(kv_lora_rank) if kv_lora_rank else None,
         qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0) if kv_lora_rank else None,
-        num_experts=hf.num_experts(text), num_experts_per_tok=text.get("num_experts_per_tok"),
-        quantization=hf.quantization(text), source=source,
+        num_experts=hf.num_experts(text),
+        num_experts_per_tok=text.get("num_experts_per_tok"),
+        quantization=hf.quantization(text),
+        source=source,
     )
 
 
@@ -104,10 +119,16 @@ def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
         return replace(spec, num_parameters=total, parameter_groups=tuple(groups.items()))
     modality, tower = towers[0]
     layers, hidden, intermediate = hf.encoder_shape(tower)
-    return replace(spec, num_parameters=total, parameter_groups=tuple(groups.items()), encoder_layers=layers,
-                   encoder_hidden_size=hidden, encoder_intermediate_size=intermediate,
-                   mm_tokens_per_item=max(hf.encoder_tokens_per_item(config, m, t) for m, t in towers),
-                   modalities=tuple(m for m, _ in towers))
+    return replace(
+        spec,
+        num_parameters=total,
+        parameter_groups=tuple(groups.items()),
+        encoder_layers=layers,
+        encoder_hidden_size=hidden,
+        encoder_intermediate_size=intermediate,
+        mm_tokens_per_item=max(hf.encoder_tokens_per_item(config, m, t) for m, t in towers),
+        modalities=tuple(m for m, _ in towers),
+    )
 
 
 def _sliding_window(text: dict) -> int | None:
@@ -122,13 +143,19 @@ def spec_from_config_file(path: str | Path, name: str = "") -> ModelSpec:
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"cannot read {path}: {err.__class__.__name__}.", "Check the path and its permissions.") from None
+        raise UsageError(
+            f"cannot read {path}: {err.__class__.__name__}.", "Check the path and its permissions."
+        ) from None
     except json.JSONDecodeError as err:
-        raise UsageError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).",
-                         "Fix the file or point --model at a valid config.json.") from None
+        raise UsageError(
+            f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).",
+            "Fix the file or point --model at a valid config.json.",
+        ) from None
     if not isinstance(config, dict):
         raise UsageError(f"{path} holds no JSON object.", "Point --model at an HF config.json.")
-    return spec_from_hf_config(config, name or (path.parent.name if path.name == "config.json" else path.stem), str(path))
+    return spec_from_hf_config(
+        config, name or (path.parent.name if path.name == "config.json" else path.stem), str(path)
+    )
 
 
 def resolve_model_spec(model: str) -> ModelSpec:
@@ -164,8 +191,10 @@ def _spec_from_path(path: Path) -> ModelSpec:
         ggufs = sorted(path.glob("*.gguf"))
         if ggufs:
             return _spec_from_gguf(ggufs[0])
-        raise UsageError(f"{path} holds neither a config.json nor a .gguf file.",
-                         "Point --model at a model folder, a config.json or a .gguf file.")
+        raise UsageError(
+            f"{path} holds neither a config.json nor a .gguf file.",
+            "Point --model at a model folder, a config.json or a .gguf file.",
+        )
     if path.suffix.lower() == ".gguf":
         return _spec_from_gguf(path)
     return spec_from_config_file(path)
@@ -199,5 +228,7 @@ def _unknown_model(model: str) -> ModelSpec:
 
     close = catalog.suggestions(model)
     hint = f"Did you mean {', '.join(close)}? " if close else ""
-    raise UsageError(f"unknown model '{model}'.",
-                     f"{hint}Give a catalog name (kvtool plan --list-models), a config.json, a model folder or a .gguf file.")
+    raise UsageError(
+        f"unknown model '{model}'.",
+        f"{hint}Give a catalog name (kvtool plan --list-models), a config.json, a model folder or a .gguf file.",
+    )

@@ -5,10 +5,34 @@ import re
 from kvtool.errors import UsageError
 
 GiB = 1 << 30
-# vLLM's human-readable ints (`--max-model-len 8k`, vLLM 0.10+): lower case is decimal (1k = 1000), upper case binary (1K = 1024).
-_INT_SUFFIXES = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_BYTE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# vLLM's human-readable ints (`--max-model-len 8k`, vLLM 0.10+): lower case is decimal (1k = 1000),
+# upper case binary (1K = 1024).
+_INT_SUFFIXES = {
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "K": 1 << 10,
+    "M": 1 << 20,
+    "G": 1 << 30,
+    "T": 1 << 40,
+}
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "k": 1 << 10,
+    "m": 1 << 20,
+    "g": 1 << 30,
+    "t": 1 << 40,
+}
 
 
 def parse_human_int(text: str | int, what: str = "value") -> int:

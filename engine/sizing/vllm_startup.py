@@ -17,8 +17,16 @@ class StartupCheck:
     message: str = ""  # vLLM's error for this release when it fails
 
 
-def scheduler_limits(release: VllmRelease, v0: bool, total_bytes: int, gpu_name: str, gpu_arch: str | None,
-                     max_model_len: int, chunked_off: bool = False, multimodal: bool = False) -> tuple[int, int]:
+def scheduler_limits(
+    release: VllmRelease,
+    v0: bool,
+    total_bytes: int,
+    gpu_name: str,
+    gpu_arch: str | None,
+    max_model_len: int,
+    chunked_off: bool = False,
+    multimodal: bool = False,
+) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) `vllm serve` picks when neither is given."""
     if v0:
         return _v0_batched_tokens(release, max_model_len, chunked_off, multimodal), defaults.V0_MAX_NUM_SEQS
@@ -48,8 +56,9 @@ def v0_chunked_prefill(release: VllmRelease, max_model_len: int, sliding: bool, 
 
 def _v0_batched_tokens(release: VllmRelease, max_model_len: int, chunked_off: bool, multimodal: bool) -> int:
     if not chunked_off:
-        return next(size for start, size in sorted(defaults.V0_CHUNK_SIZES.items(), reverse=True)
-                    if release.version >= start)
+        return next(
+            size for start, size in sorted(defaults.V0_CHUNK_SIZES.items(), reverse=True) if release.version >= start
+        )
     floor = defaults.V0_MULTIMODAL_MIN_BATCHED_TOKENS if multimodal and release.version >= (0, 6, 3) else 0
     return max(max_model_len, defaults.V0_UNCHUNKED_MIN_BATCHED_TOKENS, floor)
 
@@ -75,9 +84,13 @@ def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KV
     batches = 0 if v0 else release.sliding_in_flight_batches(pp)
     if mixed_sliding and release.mixed_sliding_as_full():
         batches = 0
-    return KVRules(sliding_batches=batches, null_block_in_check=release.reached("null_block_in_check"),
-                   tokens_from_concurrency=not v0 and release.reached("tokens_from_concurrency"), v0_check=v0,
-                   v0_length_check=release.reached("max_seq_len_check"))
+    return KVRules(
+        sliding_batches=batches,
+        null_block_in_check=release.reached("null_block_in_check"),
+        tokens_from_concurrency=not v0 and release.reached("tokens_from_concurrency"),
+        v0_check=v0,
+        v0_length_check=release.reached("max_seq_len_check"),
+    )
 
 
 def cpu_swap_blocks(v0: bool, block_bytes: int) -> int:
@@ -89,8 +102,11 @@ def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: in
     """vLLM's checks in its order: free memory (V1 0.9.1+, before loading), weights, KV memory, one request."""
     checks = []
     if not v0 and release.reached("free_memory_check") and gpu.free_bytes is not None:
-        checks.append(StartupCheck("free_memory", gpu.free_bytes >= budget.requested_bytes,
-                                   _free_memory_message(release, gpu, budget)))
+        checks.append(
+            StartupCheck(
+                "free_memory", gpu.free_bytes >= budget.requested_bytes, _free_memory_message(release, gpu, budget)
+            )
+        )
     free = gpu.free_bytes if gpu.free_bytes is not None else gpu.total_bytes
     checks.append(StartupCheck("weights", budget.weights_bytes <= free, _weights_message(release, gpu, budget, free)))
     checks.append(StartupCheck("kv_memory", budget.kv_cache_bytes > 0 and kv.num_blocks > 0, _no_memory(release)))
@@ -99,9 +115,12 @@ def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: in
 
 
 def _free_memory_message(release: VllmRelease, gpu, budget) -> str:
-    values = dict(free_gib=format_gib(gpu.free_bytes), total_gib=format_gib(gpu.total_bytes),
-                  gpu_memory_utilization=budget.gpu_memory_utilization,
-                  requested_gib=format_gib(budget.requested_bytes))
+    values = dict(
+        free_gib=format_gib(gpu.free_bytes),
+        total_gib=format_gib(gpu.total_bytes),
+        gpu_memory_utilization=budget.gpu_memory_utilization,
+        requested_gib=format_gib(budget.requested_bytes),
+    )
     if release.reached("requested_ceil"):
         return messages.FREE_MEMORY_BELOW_UTILIZATION.format(device=f"cuda:{gpu.index or 0}", **values)
     return messages.FREE_MEMORY_BELOW_UTILIZATION_V1.format(**values)
@@ -109,26 +128,36 @@ def _free_memory_message(release: VllmRelease, gpu, budget) -> str:
 
 def _weights_message(release: VllmRelease, gpu, budget, free: int) -> str:
     prefix = messages.WEIGHTS_DO_NOT_FIT_PREFIX if release.reached("conserving_memory_url") else ""
-    text = messages.WEIGHTS_DO_NOT_FIT.format(prefix=prefix, tried_gib=format_gib(budget.weights_bytes - free),
-                                              device=f"GPU {gpu.index or 0}", total_gib=format_gib(gpu.total_bytes),
-                                              free_gib=format_gib(free))
+    text = messages.WEIGHTS_DO_NOT_FIT.format(
+        prefix=prefix,
+        tried_gib=format_gib(budget.weights_bytes - free),
+        device=f"GPU {gpu.index or 0}",
+        total_gib=format_gib(gpu.total_bytes),
+        free_gib=format_gib(free),
+    )
     return text + (")" if prefix else "")
 
 
 def _no_memory(release: VllmRelease) -> str:
-    return messages.no_memory_for_cache() if release.reached("cpu_backend_note") else messages.NO_MEMORY_FOR_CACHE_V0 \
+    return (
+        messages.no_memory_for_cache()
+        if release.reached("cpu_backend_note")
+        else messages.NO_MEMORY_FOR_CACHE_V0
         + (messages.url_sentence() if release.reached("conserving_memory_url") else "")
+    )
 
 
 def _too_small(release: VllmRelease, v0: bool, kv, estimate: int) -> str:
     if v0:
-        return messages.MAX_SEQ_LEN_ABOVE_BLOCKS.format(max_model_len=kv.max_model_len,
-                                                        kv_cache_tokens=kv.num_blocks * kv.block_size)
+        return messages.MAX_SEQ_LEN_ABOVE_BLOCKS.format(
+            max_model_len=kv.max_model_len, kv_cache_tokens=kv.num_blocks * kv.block_size
+        )
     if release.reached("cpu_backend_note"):
         return messages.kv_cache_too_small(kv.max_model_len, kv.request_bytes, kv.available_bytes, estimate)
     rounded = format_gib if release.reached("requested_ceil") else (lambda b: f"{b / GiB:.2f}")
-    values = dict(max_model_len=kv.max_model_len, needed_gib=rounded(kv.request_bytes),
-                  available_gib=rounded(kv.available_bytes))
+    values = dict(
+        max_model_len=kv.max_model_len, needed_gib=rounded(kv.request_bytes), available_gib=rounded(kv.available_bytes)
+    )
     if release.version < (0, 8, 3):
         return messages.KV_CACHE_TOO_SMALL_GB.format(**values)
     url = messages.url_sentence() if release.reached("conserving_memory_url") else ""
@@ -140,12 +169,15 @@ def startup_log_lines(release: VllmRelease, v0: bool, kv, num_cpu_blocks: int) -
     length = kv.max_model_len
     if v0:
         device = "GPU" if release.version < (0, 7, 0) else "CUDA" if release.version < (0, 7, 3) else "cuda"
-        lines = [messages.V0_BLOCKS_LOG.format(device=device, num_gpu_blocks=kv.num_blocks,
-                                               num_cpu_blocks=num_cpu_blocks)]
+        lines = [
+            messages.V0_BLOCKS_LOG.format(device=device, num_gpu_blocks=kv.num_blocks, num_cpu_blocks=num_cpu_blocks)
+        ]
         if release.reached("v0_concurrency_log"):
             lines.append(messages.CONCURRENCY_LOG.format(max_model_len=length, max_concurrency=kv.max_concurrency))
         return lines
     if release.version >= (0, 28, 0):
         return [kv.log_line()]
-    return [messages.KV_TOKENS_LOG.format(kv_cache_tokens=kv.kv_cache_tokens),
-            messages.CONCURRENCY_LOG.format(max_model_len=f"{length:,}", max_concurrency=kv.max_concurrency)]
+    return [
+        messages.KV_TOKENS_LOG.format(kv_cache_tokens=kv.kv_cache_tokens),
+        messages.CONCURRENCY_LOG.format(max_model_len=f"{length:,}", max_concurrency=kv.max_concurrency),
+    ]

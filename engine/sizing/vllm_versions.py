@@ -22,11 +22,16 @@ class Boundary:
 
 
 BOUNDARIES = (
-    Boundary("peak_all_processes", (0, 2, 6), "V0 peak = total - free after profiling: non-torch memory and other "
-             "processes are charged (0.2.0-0.2.5 charge only the torch allocator peak)"),
+    Boundary(
+        "peak_all_processes",
+        (0, 2, 6),
+        "V0 peak = total - free after profiling: non-torch memory and other "
+        "processes are charged (0.2.0-0.2.5 charge only the torch allocator peak)",
+    ),
     Boundary("max_seq_len_check", (0, 2, 7), "V0 refuses max_model_len > block_size x num_gpu_blocks"),
-    Boundary("peak_since_init", (0, 3, 1), "V0 peak = free at init - free after profiling: NCCL charged, other "
-             "processes not"),
+    Boundary(
+        "peak_since_init", (0, 3, 1), "V0 peak = free at init - free after profiling: NCCL charged, other processes not"
+    ),
     Boundary("kv_cache_dtype_fp8", (0, 3, 0), "--kv-cache-dtype exists (auto, fp8_e5m2)"),
     Boundary("chunked_prefill_768", (0, 4, 1), "V0 chunked prefill defaults to 768 batched tokens"),
     Boundary("chunked_prefill_512", (0, 4, 2), "V0 chunked prefill defaults to 512 batched tokens"),
@@ -47,13 +52,17 @@ BOUNDARIES = (
     Boundary("a100_small_tier", (0, 9, 0), "A100s stay on the small scheduler tier"),
     Boundary("mla_cutlass_128_blackwell", (0, 10, 0), "MLA on Blackwell uses block size 128 (CUTLASS MLA)"),
     Boundary("v1_only", (0, 11, 0), "V0 is gone"),
-    Boundary("nccl_not_charged", (0, 11, 0), "the memory baseline is taken after NCCL init: its buffers are not "
-             "charged to the KV budget"),
+    Boundary(
+        "nccl_not_charged",
+        (0, 11, 0),
+        "the memory baseline is taken after NCCL init: its buffers are not charged to the KV budget",
+    ),
     Boundary("kv_cache_dtype_bfloat16", (0, 11, 0), "--kv-cache-dtype bfloat16"),
     Boundary("conserving_memory_url", (0, 13, 0), "start-up errors name the conserving-memory page"),
     Boundary("requested_ceil", (0, 14, 0), "requested memory = ceil(total x utilization); messages use format_gib"),
-    Boundary("mla_block_by_backend", (0, 18, 0), "MLA block = the chosen backend's preferred size (Hopper 16, "
-             "Blackwell 32)"),
+    Boundary(
+        "mla_block_by_backend", (0, 18, 0), "MLA block = the chosen backend's preferred size (Hopper 16, Blackwell 32)"
+    ),
     Boundary("kv_cache_dtype_float16", (0, 18, 0), "--kv-cache-dtype float16"),
     Boundary("swap_space_removed", (0, 18, 0), "--swap-space is gone"),
     Boundary("cudagraph_subtracted", (0, 20, 0), "CUDA-graph memory is estimated and subtracted by default"),
@@ -80,8 +89,10 @@ def parse_version(text: str) -> tuple[int, int, int]:
     if version is None:
         raise UsageError(f"--vllm-version '{text}' is not a release number.", f"Use e.g. {NEWEST_NAME} or 0.6.3.")
     if not OLDEST <= version <= (*NEWEST[:2], 99):
-        raise UsageError(f"vLLM {text} is outside the releases plan models (0.2.0 to {NEWEST_NAME}).",
-                         f"Use a --vllm-version from 0.2 to {NEWEST_NAME}.")
+        raise UsageError(
+            f"vLLM {text} is outside the releases plan models (0.2.0 to {NEWEST_NAME}).",
+            f"Use a --vllm-version from 0.2 to {NEWEST_NAME}.",
+        )
     return version
 
 

@@ -23,9 +23,26 @@ def bench(base_url: str, *args: str):
 def test_run_reports_server_usage_and_the_servers_view(kvtool_server, tmp_path):
     out, table = tmp_path / "run.json", tmp_path / "run.csv"
     # 48 output tokens: long enough for the /metrics poller to see the server busy
-    result = bench(kvtool_server, "-n", "4", "--input-len", "8", "--output-len", "48", "--ignore-eos",
-                   "--prefix-len", "48", "--max-concurrency", "2",
-                   "--slo", "ttft=600s,tpot=60s", "--json", str(out), "--csv", str(table))
+    result = bench(
+        kvtool_server,
+        "-n",
+        "4",
+        "--input-len",
+        "8",
+        "--output-len",
+        "48",
+        "--ignore-eos",
+        "--prefix-len",
+        "48",
+        "--max-concurrency",
+        "2",
+        "--slo",
+        "ttft=600s,tpot=60s",
+        "--json",
+        str(out),
+        "--csv",
+        str(table),
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     summary, requests = data["summary"], data["requests"]
@@ -35,8 +52,14 @@ def test_run_reports_server_usage_and_the_servers_view(kvtool_server, tmp_path):
         assert request["output_tokens"] == 48 and request["prompt_tokens"] >= 56
         assert sum(request["chunk_tokens"]) == request["output_tokens"]
         assert 0 < request["ttft"] <= request["latency"]
-    tpots = [request_tpot(RequestRecord(**{k: request[k] for k in ("index", "request_id", "max_tokens", "output_tokens", "ttft", "latency")}))
-             for request in requests]
+    tpots = [
+        request_tpot(
+            RequestRecord(
+                **{k: request[k] for k in ("index", "request_id", "max_tokens", "output_tokens", "ttft", "latency")}
+            )
+        )
+        for request in requests
+    ]
     assert summary["mean_tpot_ms"] == pytest.approx(1000 * sum(tpots) / len(tpots))
     assert summary["request_goodput"] == pytest.approx(summary["request_throughput"])
     # the 48-word prefix fills three 16-token blocks that later requests find in the prefix cache
@@ -58,7 +81,9 @@ def test_chat_endpoint_counts_the_template_tokens(kvtool_server, tmp_path):
 
 def test_sweep_writes_a_row_per_point_and_a_chart(kvtool_server, tmp_path):
     out, chart = tmp_path / "sweep.json", tmp_path / "sweep.png"
-    result = bench(kvtool_server, "-n", "2", *SMALL, "--sweep", "max-tokens=2,5", "--json", str(out), "--chart", str(chart))
+    result = bench(
+        kvtool_server, "-n", "2", *SMALL, "--sweep", "max-tokens=2,5", "--json", str(out), "--chart", str(chart)
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["sweep"] == "max-tokens"
@@ -85,7 +110,20 @@ def test_unknown_model_lists_the_served_ones(kvtool_server):
 
 def test_duration_stops_sending_on_a_poisson_schedule(kvtool_server, tmp_path):
     out = tmp_path / "timed.json"
-    result = bench(kvtool_server, "-n", "50", *SMALL, "--request-rate", "4", "--duration", "1", "--warmups", "1", "--json", str(out))
+    result = bench(
+        kvtool_server,
+        "-n",
+        "50",
+        *SMALL,
+        "--request-rate",
+        "4",
+        "--duration",
+        "1",
+        "--warmups",
+        "1",
+        "--json",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     requests = json.loads(out.read_text())["requests"]
     assert 1 <= len(requests) < 50

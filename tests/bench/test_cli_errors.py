@@ -37,8 +37,14 @@ def test_no_server_names_the_url_and_how_to_start_one():
 
 
 def test_bad_options_are_usage_errors():
-    bad = (["--sweep", "batch=1,2"], ["--slo", "ttft=fast"], ["--percentiles", "101"], ["--request-rate", "0"],
-           ["--chart", "x.png"], ["--offline", "--sweep", "max-tokens=1,2"])
+    bad = (
+        ["--sweep", "batch=1,2"],
+        ["--slo", "ttft=fast"],
+        ["--percentiles", "101"],
+        ["--request-rate", "0"],
+        ["--chart", "x.png"],
+        ["--offline", "--sweep", "max-tokens=1,2"],
+    )
     for args in bad:
         result = runner.invoke(app, ["bench", "-n", "1", *args])
         assert result.exit_code == 2 and "kvtool: error:" in result.stderr, args

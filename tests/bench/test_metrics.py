@@ -10,9 +10,17 @@ from kvtool.errors import UsageError
 def streamed(chunk_times, chunk_tokens, prompt_tokens=10, index=0):
     """A finished request whose chunks arrived at `chunk_times` (seconds from send)."""
     return RequestRecord(
-        index=index, request_id=f"r{index}", max_tokens=sum(chunk_tokens), success=True,
-        prompt_tokens=prompt_tokens, output_tokens=sum(chunk_tokens), usage_reported=True,
-        ttft=chunk_times[0], latency=chunk_times[-1], chunk_times=list(chunk_times), chunk_tokens=list(chunk_tokens),
+        index=index,
+        request_id=f"r{index}",
+        max_tokens=sum(chunk_tokens),
+        success=True,
+        prompt_tokens=prompt_tokens,
+        output_tokens=sum(chunk_tokens),
+        usage_reported=True,
+        ttft=chunk_times[0],
+        latency=chunk_times[-1],
+        chunk_times=list(chunk_times),
+        chunk_tokens=list(chunk_tokens),
     )
 
 
@@ -105,12 +113,14 @@ def test_server_peaks_come_only_from_samples_taken_while_the_server_was_busy():
     from kvtool.monitor.page import parse_page
 
     def sample(running, waiting, usage):
-        return parse_page(f"vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\n"
-                             f"vllm:kv_cache_usage_perc {usage}\n")
+        return parse_page(
+            f"vllm:num_requests_running {running}\nvllm:num_requests_waiting {waiting}\n"
+            f"vllm:kv_cache_usage_perc {usage}\n"
+        )
 
     watcher = ServerWatcher(client=None, base_url="http://127.0.0.1:1")
     watcher._record_peaks(sample(0, 0, 0.0))
-    assert watcher.peaks == {}                      # idle: a run too short to observe has no peak
+    assert watcher.peaks == {}  # idle: a run too short to observe has no peak
     for running, waiting, usage in ((2, 0, 0.25), (1, 3, 0.5), (0, 0, 0.0)):
         watcher._record_peaks(sample(running, waiting, usage))
     assert watcher.peaks == {"kv_cache_usage": 0.5, "num_requests_waiting": 3, "num_requests_running": 2}

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.slow
 
 
 def small_config(num_prompts: int, output_len: int) -> BenchConfig:
-    return BenchConfig(dataset=RandomDataset(input_len=12, output_len=output_len, seed=1), num_prompts=num_prompts, ignore_eos=True)
+    return BenchConfig(
+        dataset=RandomDataset(input_len=12, output_len=output_len, seed=1), num_prompts=num_prompts, ignore_eos=True
+    )
 
 
 def test_offline_run_times_every_request(smollm2_llm):
@@ -36,8 +38,21 @@ def test_vs_hf_runs_the_same_tokens_at_each_batch_size(smollm2_llm):
 
 def test_offline_cli_writes_json(smollm2_dir, tmp_path):
     out = tmp_path / "offline.json"
-    args = ["bench", "--offline", "--model", str(smollm2_dir), "-n", "2", "--input-len", "8", "--output-len", "2",
-            "--ignore-eos", "--json", str(out)]
+    args = [
+        "bench",
+        "--offline",
+        "--model",
+        str(smollm2_dir),
+        "-n",
+        "2",
+        "--input-len",
+        "8",
+        "--output-len",
+        "2",
+        "--ignore-eos",
+        "--json",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["summary"]["total_output_tokens"] == 4

@@ -21,9 +21,14 @@ def test_greedy_by_default_and_flags_sent_only_when_given():
     assert sent["max_tokens"] == 4 and sent["stream"] is True
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("{min_p: 1}", "not JSON"), ("[1]", "must be a JSON object"), ('{"max_tokens": 9}', "may not set max_tokens"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{min_p: 1}", "not JSON"),
+        ("[1]", "must be a JSON object"),
+        ('{"max_tokens": 9}', "may not set max_tokens"),
+    ],
+)
 def test_bad_extra_body_is_refused(text, problem):
     with pytest.raises(UsageError, match=problem):
         sampling_fields(0.0, None, None, text)

@@ -129,4 +129,6 @@ def test_live_throughput_counts_only_the_recent_window():
     progress.recent_tokens.append((now - 10, 1000))  # outside the 5 s window
     progress.add_tokens(10)
     assert progress.output_throughput() == pytest.approx(2.0, rel=0.01)
-    assert str(live_line(progress, "max-concurrency=8")).startswith("max-concurrency=8  done 3/10  in flight 2  failed 1")
+    assert str(live_line(progress, "max-concurrency=8")).startswith(
+        "max-concurrency=8  done 3/10  in flight 2  failed 1"
+    )

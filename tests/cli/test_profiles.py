@@ -19,15 +19,24 @@ def invoke(*args: str):
 
 def test_list_shows_every_profile_with_its_limits():
     output = invoke("list")
-    for name, max_model_len in [("chat-gateway", "4096"), ("long-form-agent", "8192"), ("document-qa", "8192"),
-                                ("multi-gpu-synthesis", "16384")]:
+    for name, max_model_len in [
+        ("chat-gateway", "4096"),
+        ("long-form-agent", "8192"),
+        ("document-qa", "8192"),
+        ("multi-gpu-synthesis", "16384"),
+    ]:
         row = next(line for line in output.splitlines() if line.startswith(name + " "))
         assert max_model_len in row.split()
 
 
 def test_show_yaml_round_trips_the_settings():
     data = yaml.safe_load(invoke("show", "long-form-agent"))
-    assert (data["max_model_len"], data["max_tokens"], data["kv_cache_dtype"], data["max_num_seqs"]) == (8192, 4096, "fp8", 32)
+    assert (data["max_model_len"], data["max_tokens"], data["kv_cache_dtype"], data["max_num_seqs"]) == (
+        8192,
+        4096,
+        "fp8",
+        32,
+    )
     assert data["overflow"] in ("reject", "clamp") and 0 < data["gpu_memory_utilization"] <= 1
 
 
@@ -54,8 +63,9 @@ def test_show_accepts_a_users_yaml_file(tmp_path):
 
 
 def test_unknown_profile_is_one_line_with_a_suggestion():
-    result = subprocess.run([sys.executable, "-m", "kvtool", "profiles", "show", "chat-gatway"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "kvtool", "profiles", "show", "chat-gatway"], capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert "Did you mean 'chat-gateway'" in result.stderr and "Traceback" not in result.stderr

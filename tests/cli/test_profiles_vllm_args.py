@@ -24,8 +24,9 @@ def test_a_profile_is_checked_against_the_model_it_is_shown_for():
         vllm_serve_command(load_profile("multi-gpu-synthesis"))  # the default model, SmolLM2, has 9 heads
     with pytest.raises(UsageError, match="more than the 8192 tokens"):
         vllm_serve_command(load_profile("multi-gpu-synthesis"), "meta-llama/Meta-Llama-3-8B-Instruct")
-    assert "--tensor-parallel-size 4" in vllm_serve_command(load_profile("multi-gpu-synthesis"),
-                                                            MODEL_FOR_PROFILE["multi-gpu-synthesis"])
+    assert "--tensor-parallel-size 4" in vllm_serve_command(
+        load_profile("multi-gpu-synthesis"), MODEL_FOR_PROFILE["multi-gpu-synthesis"]
+    )
 
 
 @pytest.mark.parametrize("name", PROFILES)

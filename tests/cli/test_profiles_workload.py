@@ -16,7 +16,9 @@ SEEDS = {  # name: (max_model_len, max_tokens, kv_cache_dtype, max_num_seqs, ten
 def test_shipped_profiles_are_the_seed_matrix():
     assert profile_names() == sorted(SEEDS)
     for p in list_profiles():
-        assert (p.max_model_len, p.max_tokens, p.kv_cache_dtype, p.max_num_seqs, p.tensor_parallel_size) == SEEDS[p.name]
+        assert (p.max_model_len, p.max_tokens, p.kv_cache_dtype, p.max_num_seqs, p.tensor_parallel_size) == SEEDS[
+            p.name
+        ]
         assert p.description and p.hardware and p.overflow in ("reject", "clamp")
         assert p.max_num_batched_tokens >= p.max_num_seqs and 0 < p.gpu_memory_utilization <= 1
 
@@ -35,14 +37,17 @@ def test_users_file_gets_defaults_and_its_file_name(tmp_path):
     assert p.name == "profile" and p.max_model_len == 2048 and p.overflow == "reject" and p.tensor_parallel_size == 1
 
 
-@pytest.mark.parametrize("extra, expected", [
-    ("max_num_seqs: many\n", "max_num_seqs in profile 'profile' must be an integer"),
-    ("max_tokns: 5\n", "Unknown key 'max_tokns'"),
-    ("overflow: truncate\n", "overflow 'truncate'"),
-    ("kv_cache_dtype: int4\n", "kv_cache_dtype 'int4'"),
-    ("gpu_memory_utilization: 1.5\n", "gpu_memory_utilization"),
-    ("max_num_seqs: 512\nmax_num_batched_tokens: 256\n", "must be greater than or equal to max_num_seqs"),
-])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ("max_num_seqs: many\n", "max_num_seqs in profile 'profile' must be an integer"),
+        ("max_tokns: 5\n", "Unknown key 'max_tokns'"),
+        ("overflow: truncate\n", "overflow 'truncate'"),
+        ("kv_cache_dtype: int4\n", "kv_cache_dtype 'int4'"),
+        ("gpu_memory_utilization: 1.5\n", "gpu_memory_utilization"),
+        ("max_num_seqs: 512\nmax_num_batched_tokens: 256\n", "must be greater than or equal to max_num_seqs"),
+    ],
+)
 def test_bad_values_name_the_key(tmp_path, extra, expected):
     with pytest.raises(UsageError, match=expected.replace("(", r"\(")):
         load_profile(write(tmp_path, GOOD + extra))

@@ -18,13 +18,19 @@ INFO 11-29 08:00:20 [gpu_worker.py:298] Available KV cache memory: 52.10 GiB
 INFO 11-29 08:00:20 [kv_cache_utils.py:1087] GPU KV cache size: 975,600 tokens
 INFO:     Application startup complete.
 """
-TOO_LONG = ('{"error":{"message":"This model\'s maximum context length is 32768 tokens. However, your request has '
-            '40100 input tokens. Please reduce the length of the input messages.","type":"BadRequestError","param":null,"code":400}}\n')
-FULL = ("INFO 11-29 09:00:00 [loggers.py:127] Engine 000: Avg prompt throughput: 9000.0 tokens/s, Avg generation "
-        "throughput: 800.0 tokens/s, Running: 200 reqs, Waiting: 57 reqs, GPU KV cache usage: 99.6%, Prefix cache hit rate: 4.0%\n")
-OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
-       "of which 1.10 GiB is free. Of the allocated memory 75.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved "
-       "by PyTorch but unallocated.\n")
+TOO_LONG = (
+    '{"error":{"message":"This model\'s maximum context length is 32768 tokens. However, your request has '
+    '40100 input tokens. Please reduce the length of the input messages.","type":"BadRequestError","param":null,"code":400}}\n'
+)
+FULL = (
+    "INFO 11-29 09:00:00 [loggers.py:127] Engine 000: Avg prompt throughput: 9000.0 tokens/s, Avg generation "
+    "throughput: 800.0 tokens/s, Running: 200 reqs, Waiting: 57 reqs, GPU KV cache usage: 99.6%, Prefix cache hit rate: 4.0%\n"
+)
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+    "of which 1.10 GiB is free. Of the allocated memory 75.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved "
+    "by PyTorch but unallocated.\n"
+)
 PLANTED_CATEGORIES = ["request_too_long", "kv_cache_near_full", "cuda_oom_runtime"]
 
 
@@ -66,12 +72,16 @@ def measure(megabytes: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         log = write_large_log(Path(folder) / "server.log", megabytes)
         started = time.perf_counter()
-        result = subprocess.run([sys.executable, "-m", "kvtool", "diagnose", "--json", str(log)], capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "kvtool", "diagnose", "--json", str(log)], capture_output=True, text=True
+        )
         elapsed = time.perf_counter() - started
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         categories = [finding["category"] for finding in json.loads(result.stdout)["findings"]]
-        print(f"{log.stat().st_size / 2**20:.1f} MiB in {elapsed:.2f} s (whole process, incl. start-up), "
-              f"peak RSS {peak_kib / 1024:.1f} MiB, exit {result.returncode}, findings {categories}")
+        print(
+            f"{log.stat().st_size / 2**20:.1f} MiB in {elapsed:.2f} s (whole process, incl. start-up), "
+            f"peak RSS {peak_kib / 1024:.1f} MiB, exit {result.returncode}, findings {categories}"
+        )
 
 
 if __name__ == "__main__":

@@ -51,18 +51,24 @@ def test_nothing_recognised_exits_1_and_says_what_to_paste():
 
 
 def test_model_and_gpu_memory_enable_plan_based_fixes():
-    message = ("ValueError: Free memory on device (40.5/79.19 GiB) on startup is less than desired GPU memory "
-               "utilization (0.92, 72.85 GiB).")
+    message = (
+        "ValueError: Free memory on device (40.5/79.19 GiB) on startup is less than desired GPU memory "
+        "utilization (0.92, 72.85 GiB)."
+    )
     plain = json.loads(invoke("--json", input=message).output)["findings"][0]
-    planned = json.loads(invoke("--json", "--model", "meta-llama/Llama-3.1-8B-Instruct", input=message).output)["findings"][0]
+    planned = json.loads(invoke("--json", "--model", "meta-llama/Llama-3.1-8B-Instruct", input=message).output)[
+        "findings"
+    ][0]
     assert "kv_budget_at_max_utilization_gib" not in plain["numbers"]
     assert planned["numbers"]["kv_budget_at_max_utilization_gib"] > 0
     assert "max_model_len" in planned["fixes"][0]["action"]
 
 
 def test_gpu_from_the_catalog_sizes_the_longer_context():
-    message = ("{'error': {'message': \"'max_tokens' or 'max_completion_tokens' is too large: 2000. This model's "
-               "maximum context length is 8192 tokens and your request has 7000 input tokens (2000 > 8192 - 7000).\"}}")
+    message = (
+        "{'error': {'message': \"'max_tokens' or 'max_completion_tokens' is too large: 2000. This model's "
+        'maximum context length is 8192 tokens and your request has 7000 input tokens (2000 > 8192 - 7000)."}}'
+    )
     result = invoke("--json", "--model", "llama-3.1-8b", "--gpu", "L4", input=message)
     numbers = json.loads(result.output)["findings"][0]["numbers"]
     assert numbers["needed_max_model_len"] == 9216
@@ -70,27 +76,34 @@ def test_gpu_from_the_catalog_sizes_the_longer_context():
 
 
 def test_usage_errors_name_the_problem():
-    for args, problem in ((["/no/such/file.log"], "/no/such/file.log"), (["--gpu-mem", "0GiB"], "must be positive"),
-                          (["--model", "no-such-model-xyz"], "unknown model"), (["--gpu", "no-such-gpu"], "no-such-gpu")):
+    for args, problem in (
+        (["/no/such/file.log"], "/no/such/file.log"),
+        (["--gpu-mem", "0GiB"], "must be positive"),
+        (["--model", "no-such-model-xyz"], "unknown model"),
+        (["--gpu", "no-such-gpu"], "no-such-gpu"),
+    ):
         result = invoke(*args, input="x")
         assert result.exit_code == 2, args
         assert "kvtool: error:" in result.stderr and problem in result.stderr, args
 
 
 def test_a_missing_file_is_one_line_and_exit_2():
-    result = subprocess.run([sys.executable, "-m", "kvtool", "diagnose", "/no/such/file.log"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "kvtool", "diagnose", "/no/such/file.log"], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "/no/such/file.log" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_diagnose_imports_neither_torch_nor_transformers():
-    script = ("import sys, runpy; sys.argv = ['kvtool', 'diagnose', '--json', '--model', 'llama-3.1-8b', sys.argv[1]]\n"
-              "try:\n    runpy.run_module('kvtool', run_name='__main__')\n"
-              "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
-              "heavy = [name for name in ('torch', 'transformers') if name in sys.modules]\n"
-              "assert not heavy, heavy\n")
+    script = (
+        "import sys, runpy; sys.argv = ['kvtool', 'diagnose', '--json', '--model', 'llama-3.1-8b', sys.argv[1]]\n"
+        "try:\n    runpy.run_module('kvtool', run_name='__main__')\n"
+        "except SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+        "heavy = [name for name in ('torch', 'transformers') if name in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
     log = CORPUS / "kv_v033_full_startup_log.log"
     result = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -42,29 +42,66 @@ CASES = {
     "CANNOT_AUTO_FIT": ({}, "no_cache_blocks"),
     # the same failures as older vLLM releases word them (kvtool plan --vllm-version)
     "MAX_SEQ_LEN_ABOVE_BLOCKS": (dict(max_model_len=32768, kv_cache_tokens=20480), "kv_cache_too_small_at_startup"),
-    "KV_CACHE_TOO_SMALL_GB": (dict(max_model_len=32768, needed_gib="4.00", available_gib="2.50"),
-                              "kv_cache_too_small_at_startup"),
-    "KV_CACHE_TOO_SMALL_ESTIMATE": (dict(max_model_len=32768, needed_gib="4.0", available_gib="2.5", estimate=20480,
-                                         url_sentence=messages.url_sentence()), "kv_cache_too_small_at_startup"),
-    "FREE_MEMORY_BELOW_UTILIZATION_V1": (dict(free_gib=40.5, total_gib=79.19, gpu_memory_utilization=0.9,
-                                              requested_gib=71.27), "gpu_memory_held_by_others"),
-    "WEIGHTS_DO_NOT_FIT": (dict(prefix=messages.WEIGHTS_DO_NOT_FIT_PREFIX, tried_gib=1.96, device="GPU 0",
-                                total_gib=79.19, free_gib=1.12), "cuda_oom_startup"),
+    "KV_CACHE_TOO_SMALL_GB": (
+        dict(max_model_len=32768, needed_gib="4.00", available_gib="2.50"),
+        "kv_cache_too_small_at_startup",
+    ),
+    "KV_CACHE_TOO_SMALL_ESTIMATE": (
+        dict(
+            max_model_len=32768,
+            needed_gib="4.0",
+            available_gib="2.5",
+            estimate=20480,
+            url_sentence=messages.url_sentence(),
+        ),
+        "kv_cache_too_small_at_startup",
+    ),
+    "FREE_MEMORY_BELOW_UTILIZATION_V1": (
+        dict(free_gib=40.5, total_gib=79.19, gpu_memory_utilization=0.9, requested_gib=71.27),
+        "gpu_memory_held_by_others",
+    ),
+    "WEIGHTS_DO_NOT_FIT": (
+        dict(prefix=messages.WEIGHTS_DO_NOT_FIT_PREFIX, tried_gib=1.96, device="GPU 0", total_gib=79.19, free_gib=1.12),
+        "cuda_oom_startup",
+    ),
 }
 MEMORY_AND_LENGTH_CATEGORIES = {
-    "request_too_long", "max_tokens_default_truncation", "kv_cache_too_small_at_startup", "no_cache_blocks",
-    "gpu_memory_held_by_others", "cuda_oom_startup", "cuda_oom_runtime", "preemption", "batched_tokens_lt_model_len",
+    "request_too_long",
+    "max_tokens_default_truncation",
+    "kv_cache_too_small_at_startup",
+    "no_cache_blocks",
+    "gpu_memory_held_by_others",
+    "cuda_oom_startup",
+    "cuda_oom_runtime",
+    "preemption",
+    "batched_tokens_lt_model_len",
 }
 # Not failures: diagnose reads them for context only.
 LOG_LINES = {"KV_CACHE_SIZE_LOG", "V0_BLOCKS_LOG", "CONCURRENCY_LOG", "KV_TOKENS_LOG"}
 # Request validation outside memory and length (a bad temperature, an unknown token id): a 400 that names
 # the field, with no memory or length cause for diagnose to explain (it may still name another cause).
 NOT_MEMORY_OR_LENGTH = {
-    "TOKEN_OUT_OF_VOCAB", "STOP_TOKEN_IDS_OUT_OF_VOCAB", "N_BELOW_ONE", "MIN_TOKENS_NEGATIVE", "MIN_TOKENS_OVER_MAX",
-    "TEMPERATURE_NOT_FINITE", "TEMPERATURE_NEGATIVE", "TEMPERATURE_RANGE", "TOP_P_RANGE", "TOP_K_RANGE",
-    "MIN_P_RANGE", "PENALTY_RANGE", "REPETITION_PENALTY_NOT_FINITE", "REPETITION_PENALTY_NOT_POSITIVE",
-    "LOGPROBS_NEGATIVE", "LOGPROBS_OVER_MAX", "SEED_RANGE", "TEXT_NOT_ENCODABLE", "FIELD_NOT_SUPPORTED",
-    "REQUEST_FAILED_IN_STEP", "NO_CHAT_TEMPLATE",
+    "TOKEN_OUT_OF_VOCAB",
+    "STOP_TOKEN_IDS_OUT_OF_VOCAB",
+    "N_BELOW_ONE",
+    "MIN_TOKENS_NEGATIVE",
+    "MIN_TOKENS_OVER_MAX",
+    "TEMPERATURE_NOT_FINITE",
+    "TEMPERATURE_NEGATIVE",
+    "TEMPERATURE_RANGE",
+    "TOP_P_RANGE",
+    "TOP_K_RANGE",
+    "MIN_P_RANGE",
+    "PENALTY_RANGE",
+    "REPETITION_PENALTY_NOT_FINITE",
+    "REPETITION_PENALTY_NOT_POSITIVE",
+    "LOGPROBS_NEGATIVE",
+    "LOGPROBS_OVER_MAX",
+    "SEED_RANGE",
+    "TEXT_NOT_ENCODABLE",
+    "FIELD_NOT_SUPPORTED",
+    "REQUEST_FAILED_IN_STEP",
+    "NO_CHAT_TEMPLATE",
 }
 
 

@@ -22,34 +22,68 @@ def test_every_wording_survives_the_prefilter(wording):
     assert passes_prefilter(wording.template.format(**{name: "99.5" for name in names})), wording.template
 
 
-@pytest.mark.parametrize("pattern", [p for p in PATTERNS if p.category not in {w.category for w in WORDINGS}]
-                         + recognisers.TORCH_OOM + recognisers.METRICS + recognisers.DEFAULT_TRUNCATION,
-                         ids=lambda p: f"{p.category}:{p.gate}")
+@pytest.mark.parametrize(
+    "pattern",
+    [p for p in PATTERNS if p.category not in {w.category for w in WORDINGS}]
+    + recognisers.TORCH_OOM
+    + recognisers.METRICS
+    + recognisers.DEFAULT_TRUNCATION,
+    ids=lambda p: f"{p.category}:{p.gate}",
+)
 def test_every_other_gate_survives_the_prefilter(pattern):
     assert passes_prefilter(pattern.gate), pattern.gate
 
 
-@pytest.mark.parametrize("line, facts", [
-    ("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu-memory-utilization 0.95 -tp 2 "
-     "--kv-cache-dtype fp8 --block-size 32 --no-enable-chunked-prefill",
-     dict(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=32768, gpu_memory_utilization=0.95,
-          tensor_parallel_size=2, kv_cache_dtype="fp8", block_size=32, enable_chunked_prefill=False)),
-    ("python -m vllm.entrypoints.openai.api_server --model=Qwen/Qwen2.5-7B-Instruct --max-num-seqs 64 "
-     "--max-num-batched-tokens 4096 --served-model-name qwen",
-     dict(model="Qwen/Qwen2.5-7B-Instruct", max_num_seqs=64, max_num_batched_tokens=4096, served_model_name="qwen")),
-    ("non-default args: {'model': 'Qwen/Qwen3-8B', 'max_model_len': 65536, 'enable_chunked_prefill': False}",
-     dict(model="Qwen/Qwen3-8B", max_model_len=65536, enable_chunked_prefill=False)),
-    ("Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-70B-Instruct', "
-     "max_seq_len=131072, tensor_parallel_size=4, served_model_name=llama",
-     dict(version="0.10.1", model="meta-llama/Llama-3.1-70B-Instruct", max_model_len=131072, tensor_parallel_size=4)),
-    ("the current vLLM instance can use total_gpu_memory (79.11GiB) x gpu_memory_utilization (0.90) = 71.20GiB",
-     dict(total_gpu_gib=79.11, gpu_memory_utilization=0.9)),
-    ("Loading model weights took 14.9889 GB", dict(weights_gib=14.9889)),
-    ("GPU KV cache size: 123,456 tokens, Maximum concurrency for 32,768 tokens per request: 3.77x",
-     dict(kv_cache_tokens=123456, max_concurrency=3.77, max_model_len=32768)),
-    ("# cuda blocks: 4096, # CPU blocks: 2048", dict(num_gpu_blocks=4096)),
-    ("vLLM API server version 0.6.3.post1", dict(version="0.6.3.post1")),
-])
+@pytest.mark.parametrize(
+    "line, facts",
+    [
+        (
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu-memory-utilization 0.95 -tp 2 "
+            "--kv-cache-dtype fp8 --block-size 32 --no-enable-chunked-prefill",
+            dict(
+                model="meta-llama/Llama-3.1-8B-Instruct",
+                max_model_len=32768,
+                gpu_memory_utilization=0.95,
+                tensor_parallel_size=2,
+                kv_cache_dtype="fp8",
+                block_size=32,
+                enable_chunked_prefill=False,
+            ),
+        ),
+        (
+            "python -m vllm.entrypoints.openai.api_server --model=Qwen/Qwen2.5-7B-Instruct --max-num-seqs 64 "
+            "--max-num-batched-tokens 4096 --served-model-name qwen",
+            dict(
+                model="Qwen/Qwen2.5-7B-Instruct", max_num_seqs=64, max_num_batched_tokens=4096, served_model_name="qwen"
+            ),
+        ),
+        (
+            "non-default args: {'model': 'Qwen/Qwen3-8B', 'max_model_len': 65536, 'enable_chunked_prefill': False}",
+            dict(model="Qwen/Qwen3-8B", max_model_len=65536, enable_chunked_prefill=False),
+        ),
+        (
+            "Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-70B-Instruct', "
+            "max_seq_len=131072, tensor_parallel_size=4, served_model_name=llama",
+            dict(
+                version="0.10.1",
+                model="meta-llama/Llama-3.1-70B-Instruct",
+                max_model_len=131072,
+                tensor_parallel_size=4,
+            ),
+        ),
+        (
+            "the current vLLM instance can use total_gpu_memory (79.11GiB) x gpu_memory_utilization (0.90) = 71.20GiB",
+            dict(total_gpu_gib=79.11, gpu_memory_utilization=0.9),
+        ),
+        ("Loading model weights took 14.9889 GB", dict(weights_gib=14.9889)),
+        (
+            "GPU KV cache size: 123,456 tokens, Maximum concurrency for 32,768 tokens per request: 3.77x",
+            dict(kv_cache_tokens=123456, max_concurrency=3.77, max_model_len=32768),
+        ),
+        ("# cuda blocks: 4096, # CPU blocks: 2048", dict(num_gpu_blocks=4096)),
+        ("vLLM API server version 0.6.3.post1", dict(version="0.6.3.post1")),
+    ],
+)
 def test_context_reads_launch_flags_and_startup_lines(line, facts):
     assert passes_prefilter(line)
     context = LogContext()
@@ -65,7 +99,7 @@ def test_auto_and_none_values_stay_unknown():
 
 def test_an_oom_after_start_up_is_a_runtime_failure():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 80.00 GiB of which 0.50 GiB is free."
-    before = Scanner().scan(["File \"gpu_model_runner.py\", line 1, in profile_run", oom])
+    before = Scanner().scan(['File "gpu_model_runner.py", line 1, in profile_run', oom])
     after = Scanner().scan(["INFO:     Application startup complete.", oom])
     [startup], [runtime] = before.observations.values(), after.observations.values()
     assert (startup.category, startup.detail) == ("cuda_oom_startup", "memory profiling")
@@ -89,7 +123,9 @@ def test_a_healthy_cache_reading_is_not_a_failure():
 
 
 def test_many_rejected_requests_are_one_observation_keeping_the_longest():
-    lines = [f"ValueError: Input length ({n}) exceeds model's maximum context length (32768)." for n in (33000, 40000, 35000)]
+    lines = [
+        f"ValueError: Input length ({n}) exceeds model's maximum context length (32768)." for n in (33000, 40000, 35000)
+    ]
     [obs] = Scanner().scan(lines).observations.values()
     assert obs.count == 3 and obs.numbers["prompt_tokens"] == 40000 and "40000" in obs.evidence
 

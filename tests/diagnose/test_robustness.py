@@ -15,15 +15,41 @@ _spec = importlib.util.spec_from_file_location("large_log", Path(__file__).with_
 large_log = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(large_log)
 
-KV_MESSAGE = ("ValueError: To serve at least one request with the model's max seq len (32768), (4.0 GiB KV cache is "
-              "needed, which is larger than the available KV cache memory (2.5 GiB). Based on the available memory, "
-              "the estimated maximum model length is 20464.")
+KV_MESSAGE = (
+    "ValueError: To serve at least one request with the model's max seq len (32768), (4.0 GiB KV cache is "
+    "needed, which is larger than the available KV cache memory (2.5 GiB). Based on the available memory, "
+    "the estimated maximum model length is 20464."
+)
 # Fragments of real messages, so random text reaches the regexes and the explainers, not just the prefilter.
-FRAGMENTS = ["max seq len (", "maximum context length is ", " tokens. However, you requested ", "max_tokens=",
-             "cannot be greater than max_model_len=", "CUDA out of memory. Tried to allocate ", " GiB", "MiB",
-             "total capacity of ", "Free memory on device (", "# GPU blocks: ", "KV cache usage: 9", "Preemptions: ",
-             "finish_reason\": \"length\"", "completion_tokens\": 16", "vllm serve ", "--max-model-len ", "\n", "\r",
-             "\x1b[31m", "(VllmWorker rank=0 pid=1) ", "-1", "0", "99999999999999999999", "1e308", "nan", "."]
+FRAGMENTS = [
+    "max seq len (",
+    "maximum context length is ",
+    " tokens. However, you requested ",
+    "max_tokens=",
+    "cannot be greater than max_model_len=",
+    "CUDA out of memory. Tried to allocate ",
+    " GiB",
+    "MiB",
+    "total capacity of ",
+    "Free memory on device (",
+    "# GPU blocks: ",
+    "KV cache usage: 9",
+    "Preemptions: ",
+    'finish_reason": "length"',
+    'completion_tokens": 16',
+    "vllm serve ",
+    "--max-model-len ",
+    "\n",
+    "\r",
+    "\x1b[31m",
+    "(VllmWorker rank=0 pid=1) ",
+    "-1",
+    "0",
+    "99999999999999999999",
+    "1e308",
+    "nan",
+    ".",
+]
 
 
 def test_empty_input_finds_nothing():
@@ -74,11 +100,13 @@ def test_a_10_mb_line_made_of_messages_stays_bounded():
 
 
 def test_extreme_numbers_do_not_break_the_arithmetic():
-    text = ("This model's maximum context length is 0 tokens. However, you requested 99999999999999999999 tokens "
-            "(99999999999999999999 in the messages, 0 in the completion).\n"
-            "Free memory on device (0.0/0.0 GiB) on startup is less than desired GPU memory utilization (0.9, 0.0 GiB)\n"
-            "To serve at least one request with the models's max seq len (0), (0.00 GiB KV cache is needed, which is "
-            "larger than the available KV cache memory (0.00 GiB).")
+    text = (
+        "This model's maximum context length is 0 tokens. However, you requested 99999999999999999999 tokens "
+        "(99999999999999999999 in the messages, 0 in the completion).\n"
+        "Free memory on device (0.0/0.0 GiB) on startup is less than desired GPU memory utilization (0.9, 0.0 GiB)\n"
+        "To serve at least one request with the models's max seq len (0), (0.00 GiB KV cache is needed, which is "
+        "larger than the available KV cache memory (0.00 GiB)."
+    )
     for finding in diagnose_text(text).findings:
         finding.to_dict()
 

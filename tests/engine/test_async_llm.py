@@ -49,7 +49,7 @@ def test_abort_and_closed_streams_free_their_blocks(async_llm):
         aborted = asyncio.create_task(collect(async_llm, prompts_of([20])[0], "a", long))
         stream = async_llm.generate(prompts_of([25])[0], long, "b")
         await stream.__anext__()
-        await stream.aclose()                      # a client that went away
+        await stream.aclose()  # a client that went away
         await asyncio.sleep(0.05)
         await async_llm.abort("a")
         outputs = await aborted
@@ -70,12 +70,14 @@ def test_too_long_request_raises_before_the_first_output(async_llm):
 
 def test_shutdown_aborts_running_requests(tiny_llama):
     from kvtool.engine.runtime.config import EngineConfig
+
     llm = AsyncLLM.from_config(EngineConfig(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
     assert llm.config.max_model_len == 512 and llm.kv_cache_info.num_blocks > 0
 
     async def main():
-        task = asyncio.create_task(collect(llm, prompts_of([10])[0], "x", SamplingParams(max_tokens=400,
-                                                                                         ignore_eos=True)))
+        task = asyncio.create_task(
+            collect(llm, prompts_of([10])[0], "x", SamplingParams(max_tokens=400, ignore_eos=True))
+        )
         await asyncio.sleep(0.2)
         await llm.shutdown()
         return await task
@@ -90,6 +92,7 @@ def test_the_model_loads_on_the_thread_that_runs_every_step(tiny_llama, monkeypa
 
     from kvtool.engine.runtime import llm_engine
     from kvtool.engine.runtime.config import EngineConfig
+
     threads = {"load": set(), "step": set()}
     original_init, original_step = llm_engine.LLMEngine.__init__, llm_engine.LLMEngine.step
 

@@ -15,7 +15,7 @@ def test_allocation_covers_tokens_and_never_hands_out_the_null_block():
     assert bm.allocate_slots(seq, 10)
     assert len(seq.block_table) == 3 and 0 not in seq.block_table
     assert bm.usage == 3 / 4
-    assert not bm.allocate_slots(seq_of(range(8)), 8)   # 2 needed, 1 free: refused, nothing taken
+    assert not bm.allocate_slots(seq_of(range(8)), 8)  # 2 needed, 1 free: refused, nothing taken
     assert bm.num_free_blocks == 1
 
 
@@ -51,6 +51,6 @@ def test_freed_cached_blocks_are_reused_until_evicted():
     bm.cache_full_blocks(first)
     bm.free(first)
     assert bm.usage == 0.0
-    assert len(bm.get_computed_blocks(seq_of(range(9)))) == 2   # still cached after free
-    bm.allocate_slots(seq_of(range(100, 112)), 12)              # takes every block: evicts them
+    assert len(bm.get_computed_blocks(seq_of(range(9)))) == 2  # still cached after free
+    bm.allocate_slots(seq_of(range(100, 112)), 12)  # takes every block: evicts them
     assert bm.get_computed_blocks(seq_of(range(9))) == []

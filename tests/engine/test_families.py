@@ -1,8 +1,7 @@
 """Each supported family gives HF transformers' greedy tokens, on the CPU kernels and on the references."""
 
 import pytest
-import torch
-from engine_cases import prompts_of
+from engine_cases import hf_greedy, prompts_of
 from families import WINDOW
 
 from kvtool.engine.runtime.config import SamplingParams
@@ -10,14 +9,7 @@ from kvtool.engine.runtime.llm import LLM
 
 GREEDY_12 = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 FAMILIES = ["qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe", "mixtral"]
-PROMPT_LENGTHS = [1, 7, 20, 2 * WINDOW + 11]   # the last is longer than the sliding window
-
-
-def hf_greedy(model, prompt_ids, max_new_tokens):
-    ids = torch.tensor([prompt_ids])
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                         do_sample=False, eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt_ids):].tolist()
+PROMPT_LENGTHS = [1, 7, 20, 2 * WINDOW + 11]  # the last is longer than the sliding window
 
 
 @pytest.mark.parametrize("kernels", ["cpu", "torch"])

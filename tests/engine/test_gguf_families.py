@@ -14,6 +14,7 @@ from kvtool.engine.runtime.llm import LLM
 
 def write_qwen3_gguf(path, hf_model, tokenizer_folder):
     import gguf
+
     config = hf_model.config
     writer = gguf.GGUFWriter(str(path), "qwen3")
     writer.add_context_length(config.max_position_embeddings)
@@ -38,6 +39,7 @@ def write_qwen3_gguf(path, hf_model, tokenizer_folder):
 
 def _add_tokenizer(writer, folder, vocab_size):
     import gguf
+
     model = json.loads((folder / "tokenizer.json").read_text())["model"]
     tokens = sorted(model["vocab"], key=model["vocab"].get)
     tokens += [f"<unused{i}>" for i in range(vocab_size - len(tokens))]
@@ -49,13 +51,15 @@ def _add_tokenizer(writer, folder, vocab_size):
 
 
 def test_qwen3_gguf_matches_hf(tmp_path, monkeypatch):
-    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path / "cache"))   # the converted copy goes there
+    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path / "cache"))  # the converted copy goes there
     # head_dim 128, as every Qwen3 has: transformers' GGUF reader does not read attention.key_length
     from families import TINY
     from transformers import AutoModelForCausalLM, Qwen3Config
+
     torch.manual_seed(0)
-    hf_model = AutoModelForCausalLM.from_config(Qwen3Config(**TINY, head_dim=128, tie_word_embeddings=False),
-                                                dtype=torch.float32).eval()
+    hf_model = AutoModelForCausalLM.from_config(
+        Qwen3Config(**TINY, head_dim=128, tie_word_embeddings=False), dtype=torch.float32
+    ).eval()
     save_tiny_tokenizer(tmp_path)
     write_qwen3_gguf(tmp_path / "tiny-qwen3.gguf", hf_model, tmp_path)
     llm = LLM(str(tmp_path / "tiny-qwen3.gguf"), dtype="float32", kv_cache_memory=4 << 20)

@@ -2,19 +2,12 @@
 
 import pytest
 import torch
-from engine_cases import prompts_of
+from engine_cases import hf_greedy, prompts_of
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
 
 GREEDY_64 = SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True)
-
-
-def hf_greedy(model, prompt_ids, max_new_tokens):
-    ids = torch.tensor([prompt_ids])
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                         do_sample=False, eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt_ids):].tolist()
 
 
 @pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_qwen2"])
@@ -30,9 +23,14 @@ def test_tiny_models_match_hf(fixture, request):
 @pytest.mark.slow
 def test_smollm2_matches_hf(smollm2_llm, smollm2_dir):
     from transformers import AutoModelForCausalLM
+
     hf_model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
-    texts = ["The capital of France is", "Write a haiku about the sea.", "def fibonacci(n):",
-             "Once upon a time, in a small village by the mountains,"]
+    texts = [
+        "The capital of France is",
+        "Write a haiku about the sea.",
+        "def fibonacci(n):",
+        "Once upon a time, in a small village by the mountains,",
+    ]
     outputs = smollm2_llm.generate(texts, GREEDY_64, use_tqdm=False)
     tokenizer = smollm2_llm.tokenizer
     for text, output in zip(texts, outputs):

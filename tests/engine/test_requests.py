@@ -35,8 +35,7 @@ def test_clamp_lowers_max_tokens_to_the_room_left(tiny_llama):
 
 
 def test_max_tokens_none_means_the_rest_of_the_context(short_llm):
-    output = short_llm.generate(prompts_of([50]), SamplingParams(max_tokens=None, ignore_eos=True),
-                                use_tqdm=False)[0]
+    output = short_llm.generate(prompts_of([50]), SamplingParams(max_tokens=None, ignore_eos=True), use_tqdm=False)[0]
     assert len(output.outputs[0].token_ids) == 14
 
 
@@ -51,9 +50,17 @@ def test_text_prompt_without_a_tokenizer_is_a_usage_error(short_llm):
         short_llm.generate("hello", use_tqdm=False)
 
 
-@pytest.mark.parametrize("bad", [dict(dtype="float64"), dict(kv_cache_dtype="int4"), dict(block_size=0),
-                                 dict(overflow="drop"), dict(gpu_memory_utilization=1.5),
-                                 dict(tensor_parallel_size=2)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(dtype="float64"),
+        dict(kv_cache_dtype="int4"),
+        dict(block_size=0),
+        dict(overflow="drop"),
+        dict(gpu_memory_utilization=1.5),
+        dict(tensor_parallel_size=2),
+    ],
+)
 def test_bad_engine_config_is_a_usage_error(bad):
     with pytest.raises(UsageError):
         EngineConfig(**bad)

@@ -28,8 +28,9 @@ def test_seeded_sampling_repeats_and_top_k_1_is_greedy(smollm2_llm):
 def test_penalties_change_a_repetitive_greedy_output(smollm2_llm):
     prompt = "one one one one one one one one"
     plain = first(smollm2_llm, prompt, max_tokens=8, temperature=0.0).token_ids
-    penalised = first(smollm2_llm, prompt, max_tokens=8, temperature=0.0, repetition_penalty=2.0,
-                      frequency_penalty=1.5).token_ids
+    penalised = first(
+        smollm2_llm, prompt, max_tokens=8, temperature=0.0, repetition_penalty=2.0, frequency_penalty=1.5
+    ).token_ids
     assert plain != penalised
 
 
@@ -37,7 +38,7 @@ def test_logprobs_hold_the_sampled_token_and_the_top_n(smollm2_llm):
     output = first(smollm2_llm, max_tokens=4, temperature=0.0, logprobs=3)
     assert len(output.logprobs) == 4
     for token_id, entry in zip(output.token_ids, output.logprobs):
-        assert entry[token_id].rank == 1   # greedy picks the most likely token
+        assert entry[token_id].rank == 1  # greedy picks the most likely token
         assert len(entry) == 3 and all(lp.logprob <= 0 for lp in entry.values())
 
 
@@ -46,9 +47,10 @@ def test_stop_string_is_cut_unless_included(smollm2_llm):
     assert " 5" in free.text
     cut = first(smollm2_llm, "Count: 1, 2, 3,", max_tokens=20, temperature=0.0, stop=[" 5"])
     assert (cut.finish_reason, cut.stop_reason) == ("stop", " 5")
-    assert cut.text == free.text[:free.text.index(" 5")]
-    kept = first(smollm2_llm, "Count: 1, 2, 3,", max_tokens=20, temperature=0.0, stop=" 5",
-                 include_stop_str_in_output=True)
+    assert cut.text == free.text[: free.text.index(" 5")]
+    kept = first(
+        smollm2_llm, "Count: 1, 2, 3,", max_tokens=20, temperature=0.0, stop=" 5", include_stop_str_in_output=True
+    )
     assert kept.text.endswith(" 5")
 
 
@@ -62,14 +64,25 @@ def test_stop_token_ids_and_min_tokens(smollm2_llm):
 
 
 def test_n_gives_independent_samples(smollm2_llm):
-    result = smollm2_llm.generate([PROMPT], SamplingParams(n=3, max_tokens=8, temperature=1.0, seed=1,
-                                                           ignore_eos=True), use_tqdm=False)[0]
+    result = smollm2_llm.generate(
+        [PROMPT], SamplingParams(n=3, max_tokens=8, temperature=1.0, seed=1, ignore_eos=True), use_tqdm=False
+    )[0]
     assert [o.index for o in result.outputs] == [0, 1, 2]
     assert len({tuple(o.token_ids) for o in result.outputs}) > 1
 
 
-@pytest.mark.parametrize("bad", [dict(max_tokens=0), dict(temperature=-1), dict(top_p=0), dict(top_k=-5),
-                                 dict(min_p=2), dict(min_tokens=20, max_tokens=10), dict(n=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(max_tokens=0),
+        dict(temperature=-1),
+        dict(top_p=0),
+        dict(top_k=-5),
+        dict(min_p=2),
+        dict(min_tokens=20, max_tokens=10),
+        dict(n=0),
+    ],
+)
 def test_bad_sampling_params_are_usage_errors(bad):
     with pytest.raises(UsageError):
         SamplingParams(**bad)

@@ -25,15 +25,14 @@ def run(folder, **kwargs):
 
 @pytest.fixture(scope="module")
 def baseline(tiny_llama):
-    return run(tiny_llama[0], enable_prefix_caching=False, enable_chunked_prefill=False,
-               max_num_batched_tokens=512)[0]
+    return run(tiny_llama[0], enable_prefix_caching=False, enable_chunked_prefill=False, max_num_batched_tokens=512)[0]
 
 
 def test_prefix_caching_hits_and_changes_nothing(tiny_llama, baseline):
     tokens, llm = run(tiny_llama[0], enable_prefix_caching=True, max_num_seqs=1)
     assert tokens == baseline
     stats = llm.engine.stats()
-    assert stats.prefix_cache_hits >= 2 * 48   # the later prompts reuse the shared blocks
+    assert stats.prefix_cache_hits >= 2 * 48  # the later prompts reuse the shared blocks
 
 
 def test_chunked_prefill_at_32_tokens_changes_nothing(tiny_llama, baseline):

@@ -14,7 +14,7 @@ from kvtool.engine.runtime.llm import LLM
 
 
 def test_layers_are_grouped_by_kind_without_padding():
-    layout = kv_cache_layout([6, None, 6, 6, 6, 6, 6, None, 6, 6, 6, 6])   # Gemma 3's 5:1 pattern
+    layout = kv_cache_layout([6, None, 6, 6, 6, 6, 6, None, 6, 6, 6, 6])  # Gemma 3's 5:1 pattern
     assert layout.group_size == 2 and layout.num_groups == 6
     assert layout.sliding_windows == (6, 6, 6, 6, 6, None)
     assert layout.placement(7) == (5, 1) and layout.placement(0) == (0, 0)
@@ -29,7 +29,7 @@ def test_sliding_group_frees_blocks_before_its_window():
     assert [len(t) for t in seq.block_tables] == [8, 8] and bm.num_free_blocks == 39 - 16
     seq.num_computed_tokens = 30
     seq.append_token(1)
-    assert bm.allocate_slots(seq, 1)   # the query at 30 sees 25..30: blocks 0-5 (tokens 0..23) are out
+    assert bm.allocate_slots(seq, 1)  # the query at 30 sees 25..30: blocks 0-5 (tokens 0..23) are out
     full, sliding = seq.block_tables
     assert NULL_BLOCK not in full and sliding[:6] == [NULL_BLOCK] * 6 and NULL_BLOCK not in sliding[6:]
     assert bm.num_free_blocks == 39 - 10
@@ -37,7 +37,7 @@ def test_sliding_group_frees_blocks_before_its_window():
     assert bm.num_free_blocks == 39 and bm.blocks[NULL_BLOCK].ref_count == 0
 
 
-@pytest.mark.parametrize("family", ["gemma2", "mixtral"])   # alternating layers; every layer sliding
+@pytest.mark.parametrize("family", ["gemma2", "mixtral"])  # alternating layers; every layer sliding
 def test_engine_keeps_only_the_window_and_matches_hf(family, tiny_family):
     folder, hf_model = tiny_family(family)
     batched = 32

@@ -20,8 +20,11 @@ def test_engine_allocates_what_plan_predicts(tiny_llm, tiny_llama):
     spec = dataclasses.replace(resolve_model_spec(str(tiny_llama[0])), dtype="float32")
     plan = kv_cache.plan_kv_cache(1 << 20, spec, 512, block_size=16)
     info = tiny_llm.engine.kv_cache_info
-    assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency) == \
-        (plan.num_blocks, plan.kv_cache_tokens, plan.max_concurrency)
+    assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency) == (
+        plan.num_blocks,
+        plan.kv_cache_tokens,
+        plan.max_concurrency,
+    )
     assert tiny_llm.engine.stats().num_blocks == plan.num_blocks
     cache = tiny_llm.engine.model_runner.kv_cache
     assert cache.shape[2] == plan.num_blocks
@@ -36,13 +39,31 @@ def test_engine_allocates_what_plan_predicts_for_a_sliding_model(tiny_family):
     assert spec.layer_types == ("sliding_attention", "full_attention") and spec.sliding_window == 24
     plan = kv_cache.plan_kv_cache(1 << 20, spec, 512, block_size=16, max_num_batched_tokens=64)
     info, runner = llm.engine.kv_cache_info, llm.engine.model_runner
-    assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency, info.request_bytes) == \
-        (plan.num_blocks, plan.kv_cache_tokens, plan.max_concurrency, plan.request_bytes)
+    assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency, info.request_bytes) == (
+        plan.num_blocks,
+        plan.kv_cache_tokens,
+        plan.max_concurrency,
+        plan.request_bytes,
+    )
     assert runner.kv_cache.numel() * runner.kv_cache.element_size() == plan.num_blocks * plan.block_bytes
-    assert llm.engine.stats().num_blocks == 2 * plan.num_blocks    # one pool block per group per plan block
-    result = CliRunner().invoke(app, ["plan", "--model", folder, "--dtype", "float32", "--kv-cache-memory",
-                                      str(1 << 20), "--max-model-len", "512", "--max-num-batched-tokens", "64",
-                                      "--json"])
+    assert llm.engine.stats().num_blocks == 2 * plan.num_blocks  # one pool block per group per plan block
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--model",
+            folder,
+            "--dtype",
+            "float32",
+            "--kv-cache-memory",
+            str(1 << 20),
+            "--max-model-len",
+            "512",
+            "--max-num-batched-tokens",
+            "64",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert (report["num_blocks"], report["kv_cache_tokens"]) == (info.num_blocks, info.kv_cache_tokens)
@@ -72,8 +93,22 @@ def test_plan_cli_prints_the_numbers_the_engine_uses(tiny_llama, tiny_llm):
     from typer.testing import CliRunner
 
     from kvtool.cli.app import app
-    result = CliRunner().invoke(app, ["plan", "--model", str(tiny_llama[0]), "--dtype", "float32",
-                                      "--kv-cache-memory", str(1 << 20), "--max-model-len", "512", "--json"])
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--model",
+            str(tiny_llama[0]),
+            "--dtype",
+            "float32",
+            "--kv-cache-memory",
+            str(1 << 20),
+            "--max-model-len",
+            "512",
+            "--json",
+        ],
+    )
     if result.exit_code == 2 and "No such option" in result.output:
         pytest.skip("plan has no --kv-cache-memory option yet")
     report = json.loads(result.output)

@@ -20,7 +20,7 @@ def random_block_tables(context_lens, num_blocks, generator):
     tables = torch.zeros(len(context_lens), width, dtype=torch.int32)
     start = 0
     for b, n in enumerate(per_seq):
-        tables[b, :n] = order[start:start + n]
+        tables[b, :n] = order[start : start + n]
         start += n
     return tables
 
@@ -60,7 +60,7 @@ def naive_attention(q, k, v, scale, q_positions):
     out = torch.empty(q.shape, dtype=torch.float64)
     for i, pos in enumerate(q_positions):
         for h in range(q.shape[1]):
-            keys, vals = k[:pos + 1, h // group].double(), v[:pos + 1, h // group].double()
+            keys, vals = k[: pos + 1, h // group].double(), v[: pos + 1, h // group].double()
             weights = torch.softmax(keys @ q[i, h].double() * scale, dim=0)
             out[i, h] = weights @ vals
     return out
@@ -69,9 +69,16 @@ def naive_attention(q, k, v, scale, q_positions):
 # A two-layer decoder and two steps of it (a prefill, then a decode) on a given op set.
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-CONFIG = LlamaConfig(vocab_size=128, hidden_size=384, intermediate_size=256, num_hidden_layers=2,
-                     num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=128)
-TABLES = torch.tensor([[4, 1], [2, 0]], dtype=torch.int32)      # seq 0 crosses a block boundary
+CONFIG = LlamaConfig(
+    vocab_size=128,
+    hidden_size=384,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=6,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+)
+TABLES = torch.tensor([[4, 1], [2, 0]], dtype=torch.int32)  # seq 0 crosses a block boundary
 
 
 def ops_from(module, backend):
@@ -92,20 +99,28 @@ def prefill_step(prompt_lens):
     cu_seqlens = torch.tensor([0, *torch.tensor(prompt_lens).cumsum(0).tolist()], dtype=torch.int32)
     none = torch.zeros(0, dtype=torch.int32, device=DEVICE)
     return positions, AttentionMetadata(
-        slot_mapping=slots, num_decodes=0, decode_block_tables=TABLES[:0].to(DEVICE), decode_context_lens=none,
-        prefill_block_tables=TABLES.to(DEVICE), prefill_cu_seqlens_q=cu_seqlens.to(DEVICE),
-        prefill_context_lens=torch.tensor(prompt_lens, dtype=torch.int32, device=DEVICE))
+        slot_mapping=slots,
+        num_decodes=0,
+        decode_block_tables=TABLES[:0].to(DEVICE),
+        decode_context_lens=none,
+        prefill_block_tables=TABLES.to(DEVICE),
+        prefill_cu_seqlens_q=cu_seqlens.to(DEVICE),
+        prefill_context_lens=torch.tensor(prompt_lens, dtype=torch.int32, device=DEVICE),
+    )
 
 
 def decode_step(context_lens):
     slots, positions = slots_and_positions([n - 1 for n in context_lens], [1] * len(context_lens))
     none = torch.zeros(0, dtype=torch.int32, device=DEVICE)
     return positions, AttentionMetadata(
-        slot_mapping=slots, num_decodes=len(context_lens), decode_block_tables=TABLES.to(DEVICE),
+        slot_mapping=slots,
+        num_decodes=len(context_lens),
+        decode_block_tables=TABLES.to(DEVICE),
         decode_context_lens=torch.tensor(context_lens, dtype=torch.int32, device=DEVICE),
-        prefill_block_tables=TABLES[:0].to(DEVICE), prefill_cu_seqlens_q=torch.zeros(1, dtype=torch.int32,
-                                                                                      device=DEVICE),
-        prefill_context_lens=none)
+        prefill_block_tables=TABLES[:0].to(DEVICE),
+        prefill_cu_seqlens_q=torch.zeros(1, dtype=torch.int32, device=DEVICE),
+        prefill_context_lens=none,
+    )
 
 
 @torch.inference_mode()

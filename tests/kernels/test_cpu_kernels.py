@@ -37,15 +37,15 @@ def test_kvtool_cpu_kernels_0_keeps_plain_torch(monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_decode_attention_matches_token_by_token(num_heads, num_kv_heads, head_dim, dtype):
     g = torch.Generator().manual_seed(1)
-    context_lens = [1, 15, 16, 17, 40, 300]   # one token, block edges, a partial last score tile
+    context_lens = [1, 15, 16, 17, 40, 300]  # one token, block edges, a partial last score tile
     k_cache, v_cache, tables, keys, values = filled_caches(context_lens, num_kv_heads, head_dim, dtype, g)
     query = torch.randn(len(context_lens), num_heads, head_dim, generator=g).to(dtype)
-    lens, scale = torch.tensor(context_lens, dtype=torch.int32), head_dim ** -0.5
+    lens, scale = torch.tensor(context_lens, dtype=torch.int32), head_dim**-0.5
     out = cpu_ops.paged_decode_attention(query, k_cache, v_cache, tables, lens, scale)
     assert out.dtype == dtype and out.shape == query.shape
     for b, n in enumerate(context_lens):
-        expected = naive_attention(query[b:b + 1], keys[b], values[b], scale, [n - 1])
-        torch.testing.assert_close(out[b:b + 1].double(), expected, **tolerance(dtype))
+        expected = naive_attention(query[b : b + 1], keys[b], values[b], scale, [n - 1])
+        torch.testing.assert_close(out[b : b + 1].double(), expected, **tolerance(dtype))
 
 
 @pytest.mark.parametrize("cache_dtype,head_dim", [(torch.float8_e4m3fn, 64), (torch.float32, 72)])
@@ -54,8 +54,9 @@ def test_decode_attention_leaves_what_it_does_not_cover_to_the_reference(cache_d
     k_cache, v_cache, tables, _, _ = filled_caches([5, 33], 2, head_dim, cache_dtype, g, 0.5, 2.0)
     query, lens = torch.randn(2, 4, head_dim, generator=g), torch.tensor([5, 33], dtype=torch.int32)
     args = (query, k_cache, v_cache, tables, lens, 0.125, 0.5, 2.0)
-    torch.testing.assert_close(cpu_ops.paged_decode_attention(*args), reference.paged_decode_attention(*args),
-                               atol=0, rtol=0)
+    torch.testing.assert_close(
+        cpu_ops.paged_decode_attention(*args), reference.paged_decode_attention(*args), atol=0, rtol=0
+    )
 
 
 @pytest.mark.parametrize("with_residual", [False, True])
@@ -76,29 +77,33 @@ def test_rms_norm_matches_the_reference(with_residual, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_silu_and_mul_matches_the_reference(dtype):
     x = (torch.randn(33, 2 * 1536, generator=torch.Generator().manual_seed(4)) * 4).to(dtype)
-    x[0, :4] = torch.tensor([-100.0, 100.0, 0.0, -0.0])   # saturated exponentials, and zero
+    x[0, :4] = torch.tensor([-100.0, 100.0, 0.0, -0.0])  # saturated exponentials, and zero
     # within one bf16 rounding step: the exponential is computed differently
-    torch.testing.assert_close(cpu_ops.silu_and_mul(x), reference.silu_and_mul(x),
-                               atol=1e-5, rtol=1e-5 if dtype == torch.float32 else 2 ** -8)
+    torch.testing.assert_close(
+        cpu_ops.silu_and_mul(x), reference.silu_and_mul(x), atol=1e-5, rtol=1e-5 if dtype == torch.float32 else 2**-8
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rotary_on_a_strided_qkv_view_matches_the_reference(dtype):
     g = torch.Generator().manual_seed(5)
     qkv = torch.randn(40, 6 * 64 + 2 * 2 * 64, generator=g).to(dtype)
-    query, key = qkv[:, :384].view(40, 6, 64), qkv[:, 384:512].view(40, 2, 64)   # rows 640 apart
+    query, key = qkv[:, :384].view(40, 6, 64), qkv[:, 384:512].view(40, 2, 64)  # rows 640 apart
     positions = torch.randint(0, 128, (40,), generator=g)
     cos_sin = build_cos_sin_cache(CONFIG, 128)
     # The compiler may fuse x1 * cos - x2 * sin into one multiply-add: one rounding step apart.
-    for got, expected in zip(cpu_ops.rotary_embedding(positions, query, key, cos_sin),
-                             reference.rotary_embedding(positions, query, key, cos_sin)):
+    for got, expected in zip(
+        cpu_ops.rotary_embedding(positions, query, key, cos_sin),
+        reference.rotary_embedding(positions, query, key, cos_sin),
+    ):
         torch.testing.assert_close(got, expected, **one_rounding_step(dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cpu_ops_drive_the_model_like_the_references(dtype):
-    for got, expected in zip(run_two_steps(ops_from(cpu_ops, "cpu"), dtype),
-                             run_two_steps(ops_from(reference, "torch"), dtype)):
+    for got, expected in zip(
+        run_two_steps(ops_from(cpu_ops, "cpu"), dtype), run_two_steps(ops_from(reference, "torch"), dtype)
+    ):
         torch.testing.assert_close(got, expected, **tolerance(dtype))
 
 
@@ -115,9 +120,11 @@ def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
 @pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
 def test_pack_linears_swaps_every_linear_of_a_tied_model_and_keeps_its_logits():
     from kvtool.engine.runtime.worker.loader import load_model
+
     tied = CONFIG.__class__(**{**CONFIG.to_dict(), "tie_word_embeddings": True})
-    model = load_model(None, tied, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128,
-                       "dummy", seed=0)
+    model = load_model(
+        None, tied, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128, "dummy", seed=0
+    )
     assert model.lm_head.weight is model.model.embed_tokens.weight
     hidden = torch.randn(3, CONFIG.hidden_size).to(torch.bfloat16)
     with torch.inference_mode():
@@ -134,7 +141,7 @@ def test_the_build_is_cached_per_source_and_flags(tmp_path):
     first = cpu_build.build_library(compiler, tmp_path)
     stamp = first.stat().st_mtime_ns
     assert cpu_build.build_library(compiler, tmp_path) == first and first.stat().st_mtime_ns == stamp
-    assert [p.name for p in tmp_path.iterdir()] == [first.name]      # no scratch left behind
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch left behind
 
 
 def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):

@@ -24,16 +24,28 @@ DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 @pytest.fixture(scope="module")
 def tiny_model():
-    config = LlamaConfig(vocab_size=128, hidden_size=96, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256)
+    config = LlamaConfig(
+        vocab_size=128,
+        hidden_size=96,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     return load_model(None, config, get_ops(DEVICE), torch.float32, DEVICE, 256, "dummy", seed=0)
 
 
 def bind_cache(model, num_blocks):
     cfg = model.config
-    shape = (cfg.num_hidden_layers, num_blocks, BLOCK_SIZE, cfg.num_key_value_heads,
-             cfg.hidden_size // cfg.num_attention_heads)
-    g = torch.Generator().manual_seed(7)     # random history for every sequence
+    shape = (
+        cfg.num_hidden_layers,
+        num_blocks,
+        BLOCK_SIZE,
+        cfg.num_key_value_heads,
+        cfg.hidden_size // cfg.num_attention_heads,
+    )
+    g = torch.Generator().manual_seed(7)  # random history for every sequence
     k_cache, v_cache = (torch.randn(shape, generator=g).to(DEVICE) for _ in range(2))
     model.bind_kv_cache(k_cache, v_cache)
 
@@ -48,14 +60,18 @@ def test_capture_sizes_follow_vllm_and_end_at_max_num_seqs():
 def decode_step(context_lens, tables, generator):
     """Metadata and inputs of one decode step: each sequence's new token at position len - 1."""
     positions = torch.tensor([n - 1 for n in context_lens])
-    slots = torch.stack([tables[b, p // BLOCK_SIZE].long() * BLOCK_SIZE + p % BLOCK_SIZE
-                         for b, p in enumerate(positions.tolist())])
+    slots = torch.stack(
+        [tables[b, p // BLOCK_SIZE].long() * BLOCK_SIZE + p % BLOCK_SIZE for b, p in enumerate(positions.tolist())]
+    )
     meta = AttentionMetadata(
-        slot_mapping=slots.to(DEVICE), num_decodes=len(context_lens), decode_block_tables=tables.to(DEVICE),
+        slot_mapping=slots.to(DEVICE),
+        num_decodes=len(context_lens),
+        decode_block_tables=tables.to(DEVICE),
         decode_context_lens=torch.tensor(context_lens, dtype=torch.int32, device=DEVICE),
         prefill_block_tables=tables[:0].to(DEVICE),
         prefill_cu_seqlens_q=torch.zeros(1, dtype=torch.int32, device=DEVICE),
-        prefill_context_lens=torch.zeros(0, dtype=torch.int32, device=DEVICE))
+        prefill_context_lens=torch.zeros(0, dtype=torch.int32, device=DEVICE),
+    )
     input_ids = torch.randint(0, 128, (len(context_lens),), generator=generator)
     return input_ids.to(DEVICE), positions.to(DEVICE), meta
 
@@ -81,35 +97,39 @@ def test_graph_runner_sends_prefills_and_oversized_batches_to_eager(tiny_model):
     tables = torch.zeros(3, 1, dtype=torch.int32)
     _, _, meta = decode_step([1, 1, 1], tables, torch.Generator().manual_seed(1))
     assert runner.padded_size(meta, 3) == 4
-    assert runner.padded_size(meta, 7) is None            # a mixed step: 3 decodes + 4 prefill tokens
+    assert runner.padded_size(meta, 7) is None  # a mixed step: 3 decodes + 4 prefill tokens
     assert runner.run(torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), meta) is None  # not captured
 
 
 def test_profile_forward_runs_the_full_token_budget_and_unbinds_its_scratch_cache(tiny_model):
-    logits = profile_forward(tiny_model, num_tokens=70, num_seqs=4, block_size=BLOCK_SIZE,
-                             kv_cache_dtype=torch.float32, device=DEVICE)
+    logits = profile_forward(
+        tiny_model, num_tokens=70, num_seqs=4, block_size=BLOCK_SIZE, kv_cache_dtype=torch.float32, device=DEVICE
+    )
     assert logits.shape == (4, 128) and torch.isfinite(logits).all()
     assert tiny_model.model.layers[0].self_attn.attn.k_cache is None
 
 
 def test_kv_budget_is_utilization_of_total_minus_what_this_process_consumed():
     before = MemorySnapshot(free_bytes=139 * GiB, total_bytes=140 * GiB, torch_peak_bytes=0, torch_allocated_bytes=0)
-    after = MemorySnapshot(free_bytes=120 * GiB, total_bytes=140 * GiB, torch_peak_bytes=20 * GiB,
-                           torch_allocated_bytes=16 * GiB)
+    after = MemorySnapshot(
+        free_bytes=120 * GiB, total_bytes=140 * GiB, torch_peak_bytes=20 * GiB, torch_allocated_bytes=16 * GiB
+    )
     profile = kv_memory_profile(before, after, gpu_memory_utilization=0.9)
-    assert profile.non_kv_cache_bytes == 19 * GiB + 4 * GiB      # weights etc. + the activation peak
+    assert profile.non_kv_cache_bytes == 19 * GiB + 4 * GiB  # weights etc. + the activation peak
     assert profile.available_kv_cache_bytes == 126 * GiB - 23 * GiB
     assert profile.log_line() == "Available KV cache memory: 103.00 GiB"
 
 
 def test_start_up_fails_in_vllm_words_when_others_hold_the_requested_memory():
     held = MemorySnapshot(free_bytes=100 * GiB, total_bytes=140 * GiB, torch_peak_bytes=0, torch_allocated_bytes=0)
-    check_free_memory(held, gpu_memory_utilization=0.7, device="cuda:0")       # 98 GiB requested: fits
+    check_free_memory(held, gpu_memory_utilization=0.7, device="cuda:0")  # 98 GiB requested: fits
     with pytest.raises(KvtoolError) as err:
         check_free_memory(held, gpu_memory_utilization=0.9, device="cuda:0")
-    assert str(err.value) == ("Free memory on device cuda:0 (100.0/140.0 GiB) on startup is less than desired "
-                              "GPU memory utilization (0.9, 126.0 GiB). Decrease GPU memory utilization or "
-                              "reduce GPU memory used by other processes.")
+    assert str(err.value) == (
+        "Free memory on device cuda:0 (100.0/140.0 GiB) on startup is less than desired "
+        "GPU memory utilization (0.9, 126.0 GiB). Decrease GPU memory utilization or "
+        "reduce GPU memory used by other processes."
+    )
 
 
 @pytest.mark.gpu

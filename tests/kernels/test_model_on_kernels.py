@@ -12,6 +12,7 @@ from kvtool.kernels import reference, triton_ops  # noqa: E402
 
 
 def test_triton_ops_drive_the_model_like_the_references():
-    for got, expected in zip(run_two_steps(ops_from(triton_ops, "triton")),
-                             run_two_steps(ops_from(reference, "torch"))):
+    for got, expected in zip(
+        run_two_steps(ops_from(triton_ops, "triton")), run_two_steps(ops_from(reference, "torch"))
+    ):
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)

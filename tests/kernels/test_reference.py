@@ -44,29 +44,29 @@ def test_decode_attention_matches_token_by_token(num_heads, num_kv_heads, head_d
     g = torch.Generator().manual_seed(1)
     context_lens = [1, 17, 40, 16]
     k_cache, v_cache, tables, keys, values = filled_caches(
-        context_lens, num_kv_heads, head_dim, cache_dtype, g, k_scale=0.7, v_scale=1.3)
+        context_lens, num_kv_heads, head_dim, cache_dtype, g, k_scale=0.7, v_scale=1.3
+    )
     query = torch.randn(len(context_lens), num_heads, head_dim, generator=g)
-    scale = head_dim ** -0.5
-    out = reference.paged_decode_attention(query, k_cache, v_cache, tables,
-                                           torch.tensor(context_lens, dtype=torch.int32), scale,
-                                           k_scale=0.7, v_scale=1.3)
+    scale = head_dim**-0.5
+    out = reference.paged_decode_attention(
+        query, k_cache, v_cache, tables, torch.tensor(context_lens, dtype=torch.int32), scale, k_scale=0.7, v_scale=1.3
+    )
     for b, n in enumerate(context_lens):
-        expected = naive_attention(query[b:b + 1], keys[b], values[b], scale, [n - 1])
-        torch.testing.assert_close(out[b:b + 1].double(), expected, atol=1e-4, rtol=1e-4)
+        expected = naive_attention(query[b : b + 1], keys[b], values[b], scale, [n - 1])
+        torch.testing.assert_close(out[b : b + 1].double(), expected, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("num_heads,num_kv_heads,head_dim", [(3, 1, 64), (8, 8, 128)])
 @pytest.mark.parametrize("cache_dtype", [torch.float32, torch.float8_e5m2])
-def test_prefill_attention_over_a_cached_prefix_matches_token_by_token(
-        num_heads, num_kv_heads, head_dim, cache_dtype):
+def test_prefill_attention_over_a_cached_prefix_matches_token_by_token(num_heads, num_kv_heads, head_dim, cache_dtype):
     g = torch.Generator().manual_seed(2)
-    context_lens, q_lens = [20, 33, 5], [20, 9, 1]   # whole prompt; chunk on a prefix; one token
-    k_cache, v_cache, tables, keys, values = filled_caches(
-        context_lens, num_kv_heads, head_dim, cache_dtype, g)
+    context_lens, q_lens = [20, 33, 5], [20, 9, 1]  # whole prompt; chunk on a prefix; one token
+    k_cache, v_cache, tables, keys, values = filled_caches(context_lens, num_kv_heads, head_dim, cache_dtype, g)
     query = torch.randn(sum(q_lens), num_heads, head_dim, generator=g)
     cu_seqlens = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
-    out = reference.prefill_attention(query, k_cache, v_cache, tables, cu_seqlens,
-                                      torch.tensor(context_lens, dtype=torch.int32), 0.125)
+    out = reference.prefill_attention(
+        query, k_cache, v_cache, tables, cu_seqlens, torch.tensor(context_lens, dtype=torch.int32), 0.125
+    )
     for b, (n, q_len) in enumerate(zip(context_lens, q_lens)):
         rows = slice(cu_seqlens[b], cu_seqlens[b + 1])
         expected = naive_attention(query[rows], keys[b], values[b], 0.125, range(n - q_len, n))

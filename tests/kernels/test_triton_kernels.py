@@ -30,13 +30,15 @@ def test_store_kv_matches_reference_from_a_strided_qkv_view(cache_dtype):
     g = torch.Generator().manual_seed(0)
     qkv = torch.randn(6, 3 * 2 * 64, generator=g) * 4
     if cache_dtype in FP8:
-        qkv[:, 128:256], qkv[:, 256:] = on_fp8_grid(qkv[:, 128:256], cache_dtype, 0.5), \
-            on_fp8_grid(qkv[:, 256:], cache_dtype, 2.0)
-        qkv[0, 130], qkv[1, 300] = 1e6, -1e6          # out of fp8 range: clamped, not inf / nan
+        qkv[:, 128:256], qkv[:, 256:] = (
+            on_fp8_grid(qkv[:, 128:256], cache_dtype, 0.5),
+            on_fp8_grid(qkv[:, 256:], cache_dtype, 2.0),
+        )
+        qkv[0, 130], qkv[1, 300] = 1e6, -1e6  # out of fp8 range: clamped, not inf / nan
     else:
         qkv = qkv.to(cache_dtype)
     qkv = qkv.to(DEVICE)
-    key, value = qkv[:, 128:256].view(6, 2, 64), qkv[:, 256:].view(6, 2, 64)   # token stride 384
+    key, value = qkv[:, 128:256].view(6, 2, 64), qkv[:, 256:].view(6, 2, 64)  # token stride 384
     slots = torch.tensor([17, 3, -1, 47, 16, 31], device=DEVICE)
     caches = [torch.zeros(3, BLOCK_SIZE, 2, 64, device=DEVICE).to(cache_dtype) for _ in range(4)]
     store_kv.store_kv(key, value, caches[0], caches[1], slots, k_scale=0.5, v_scale=2.0)
@@ -49,22 +51,22 @@ DECODE_CASES = [  # num_heads, num_kv_heads, head_dim, cache dtype, query dtype,
     (4, 4, 64, torch.float16, torch.float16, [1, 17, 40, 16]),
     (6, 2, 128, torch.float32, torch.float32, [33, 5, 64]),
     (8, 1, 64, torch.float8_e4m3fn, torch.float32, [100, 3]),
-    (3, 1, 64, torch.bfloat16, torch.bfloat16, [1100, 7]),        # long: split-K and the reduce
+    (3, 1, 64, torch.bfloat16, torch.bfloat16, [1100, 7]),  # long: split-K and the reduce
     (6, 2, 64, torch.float8_e5m2, torch.float32, [700, 1]),
 ]
 
 
 @pytest.mark.parametrize("num_heads,num_kv_heads,head_dim,cache_dtype,dtype,context_lens", DECODE_CASES)
-def test_paged_decode_attention_matches_reference(num_heads, num_kv_heads, head_dim, cache_dtype, dtype,
-                                                  context_lens):
+def test_paged_decode_attention_matches_reference(num_heads, num_kv_heads, head_dim, cache_dtype, dtype, context_lens):
     g = torch.Generator().manual_seed(1)
     k_scale, v_scale = (0.5, 2.0) if cache_dtype in FP8 else (1.0, 1.0)
-    k_cache, v_cache, tables, _, _ = filled_caches(context_lens, num_kv_heads, head_dim, cache_dtype, g,
-                                                   k_scale, v_scale)
+    k_cache, v_cache, tables, _, _ = filled_caches(
+        context_lens, num_kv_heads, head_dim, cache_dtype, g, k_scale, v_scale
+    )
     query = torch.randn(len(context_lens), num_heads, head_dim, generator=g).to(dtype)
     args = [t.to(DEVICE) for t in (query, k_cache, v_cache, tables, torch.tensor(context_lens, dtype=torch.int32))]
-    out = decode_attention.paged_decode_attention(*args, head_dim ** -0.5, k_scale, v_scale)
-    expected = reference.paged_decode_attention(*args, head_dim ** -0.5, k_scale, v_scale)
+    out = decode_attention.paged_decode_attention(*args, head_dim**-0.5, k_scale, v_scale)
+    expected = reference.paged_decode_attention(*args, head_dim**-0.5, k_scale, v_scale)
     torch.testing.assert_close(out.float(), expected.float(), **tolerance(dtype))
 
 
@@ -76,25 +78,29 @@ def test_long_contexts_are_split_and_short_ones_are_not():
 
 PREFILL_CASES = [  # num_heads, num_kv_heads, head_dim, cache dtype, query dtype, context lens, chunk lens
     (4, 4, 64, torch.float16, torch.float16, [20, 33, 5], [20, 9, 1]),
-    (6, 2, 128, torch.float32, torch.float32, [70, 5], [70, 5]),            # two query tiles
+    (6, 2, 128, torch.float32, torch.float32, [70, 5], [70, 5]),  # two query tiles
     (8, 1, 64, torch.float8_e5m2, torch.float32, [100, 3], [40, 2]),
     (3, 1, 64, torch.bfloat16, torch.bfloat16, [48, 17], [16, 17]),
 ]
 
 
 @pytest.mark.parametrize("num_heads,num_kv_heads,head_dim,cache_dtype,dtype,context_lens,q_lens", PREFILL_CASES)
-def test_prefill_attention_matches_reference(num_heads, num_kv_heads, head_dim, cache_dtype, dtype,
-                                             context_lens, q_lens):
+def test_prefill_attention_matches_reference(
+    num_heads, num_kv_heads, head_dim, cache_dtype, dtype, context_lens, q_lens
+):
     g = torch.Generator().manual_seed(2)
     k_scale, v_scale = (0.5, 2.0) if cache_dtype in FP8 else (1.0, 1.0)
-    k_cache, v_cache, tables, _, _ = filled_caches(context_lens, num_kv_heads, head_dim, cache_dtype, g,
-                                                   k_scale, v_scale)
+    k_cache, v_cache, tables, _, _ = filled_caches(
+        context_lens, num_kv_heads, head_dim, cache_dtype, g, k_scale, v_scale
+    )
     query = torch.randn(sum(q_lens), num_heads, head_dim, generator=g).to(dtype)
     cu_seqlens = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
-    args = [t.to(DEVICE) for t in (query, k_cache, v_cache, tables, cu_seqlens,
-                                   torch.tensor(context_lens, dtype=torch.int32))]
-    out = prefill_attention.prefill_attention(*args, head_dim ** -0.5, k_scale, v_scale)
-    expected = reference.prefill_attention(*args, head_dim ** -0.5, k_scale, v_scale)
+    args = [
+        t.to(DEVICE)
+        for t in (query, k_cache, v_cache, tables, cu_seqlens, torch.tensor(context_lens, dtype=torch.int32))
+    ]
+    out = prefill_attention.prefill_attention(*args, head_dim**-0.5, k_scale, v_scale)
+    expected = reference.prefill_attention(*args, head_dim**-0.5, k_scale, v_scale)
     torch.testing.assert_close(out.float(), expected.float(), **tolerance(dtype))
 
 
@@ -103,8 +109,9 @@ def test_rms_norm_matches_reference_with_and_without_residual(dtype):
     g = torch.Generator().manual_seed(3)
     x, residual = (torch.randn(5, 96, generator=g).to(dtype).to(DEVICE) for _ in range(2))
     weight = torch.randn(96, generator=g).to(dtype).to(DEVICE)
-    torch.testing.assert_close(fused_ops.rms_norm(x, weight, 1e-6), reference.rms_norm(x, weight, 1e-6),
-                               **tolerance(dtype))
+    torch.testing.assert_close(
+        fused_ops.rms_norm(x, weight, 1e-6), reference.rms_norm(x, weight, 1e-6), **tolerance(dtype)
+    )
     out, new_residual = fused_ops.rms_norm(x, weight, 1e-6, residual)
     expected, expected_residual = reference.rms_norm(x, weight, 1e-6, residual)
     torch.testing.assert_close(out, expected, **tolerance(dtype))
@@ -118,12 +125,14 @@ def test_rotary_embedding_matches_reference_on_strided_qkv_views(dtype, head_dim
     freqs = torch.outer(torch.arange(64).float(), inv_freq)
     cos_sin = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(DEVICE)
     qkv = torch.randn(7, 15 * head_dim, generator=g).to(dtype).to(DEVICE)
-    query, key = qkv[:, :9 * head_dim].view(7, 9, head_dim), qkv[:, 9 * head_dim:12 * head_dim].view(7, 3, head_dim)
+    query, key = qkv[:, : 9 * head_dim].view(7, 9, head_dim), qkv[:, 9 * head_dim : 12 * head_dim].view(7, 3, head_dim)
     positions = torch.tensor([0, 1, 5, 17, 33, 62, 63], device=DEVICE)
     # In half precision both round after each product, as HF does: the results are identical.
     exact = {"atol": 0, "rtol": 0} if dtype == torch.float16 else tolerance(dtype)
-    for out, expected in zip(fused_ops.rotary_embedding(positions, query, key, cos_sin),
-                             reference.rotary_embedding(positions, query, key, cos_sin)):
+    for out, expected in zip(
+        fused_ops.rotary_embedding(positions, query, key, cos_sin),
+        reference.rotary_embedding(positions, query, key, cos_sin),
+    ):
         torch.testing.assert_close(out, expected, **exact)
 
 
@@ -134,8 +143,10 @@ def test_silu_and_mul_matches_reference(dtype):
 
 
 def test_get_ops_on_cpu_never_imports_triton():
-    code = ("import sys, torch; from kvtool.kernels import get_ops; ops = get_ops('cpu'); "
-            "print(ops.backend, 'triton' in sys.modules)")
+    code = (
+        "import sys, torch; from kvtool.kernels import get_ops; ops = get_ops('cpu'); "
+        "print(ops.backend, 'triton' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     backend, triton_imported = result.stdout.split()
     assert backend in ("cpu", "torch") and triton_imported == "False"
@@ -145,6 +156,7 @@ def test_get_ops_on_cpu_never_imports_triton():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_get_ops_on_cuda_returns_the_triton_kernels():
     from kvtool.kernels import get_ops
+
     ops = get_ops("cuda")
     assert ops.backend == "triton"
     assert ops.paged_decode_attention is decode_attention.paged_decode_attention

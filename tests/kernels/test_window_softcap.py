@@ -8,7 +8,7 @@ from paged_cases import filled_caches
 from kvtool.kernels import cpu_ops, reference
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-CASES = [(None, None), (24, None), (None, 5.0), (17, 3.0)]   # (sliding_window, logits_soft_cap)
+CASES = [(None, None), (24, None), (None, 5.0), (17, 3.0)]  # (sliding_window, logits_soft_cap)
 
 
 def naive(q, k, v, scale, pos, window, cap):
@@ -17,7 +17,7 @@ def naive(q, k, v, scale, pos, window, cap):
     first = 0 if window is None else max(0, pos + 1 - window)
     out = torch.empty(q.shape, dtype=torch.float64)
     for h in range(q.shape[0]):
-        keys, vals = k[first:pos + 1, h // group].double(), v[first:pos + 1, h // group].double()
+        keys, vals = k[first : pos + 1, h // group].double(), v[first : pos + 1, h // group].double()
         scores = keys @ q[h].double() * scale
         if cap:
             scores = torch.tanh(scores / cap) * cap
@@ -31,6 +31,7 @@ def decode_implementations():
         impls.append(cpu_ops.paged_decode_attention)
     if pytest.importorskip("triton"):
         from kvtool.kernels import decode_attention
+
         impls.append(decode_attention.paged_decode_attention)
     return impls
 
@@ -41,13 +42,21 @@ def test_decode_sees_only_the_window_and_caps_scores(window, cap):
     lens = [40, 9, 70]
     k_cache, v_cache, tables, keys, values = filled_caches(lens, 2, 64, torch.float32, g)
     query = torch.randn(3, 6, 64, generator=g)
-    expected = torch.stack([naive(query[b], keys[b], values[b], 0.125, n - 1, window, cap)
-                            for b, n in enumerate(lens)]).float()
+    expected = torch.stack(
+        [naive(query[b], keys[b], values[b], 0.125, n - 1, window, cap) for b, n in enumerate(lens)]
+    ).float()
     for impl in decode_implementations():
         on = DEVICE if impl.__module__.endswith("decode_attention") else "cpu"
-        got = impl(query.to(on), k_cache.to(on), v_cache.to(on), tables.to(on),
-                   torch.tensor(lens, dtype=torch.int32, device=on), 0.125,
-                   sliding_window=window, logits_soft_cap=cap)
+        got = impl(
+            query.to(on),
+            k_cache.to(on),
+            v_cache.to(on),
+            tables.to(on),
+            torch.tensor(lens, dtype=torch.int32, device=on),
+            0.125,
+            sliding_window=window,
+            logits_soft_cap=cap,
+        )
         torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4, msg=impl.__module__)
 
 
@@ -67,9 +76,16 @@ def test_prefill_chunk_on_a_prefix_sees_only_the_window(window, cap):
     impls = [reference.prefill_attention]
     if pytest.importorskip("triton"):
         from kvtool.kernels import prefill_attention
+
         impls.append(prefill_attention.prefill_attention)
     for impl in impls:
         on = DEVICE if impl is not reference.prefill_attention else "cpu"
-        got = impl(query.to(on), k_cache.to(on), v_cache.to(on), *(a.to(on) if torch.is_tensor(a) else a for a in args),
-                   sliding_window=window, logits_soft_cap=cap)
+        got = impl(
+            query.to(on),
+            k_cache.to(on),
+            v_cache.to(on),
+            *(a.to(on) if torch.is_tensor(a) else a for a in args),
+            sliding_window=window,
+            logits_soft_cap=cap,
+        )
         torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4, msg=impl.__module__)

@@ -40,7 +40,13 @@ def test_rules_are_prometheus_rule_files_over_exported_metrics(version):
     assert result.exit_code == 0, result.output
     rules = yaml.safe_load(result.output)["groups"][0]["rules"]
     names = {rule["alert"] for rule in rules}
-    assert {"VllmKvCacheFull", "VllmKvCacheNearFull", "VllmPreemptions", "VllmRequestsWaiting", "VllmTtftP99High"} <= names
+    assert {
+        "VllmKvCacheFull",
+        "VllmKvCacheNearFull",
+        "VllmPreemptions",
+        "VllmRequestsWaiting",
+        "VllmTtftP99High",
+    } <= names
     assert ("VllmCpuSwap" in names) == (version == "v0")
     for rule in rules:
         assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}
@@ -79,7 +85,13 @@ def test_checklist_fires_on_the_static_pages():
     v0 = snapshot("v0", [Reading(parse_page((PAGES / PAGE["v0"]).read_text()), 0.0)])
     alerts = {alert.name: alert for alert in evaluate(v0, max_model_len=4096)}
     # 0.9712 is critical, which hides the warning on the same gauge; p99 TTFT 2.2 s > 2 s; swapped 3
-    assert set(alerts) == {"VllmKvCacheFull", "VllmPreemptions", "VllmRequestsWaiting", "VllmTtftP99High", "VllmCpuSwap"}
+    assert set(alerts) == {
+        "VllmKvCacheFull",
+        "VllmPreemptions",
+        "VllmRequestsWaiting",
+        "VllmTtftP99High",
+        "VllmCpuSwap",
+    }
     assert alerts["VllmKvCacheFull"].severity == "critical" and alerts["VllmKvCacheFull"].value == 0.9712
     # 2710 blocks x 16 = 43,360 tokens hold 10 sequences of max_model_len 4096
     assert alerts["VllmPreemptions"].fix.startswith("--max-num-seqs 10 ")

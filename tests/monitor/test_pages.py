@@ -46,10 +46,13 @@ def test_v1_page_is_read_from_the_v1_names_over_two_engines():
 
 def test_rates_and_quantiles_come_from_the_deltas_between_two_pages():
     text = (PAGES / "vllm_v1_0_33.prom").read_text()
-    later = (text.replace('vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 7.0',
-                          'vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 11.0')
-                 .replace('vllm:generation_tokens_total{engine="1",model_name="Qwen/Qwen3-8B"} 30000.0',
-                          'vllm:generation_tokens_total{engine="1",model_name="Qwen/Qwen3-8B"} 30500.0'))
+    later = text.replace(
+        'vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 7.0',
+        'vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 11.0',
+    ).replace(
+        'vllm:generation_tokens_total{engine="1",model_name="Qwen/Qwen3-8B"} 30000.0',
+        'vllm:generation_tokens_total{engine="1",model_name="Qwen/Qwen3-8B"} 30500.0',
+    )
     view = snapshot("page", [Reading(parse_page(text), 10.0), Reading(parse_page(later), 12.0)])
     assert view.window_s == 2.0
     assert (view.preemptions_in_window, view.preemptions_per_s) == (4, 2.0)
@@ -66,11 +69,14 @@ def test_histogram_quantile_interpolates_inside_the_bucket_as_promql_does():
     assert histogram_quantile(0.5, after, after) is None
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("<html><body>Welcome</body></html>", "not Prometheus text"),
-    ("# TYPE up gauge\nup 1\n", "no vLLM metrics"),
-    ("", "no vLLM metrics"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("<html><body>Welcome</body></html>", "not Prometheus text"),
+        ("# TYPE up gauge\nup 1\n", "no vLLM metrics"),
+        ("", "no vLLM metrics"),
+    ],
+)
 def test_pages_without_vllm_metrics_are_refused_in_one_line(text, problem):
     with pytest.raises(MetricsUnavailable, match=problem):
         parse_page(text)

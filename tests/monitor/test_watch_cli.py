@@ -26,19 +26,27 @@ def test_watch_json_has_every_value_and_the_alerts(page_server):
 
 
 def test_watch_once_renders_the_view(page_server):
-    result = runner.invoke(app, ["watch", f"{page_server}/v0/metrics", "--once", "--interval", "0.1"],
-                           env={"COLUMNS": "140"})
+    result = runner.invoke(
+        app, ["watch", f"{page_server}/v0/metrics", "--once", "--interval", "0.1"], env={"COLUMNS": "140"}
+    )
     assert result.exit_code == 0, result.output
     assert "V0 names" in result.output and "meta-llama/Llama-3.1-8B-Instruct" in result.output
     assert "97.1% now" in result.output and "swapped 3" in result.output and "CPU swap space" in result.output
-    assert "CRITICAL" in result.output and "VllmKvCacheFull" in result.output and "VllmKvCacheNearFull" not in result.output
+    assert (
+        "CRITICAL" in result.output
+        and "VllmKvCacheFull" in result.output
+        and "VllmKvCacheNearFull" not in result.output
+    )
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("/html", "is not Prometheus text"),
-    ("/plain", "has no vLLM metrics"),
-    ("/nothing", "answered HTTP 404"),
-])
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/html", "is not Prometheus text"),
+        ("/plain", "has no vLLM metrics"),
+        ("/nothing", "answered HTTP 404"),
+    ],
+)
 def test_a_url_without_vllm_metrics_is_one_line(page_server, path, message):
     result = runner.invoke(app, ["watch", page_server + path, "--once", "--interval", "0.1"])
     assert result.exit_code == 2 and "kvtool: error:" in result.stderr and message in result.stderr
@@ -47,7 +55,9 @@ def test_a_url_without_vllm_metrics_is_one_line(page_server, path, message):
 def test_api_key_is_sent_as_a_bearer_token(page_server):
     refused = runner.invoke(app, ["watch", f"{page_server}/secure", "--once", "--interval", "0.1"])
     assert refused.exit_code == 2 and "Pass the server's --api-key" in refused.stderr
-    result = runner.invoke(app, ["watch", f"{page_server}/secure", "--json", "--interval", "0.1", "--api-key", "sesame"])
+    result = runner.invoke(
+        app, ["watch", f"{page_server}/secure", "--json", "--interval", "0.1", "--api-key", "sesame"]
+    )
     assert result.exit_code == 0 and json.loads(result.output)["num_engines"] == 2
 
 
@@ -55,8 +65,13 @@ def test_unreachable_server_exits_2_with_one_line():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "kvtool", "watch", "http://127.0.0.1:9", "--once"],
-                          check=False, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "kvtool", "watch", "http://127.0.0.1:9", "--once"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no server answers at http://127.0.0.1:9/metrics" in done.stderr
 

@@ -38,8 +38,11 @@ def watch_until_preempted(url: str, bench: subprocess.Popen, tries: int = 60) ->
 
 
 def test_watch_reports_preemptions_under_bench_load(preempting_server):
-    bench = subprocess.Popen([sys.executable, "-m", "kvtool", "bench", "--url", preempting_server, *LOAD],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "kvtool", "bench", "--url", preempting_server, *LOAD],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         data = watch_until_preempted(preempting_server, bench)
         diagnosis = runner.invoke(app, ["diagnose", "--url", preempting_server, "--json"])

@@ -71,7 +71,7 @@ class HubStandIn:
                 self.send_header("Content-Length", str(end - start + 1))
                 self.end_headers()
                 if body:
-                    self.wfile.write(data[start:end + 1])
+                    self.wfile.write(data[start : end + 1])
 
             def _range(self, size: int) -> tuple[int, int]:
                 text = self.headers.get("range", "")

@@ -39,8 +39,9 @@ def test_bad_arguments():
 def test_max_model_len_from_a_models_listing():
     from openai.types import Model
 
-    card = Model.model_validate({"id": "smollm2", "object": "model", "created": 0, "owned_by": "kvtool",
-                                 "max_model_len": 2048})
+    card = Model.model_validate(
+        {"id": "smollm2", "object": "model", "created": 0, "owned_by": "kvtool", "max_model_len": 2048}
+    )
     assert server_max_model_len(card) == 2048
     assert server_max_model_len({"id": "smollm2", "max_model_len": 4096}) == 4096
     assert server_max_model_len({"id": "gpt-4o"}) is None

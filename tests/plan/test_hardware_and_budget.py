@@ -16,8 +16,10 @@ from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 
-@pytest.mark.parametrize("name, canonical", [("H100", "H100-80GB"), ("nvidia h100-80gb", "H100-80GB"), ("4090", "RTX-4090"),
-                                             ("a100-80g", "A100-80GB")])
+@pytest.mark.parametrize(
+    "name, canonical",
+    [("H100", "H100-80GB"), ("nvidia h100-80gb", "H100-80GB"), ("4090", "RTX-4090"), ("a100-80g", "A100-80GB")],
+)
 def test_gpu_catalog_names_and_aliases(name, canonical):
     assert gpus.find_gpu(name).name == canonical
 
@@ -43,8 +45,13 @@ def test_budget_subtracts_every_non_kv_term():
     budget = memory_budget(spec, 80 * GiB, 0.92, max_num_batched_tokens=8192, max_num_seqs=1024)
     assert budget.requested_bytes == math.ceil(80 * GiB * 0.92)
     assert budget.weights_bytes == spec.num_parameters * 2
-    assert budget.kv_cache_bytes == (budget.requested_bytes - budget.weights_bytes - budget.activation_bytes
-                                     - budget.non_torch_bytes - budget.cudagraph_bytes)
+    assert budget.kv_cache_bytes == (
+        budget.requested_bytes
+        - budget.weights_bytes
+        - budget.activation_bytes
+        - budget.non_torch_bytes
+        - budget.cudagraph_bytes
+    )
     smaller = memory_budget(spec, 80 * GiB, 0.92, max_num_batched_tokens=2048, max_num_seqs=1024)
     assert smaller.activation_bytes < budget.activation_bytes  # the peak grows with batched tokens
     eager = memory_budget(spec, 80 * GiB, 0.92, enforce_eager=True)
@@ -109,7 +116,12 @@ class FakeNvml:
 def test_nvml_readings_and_memory_held_by_others(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
     (gpu,) = gpus.read_local_gpus()
-    assert (gpu.name, gpu.total_bytes, gpu.free_bytes, gpu.mig_mode) == ("NVIDIA H100 80GB HBM3", 80 * GiB, 50 * GiB, False)
+    assert (gpu.name, gpu.total_bytes, gpu.free_bytes, gpu.mig_mode) == (
+        "NVIDIA H100 80GB HBM3",
+        80 * GiB,
+        50 * GiB,
+        False,
+    )
     assert gpu.processes == (gpus.GpuProcess(4242, 30 * GiB),)
     result = CliRunner().invoke(app, ["plan", "--model", "llama3.1-8b", "--json"])
     report = json.loads(result.stdout)

@@ -15,19 +15,37 @@ from kvtool.cli.app import app
 
 runner = CliRunner()
 HIDDEN, LAYERS, HEADS, KV_HEADS, INTERMEDIATE, VOCAB = 256, 4, 4, 2, 512, 1000
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": LAYERS,
-          "hidden_size": HIDDEN, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
-          "intermediate_size": INTERMEDIATE, "vocab_size": VOCAB, "max_position_embeddings": 4096,
-          "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": LAYERS,
+    "hidden_size": HIDDEN,
+    "num_attention_heads": HEADS,
+    "num_key_value_heads": KV_HEADS,
+    "intermediate_size": INTERMEDIATE,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
 KV = KV_HEADS * HIDDEN // HEADS  # 128: k and v projections
 
 
 def llama_tensors(linear: str = "BF16", scales: bool = False) -> dict:
-    tensors = {"model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]), "lm_head.weight": ("BF16", [VOCAB, HIDDEN]),
-               "model.norm.weight": ("BF16", [HIDDEN])}
-    shapes = {"q_proj": [HIDDEN, HIDDEN], "k_proj": [KV, HIDDEN], "v_proj": [KV, HIDDEN], "o_proj": [HIDDEN, HIDDEN],
-              "gate_proj": [INTERMEDIATE, HIDDEN], "up_proj": [INTERMEDIATE, HIDDEN],
-              "down_proj": [HIDDEN, INTERMEDIATE]}
+    tensors = {
+        "model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]),
+        "lm_head.weight": ("BF16", [VOCAB, HIDDEN]),
+        "model.norm.weight": ("BF16", [HIDDEN]),
+    }
+    shapes = {
+        "q_proj": [HIDDEN, HIDDEN],
+        "k_proj": [KV, HIDDEN],
+        "v_proj": [KV, HIDDEN],
+        "o_proj": [HIDDEN, HIDDEN],
+        "gate_proj": [INTERMEDIATE, HIDDEN],
+        "up_proj": [INTERMEDIATE, HIDDEN],
+        "down_proj": [HIDDEN, INTERMEDIATE],
+    }
     for layer in range(LAYERS):
         tensors[f"model.layers.{layer}.input_layernorm.weight"] = ("BF16", [HIDDEN])
         tensors[f"model.layers.{layer}.post_attention_layernorm.weight"] = ("BF16", [HIDDEN])
@@ -50,16 +68,26 @@ FP8_BYTES = (EMBEDDINGS + NORMS) * 2 + LAYERS * LINEAR_PER_LAYER * 1 + LAYERS * 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
     fp8_config = {**CONFIG, "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
-    stand_in = HubStandIn({
-        "some-org/some-model": {"config.json": json.dumps(CONFIG).encode(),
-                                "model.safetensors": safetensors_file(llama_tensors())},
-        "some-org/some-model-fp8": {"config.json": json.dumps(fp8_config).encode(),
-                                    "model.safetensors": safetensors_file(llama_tensors("F8_E4M3", scales=True))},
-        "some-org/gated-model": {"config.json": json.dumps(CONFIG).encode()},
-        "some-org/no-config": {"README.md": b"hello"},
-    }, gated={"some-org/gated-model": "hf_secret"})
-    for name, value in (("HF_ENDPOINT", stand_in.url), ("HF_HOME", str(tmp_path / "hf")),
-                        ("KVTOOL_CACHE_DIR", str(tmp_path / "kvtool"))):
+    stand_in = HubStandIn(
+        {
+            "some-org/some-model": {
+                "config.json": json.dumps(CONFIG).encode(),
+                "model.safetensors": safetensors_file(llama_tensors()),
+            },
+            "some-org/some-model-fp8": {
+                "config.json": json.dumps(fp8_config).encode(),
+                "model.safetensors": safetensors_file(llama_tensors("F8_E4M3", scales=True)),
+            },
+            "some-org/gated-model": {"config.json": json.dumps(CONFIG).encode()},
+            "some-org/no-config": {"README.md": b"hello"},
+        },
+        gated={"some-org/gated-model": "hf_secret"},
+    )
+    for name, value in (
+        ("HF_ENDPOINT", stand_in.url),
+        ("HF_HOME", str(tmp_path / "hf")),
+        ("KVTOOL_CACHE_DIR", str(tmp_path / "kvtool")),
+    ):
         monkeypatch.setenv(name, value)
     for name in ("HF_HUB_OFFLINE", "HF_TOKEN", "HF_HUB_CACHE"):
         monkeypatch.delenv(name, raising=False)
@@ -80,7 +108,8 @@ def test_an_unseen_model_is_planned_from_the_hub_with_exact_weight_bytes(hub):
     assert report["kv_bytes_per_token"] == LAYERS * 2 * KV_HEADS * 64 * 2
     assert report["model"]["source"].startswith("hub:some-org/some-model@")
     assert ("GET", "/some-org/some-model/resolve/main/config.json") in hub.requests or any(
-        path.endswith("/config.json") for _, path in hub.requests)
+        path.endswith("/config.json") for _, path in hub.requests
+    )
 
 
 def test_fp8_checkpoint_weights_are_its_stored_bytes(hub):
@@ -104,11 +133,14 @@ def test_offline_answers_from_the_cache_and_then_from_the_hf_cache_alone(hub, tm
     assert code == 2 and "not in the Hugging Face cache and HF_HUB_OFFLINE is set" in error
 
 
-@pytest.mark.parametrize("model, problem", [
-    ("some-org/gated-model", "'some-org/gated-model' is gated on http://127.0.0.1"),
-    ("some-org/missing-model", "unknown model 'some-org/missing-model': not in the catalog and not found on"),
-    ("some-org/no-config", "has no config.json"),
-])
+@pytest.mark.parametrize(
+    "model, problem",
+    [
+        ("some-org/gated-model", "'some-org/gated-model' is gated on http://127.0.0.1"),
+        ("some-org/missing-model", "unknown model 'some-org/missing-model': not in the catalog and not found on"),
+        ("some-org/no-config", "has no config.json"),
+    ],
+)
 def test_gated_missing_and_config_less_repos_are_one_line_exit_2(hub, model, problem):
     code, error = plan("--model", model)
     assert code == 2 and problem in error and len(error.strip().splitlines()) == 1
@@ -141,7 +173,12 @@ def test_the_cli_with_hf_endpoint_then_offline_imports_neither_torch_nor_transfo
     online = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, env=os.environ)
     assert '"fits": true' in online.stdout and "HEAVY []" in online.stdout, online.stderr
     hub.close()
-    offline = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    offline = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert offline.stdout == online.stdout
     assert "huggingface_hub" not in offline.stdout

@@ -84,8 +84,9 @@ def test_plan_kv_cache_blocks_tokens_and_concurrency(llama):
     assert plan.kv_cache_tokens == 2560 * 16
     assert plan.max_concurrency == pytest.approx(2560 / 1250)
     assert plan.fits
-    assert plan.log_line() == ("GPU KV cache size: 40,960 tokens, Maximum concurrency for 20,000 tokens per "
-                               "request: 2.05x")
+    assert plan.log_line() == (
+        "GPU KV cache size: 40,960 tokens, Maximum concurrency for 20,000 tokens per request: 2.05x"
+    )
     # one 2 MiB block is the null block: 2559 usable blocks hold 40,944 tokens
     assert plan.safe_max_model_len == 2559 * 16
 
@@ -96,15 +97,19 @@ def test_too_small_cache_raises_vllm_wording_with_estimate(llama):
     err = caught.value
     assert err.needed_bytes == 131072 * 131072
     assert err.estimated_max_model_len == (512 - 1) * 16
-    assert str(err).startswith("To serve at least one request with the model's max seq len (131072), (16.0 GiB KV "
-                               "cache is needed, which is larger than the available KV cache memory (1.0 GiB). Based "
-                               "on the available memory, the estimated maximum model length is 8176.")
+    assert str(err).startswith(
+        "To serve at least one request with the model's max seq len (131072), (16.0 GiB KV "
+        "cache is needed, which is larger than the available KV cache memory (1.0 GiB). Based "
+        "on the available memory, the estimated maximum model length is 8176."
+    )
     kv_cache.check_kv_cache_fits(llama, 1 * GiB, 8176)
     with pytest.raises(KVCacheTooSmallError, match="No available memory for the cache blocks"):
         kv_cache.check_kv_cache_fits(llama, 0, 16)
 
 
-@pytest.mark.parametrize("requested, expected", [(None, 131072), ("8k", 8000), ("8K", 8192), ("25.6k", 25600), (4096, 4096)])
+@pytest.mark.parametrize(
+    "requested, expected", [(None, 131072), ("8k", 8000), ("8K", 8192), ("25.6k", 25600), (4096, 4096)]
+)
 def test_resolve_max_model_len(llama, requested, expected):
     assert kv_cache.resolve_max_model_len(llama, requested) == expected
 
@@ -122,14 +127,23 @@ def test_parallel_sizes_must_divide_heads(llama):
     kv_cache.check_parallel_sizes(llama, tp=16)
     with pytest.raises(UsageError, match=r"attention heads \(32\) must be divisible by tensor parallel size \(3\)"):
         kv_cache.check_parallel_sizes(llama, tp=3)
-    odd = spec_from_hf_config({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 12,
-                               "num_key_value_heads": 4, "vocab_size": 10})
+    odd = spec_from_hf_config(
+        {
+            "num_hidden_layers": 2,
+            "hidden_size": 64,
+            "num_attention_heads": 12,
+            "num_key_value_heads": 4,
+            "vocab_size": 10,
+        }
+    )
     with pytest.raises(UsageError, match="4 KV heads"):
         kv_cache.check_parallel_sizes(odd, tp=6)
 
 
-@pytest.mark.parametrize("kv_dtype, model_dtype, size", [("auto", "bfloat16", 2), ("auto", "float32", 4),
-                                                         ("float16", "float32", 2), ("fp8_e4m3", "bfloat16", 1)])
+@pytest.mark.parametrize(
+    "kv_dtype, model_dtype, size",
+    [("auto", "bfloat16", 2), ("auto", "float32", 4), ("float16", "float32", 2), ("fp8_e4m3", "bfloat16", 1)],
+)
 def test_kv_cache_dtype_bytes(kv_dtype, model_dtype, size):
     assert kv_cache.kv_cache_dtype_bytes(kv_dtype, model_dtype) == size
 

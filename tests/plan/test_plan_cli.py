@@ -11,10 +11,33 @@ from kvtool.cli.app import app
 from kvtool.engine.sizing import gpus
 
 runner = CliRunner()
-CONTRACT_ARGS = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu-mem", "23.58GiB",
-                 "--gpu-memory-utilization", "0.9", "--max-model-len", "20000", "--json"]
-TOP_KEYS = {"kv_bytes_per_token", "block_size", "num_blocks", "kv_cache_tokens", "max_model_len", "safe_max_model_len",
-            "fits", "max_concurrency", "memory", "model", "gpu", "recommendations", "warnings"}
+CONTRACT_ARGS = [
+    "plan",
+    "--model",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "--gpu-mem",
+    "23.58GiB",
+    "--gpu-memory-utilization",
+    "0.9",
+    "--max-model-len",
+    "20000",
+    "--json",
+]
+TOP_KEYS = {
+    "kv_bytes_per_token",
+    "block_size",
+    "num_blocks",
+    "kv_cache_tokens",
+    "max_model_len",
+    "safe_max_model_len",
+    "fits",
+    "max_concurrency",
+    "memory",
+    "model",
+    "gpu",
+    "recommendations",
+    "warnings",
+}
 MEMORY_KEYS = {"budget_bytes", "weights_bytes", "activation_bytes", "kv_cache_bytes"}
 
 
@@ -33,8 +56,13 @@ def test_contract_keys_and_values_for_llama_8b_on_a_24_gib_gpu():
     assert report["num_blocks"] == memory["kv_cache_bytes"] // (16 * 131_072)
     assert report["kv_cache_tokens"] == report["num_blocks"] * 16  # 20000 is a whole number of blocks
     assert report["max_concurrency"] == pytest.approx(report["kv_cache_tokens"] / 20_000, abs=1e-4)
-    assert memory["kv_cache_bytes"] == (memory["budget_bytes"] - memory["weights_bytes"] - memory["activation_bytes"]
-                                        - memory["non_torch_bytes"] - memory["cudagraph_bytes"])
+    assert memory["kv_cache_bytes"] == (
+        memory["budget_bytes"]
+        - memory["weights_bytes"]
+        - memory["activation_bytes"]
+        - memory["non_torch_bytes"]
+        - memory["cudagraph_bytes"]
+    )
     assert 20_000 < report["safe_max_model_len"] < report["kv_cache_tokens"]
     assert "--max-model-len 20000" in report["recommendations"]["vllm_serve"]
 
@@ -59,8 +87,9 @@ def test_auto_max_model_len_is_the_safe_length_and_fits():
 
 
 def test_tensor_parallel_named_gpu_and_workloads():
-    code, report = plan_json("plan", "--model", "llama3.1-70b", "--gpu", "H100-80GB", "--tp", "4",
-                             "--workload", "rag=6144:2048", "--json")
+    code, report = plan_json(
+        "plan", "--model", "llama3.1-70b", "--gpu", "H100-80GB", "--tp", "4", "--workload", "rag=6144:2048", "--json"
+    )
     assert code == 0
     assert report["kv_bytes_per_token"] == 80 * 2 * 2 * 128 * 2
     assert report["gpu"]["count"] == 4 and report["max_num_batched_tokens"] == 8192  # vLLM's >= 70 GiB default
@@ -70,9 +99,20 @@ def test_tensor_parallel_named_gpu_and_workloads():
 
 
 def test_local_config_json(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 2048}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 4,
+                "hidden_size": 256,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "intermediate_size": 512,
+                "vocab_size": 1000,
+                "max_position_embeddings": 2048,
+            }
+        )
+    )
     code, report = plan_json("plan", "--model", str(tmp_path), "--gpu-mem", "8GiB", "--json")
     assert code == 0 and report["kv_bytes_per_token"] == 4 * 2 * 2 * 64 * 2
     assert report["max_model_len"] == report["safe_max_model_len"] == 2048
@@ -85,26 +125,32 @@ def test_rich_output_names_the_numbers():
     assert "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 20000" in result.stdout
 
 
-@pytest.mark.parametrize("args, problem", [
-    (["--model", "no-such-model", "--gpu-mem", "24GiB"], "unknown model 'no-such-model'"),
-    (["--gpu-mem", "0GiB"], "--gpu-mem must be positive"),
-    (["--gpu-mem", "-3GiB"], "is not a memory size"),
-    (["--gpu-mem", "24GiB", "--gpu-memory-utilization", "1.5"], "must be in (0, 1]"),
-    (["--gpu-mem", "24GiB", "--gpu-memory-utilization", "0"], "must be in (0, 1]"),
-    (["--gpu-mem", "24GiB", "--model", "llama3.1-8b", "--tp", "3"], "must be divisible by tensor parallel size (3)"),
-    (["--gpu-mem", "24GiB", "--tp", "0"], "--tp must be at least 1"),
-    (["--gpu-mem", "24GiB", "--max-model-len", "lots"], "max_model_len 'lots' is not a whole number"),
-    (["--gpu-mem", "24GiB", "--workload", "6144"], "is not PROMPT:OUTPUT"),
-    (["--gpu", "H1000"], "unknown GPU 'H1000'"),
-    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "int3"], "does not accept --kv-cache-dtype int3"),
-    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "float32"], "vLLM 0.33.0 does not accept --kv-cache-dtype float32"),
-    (["--gpu-mem", "24GiB", "--kv-cache-dtype", "bfloat16", "--vllm-version", "0.10"], "does not accept"),
-    (["--gpu-mem", "24GiB", "--vllm-version", "0.1"], "outside the releases plan models"),
-    (["--gpu-mem", "24GiB", "--vllm-version", "latest"], "is not a release number"),
-    (["--gpu-mem", "24GiB", "--quantization", "int3"], "unknown quantization 'int3'"),
-    (["--gpu-mem", "24GiB", "--limit-mm-per-prompt", "image"], "is not MODALITY=COUNT pairs"),
-    (["--gpu-mem", "24GiB", "--gpu-free", "30GiB"], "--gpu-free must be positive and at most"),
-])
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        (["--model", "no-such-model", "--gpu-mem", "24GiB"], "unknown model 'no-such-model'"),
+        (["--gpu-mem", "0GiB"], "--gpu-mem must be positive"),
+        (["--gpu-mem", "-3GiB"], "is not a memory size"),
+        (["--gpu-mem", "24GiB", "--gpu-memory-utilization", "1.5"], "must be in (0, 1]"),
+        (["--gpu-mem", "24GiB", "--gpu-memory-utilization", "0"], "must be in (0, 1]"),
+        (
+            ["--gpu-mem", "24GiB", "--model", "llama3.1-8b", "--tp", "3"],
+            "must be divisible by tensor parallel size (3)",
+        ),
+        (["--gpu-mem", "24GiB", "--tp", "0"], "--tp must be at least 1"),
+        (["--gpu-mem", "24GiB", "--max-model-len", "lots"], "max_model_len 'lots' is not a whole number"),
+        (["--gpu-mem", "24GiB", "--workload", "6144"], "is not PROMPT:OUTPUT"),
+        (["--gpu", "H1000"], "unknown GPU 'H1000'"),
+        (["--gpu-mem", "24GiB", "--kv-cache-dtype", "int3"], "does not accept --kv-cache-dtype int3"),
+        (["--gpu-mem", "24GiB", "--kv-cache-dtype", "float32"], "vLLM 0.33.0 does not accept --kv-cache-dtype float32"),
+        (["--gpu-mem", "24GiB", "--kv-cache-dtype", "bfloat16", "--vllm-version", "0.10"], "does not accept"),
+        (["--gpu-mem", "24GiB", "--vllm-version", "0.1"], "outside the releases plan models"),
+        (["--gpu-mem", "24GiB", "--vllm-version", "latest"], "is not a release number"),
+        (["--gpu-mem", "24GiB", "--quantization", "int3"], "unknown quantization 'int3'"),
+        (["--gpu-mem", "24GiB", "--limit-mm-per-prompt", "image"], "is not MODALITY=COUNT pairs"),
+        (["--gpu-mem", "24GiB", "--gpu-free", "30GiB"], "--gpu-free must be positive and at most"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, problem):
     result = runner.invoke(app, ["plan", *args])
     assert result.exit_code == 2, result.output
@@ -143,15 +189,30 @@ print("HEAVY", sorted(m for m in ("torch", "transformers") if m in sys.modules))
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["plan", "--help"], CONTRACT_ARGS, ["plan", "--model", "smollm2", "--gpu", "L4"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["plan", "--help"], CONTRACT_ARGS, ["plan", "--model", "smollm2", "--gpu", "L4"]]
+)
 def test_help_and_plan_import_neither_torch_nor_transformers(args):
-    out = subprocess.run([sys.executable, "-c", IMPORT_PROBE.format(args=args)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE.format(args=args)], capture_output=True, text=True, timeout=60
+    )
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
 
 
 def test_plan_on_a_local_config_json_imports_neither_torch_nor_transformers(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
-                                                      "num_attention_heads": 4, "vocab_size": 100}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "vocab_size": 100,
+            }
+        )
+    )
     args = ["plan", "--model", str(tmp_path / "config.json"), "--gpu-mem", "1GiB", "--json"]
-    out = subprocess.run([sys.executable, "-c", IMPORT_PROBE.format(args=args)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE.format(args=args)], capture_output=True, text=True, timeout=60
+    )
     assert '"fits": true' in out.stdout and "HEAVY []" in out.stdout, out.stdout + out.stderr

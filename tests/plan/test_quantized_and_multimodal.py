@@ -11,9 +11,17 @@ from kvtool.engine.sizing.quantization import checkpoint_bytes
 from kvtool.engine.sizing.spec import resolve_model_spec, spec_from_hf_config
 
 runner = CliRunner()
-TEXT = {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
-        "num_key_value_heads": 2, "intermediate_size": 4096, "vocab_size": 32000, "max_position_embeddings": 8192,
-        "torch_dtype": "bfloat16"}
+TEXT = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 1024,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4096,
+    "vocab_size": 32000,
+    "max_position_embeddings": 8192,
+    "torch_dtype": "bfloat16",
+}
 EMBEDDINGS = 2 * 32000 * 1024  # input embeddings and lm_head (untied), kept in bf16 by every method below
 ATTENTION = 4 * 1024 * 128 * (2 * 8 + 2 * 2)  # q, o: 8 heads; k, v: 2 heads; head_dim 128
 MLP = 4 * 3 * 1024 * 4096
@@ -32,18 +40,22 @@ def test_fp8_per_tensor_and_in_128_x_128_blocks():
     assert weights({"quant_method": "fp8"}) == LINEAR * 1 + EMBEDDINGS * 2
     # one fp32 scale per 128 x 128 block of weights
     assert weights({"quant_method": "fp8", "weight_block_size": [128, 128]}) == int(
-        LINEAR * (1 + 4 / 16384) + EMBEDDINGS * 2)
+        LINEAR * (1 + 4 / 16384) + EMBEDDINGS * 2
+    )
 
 
 def test_awq_and_gptq_4_bit_with_group_scales_and_zero_points():
     # 4 bits per weight, and per group of 128: an fp16 scale (2 bytes) and a packed 4-bit zero point
     per_weight = 0.5 + (2 + 0.5) / 128
     assert weights({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}) == int(
-        LINEAR * per_weight + EMBEDDINGS * 2)
+        LINEAR * per_weight + EMBEDDINGS * 2
+    )
     assert weights({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}) == int(
-        LINEAR * per_weight + EMBEDDINGS * 2)
+        LINEAR * per_weight + EMBEDDINGS * 2
+    )
     assert weights({"quant_method": "gptq", "bits": 8, "group_size": 32}) == int(
-        LINEAR * (1 + (2 + 1) / 32) + EMBEDDINGS * 2)
+        LINEAR * (1 + (2 + 1) / 32) + EMBEDDINGS * 2
+    )
 
 
 def test_mxfp4_quantizes_only_the_experts_of_gpt_oss():
@@ -55,11 +67,20 @@ def test_mxfp4_quantizes_only_the_experts_of_gpt_oss():
 
 def test_nvfp4_bitsandbytes_and_compressed_tensors():
     assert weights({"quant_method": "modelopt_fp4"}) == int(LINEAR * (0.5 + 1 / 16) + EMBEDDINGS * 2)
-    assert weights({"quant_method": "bitsandbytes", "load_in_4bit": True}) == int(LINEAR * (0.5 + 4 / 64)
-                                                                                   + EMBEDDINGS * 2)
-    w4a16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
-             "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-                 "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}}}}
+    assert weights({"quant_method": "bitsandbytes", "load_in_4bit": True}) == int(
+        LINEAR * (0.5 + 4 / 64) + EMBEDDINGS * 2
+    )
+    w4a16 = {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "ignore": ["lm_head"],
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128},
+            }
+        },
+    }
     assert weights(w4a16) == int(LINEAR * (0.5 + 2 / 128) + EMBEDDINGS * 2)
 
 
@@ -71,12 +92,29 @@ def test_the_checkpoint_itself_wins_when_its_dtype_counts_are_known():
     assert checkpoint_bytes({"F32": 1000}, 2) == 2000  # an fp32 checkpoint is loaded in bf16
 
 
-QWEN_VL = {"model_type": "qwen2_5_vl", "torch_dtype": "bfloat16",
-           "text_config": {"model_type": "qwen2_5_vl_text", "num_hidden_layers": 28, "hidden_size": 3584,
-                           "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
-                           "vocab_size": 152064, "max_position_embeddings": 128000},
-           "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14,
-                             "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584}}
+QWEN_VL = {
+    "model_type": "qwen2_5_vl",
+    "torch_dtype": "bfloat16",
+    "text_config": {
+        "model_type": "qwen2_5_vl_text",
+        "num_hidden_layers": 28,
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "intermediate_size": 18944,
+        "vocab_size": 152064,
+        "max_position_embeddings": 128000,
+    },
+    "vision_config": {
+        "depth": 32,
+        "hidden_size": 1280,
+        "intermediate_size": 3420,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": 3584,
+    },
+}
 
 
 def test_a_vision_tower_is_counted_and_profiled(tmp_path):
@@ -100,9 +138,17 @@ def test_a_vision_tower_is_counted_and_profiled(tmp_path):
 
 
 def test_an_audio_tower_is_counted():
-    config = {"model_type": "qwen2_audio", "text_config": {**TEXT},
-              "audio_config": {"d_model": 1280, "encoder_layers": 32, "encoder_ffn_dim": 5120,
-                               "max_source_positions": 1500, "num_mel_bins": 128}}
+    config = {
+        "model_type": "qwen2_audio",
+        "text_config": {**TEXT},
+        "audio_config": {
+            "d_model": 1280,
+            "encoder_layers": 32,
+            "encoder_ffn_dim": 5120,
+            "max_source_positions": 1500,
+            "num_mel_bins": 128,
+        },
+    }
     spec = spec_from_hf_config(config, "audio")
     assert spec.modalities == ("audio",) and spec.mm_tokens_per_item == 750
     # 32 Whisper blocks, two kernel-3 convolutions (128 mel bins -> 1280 -> 1280), a 1280 -> 1024 projector
@@ -110,12 +156,18 @@ def test_an_audio_tower_is_counted():
     assert spec.num_parameters == EMBEDDINGS + LINEAR + tower
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--enforce-eager"], "--enforce-eager"), (["--block-size", "32"], "--block-size 32"),
-    (["--dtype", "float16"], "--dtype float16"), (["--quantization", "fp8"], "--quantization fp8"),
-    (["--kv-cache-dtype", "fp8_e4m3"], "--kv-cache-dtype fp8_e4m3"),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--enforce-eager"], "--enforce-eager"),
+        (["--block-size", "32"], "--block-size 32"),
+        (["--dtype", "float16"], "--dtype float16"),
+        (["--quantization", "fp8"], "--quantization fp8"),
+        (["--kv-cache-dtype", "fp8_e4m3"], "--kv-cache-dtype fp8_e4m3"),
+    ],
+)
 def test_vllm_serve_carries_every_flag_the_plan_assumed(flags, expected):
-    result = runner.invoke(app, ["plan", "--model", "llama3.1-8b", "--gpu", "H100-80GB", "--max-model-len", "8192",
-                                 *flags, "--json"])
+    result = runner.invoke(
+        app, ["plan", "--model", "llama3.1-8b", "--gpu", "H100-80GB", "--max-model-len", "8192", *flags, "--json"]
+    )
     assert expected in json.loads(result.stdout)["recommendations"]["vllm_serve"]

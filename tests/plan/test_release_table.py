@@ -44,33 +44,76 @@ class Row:
 
 
 ROWS = [
-    Row("0.2.0", "worker/worker.py profile_num_available_blocks: total x util - torch max_memory_allocated",
+    Row(
+        "0.2.0",
+        "worker/worker.py profile_num_available_blocks: total x util - torch max_memory_allocated",
         ("--gpu-mem", "80GiB", "--max-model-len", "4096"),
-        int(80 * GiB * 0.9) - W - (4096 * A + 256 * S), 4096, num_cpu_blocks=2048),
-    Row("0.5.2", "worker/worker.py determine_num_available_blocks: init free - free after a max_model_len profile",
+        int(80 * GiB * 0.9) - W - (4096 * A + 256 * S),
+        4096,
+        num_cpu_blocks=2048,
+    ),
+    Row(
+        "0.5.2",
+        "worker/worker.py determine_num_available_blocks: init free - free after a max_model_len profile",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W - (32768 * A + 256 * S) - N, 32768, num_cpu_blocks=2048),
-    Row("0.6.3", "engine/arg_utils.py: chunked prefill on above 32k, 512-token profile batch",
+        int(80 * GiB * 0.9) - W - (32768 * A + 256 * S) - N,
+        32768,
+        num_cpu_blocks=2048,
+    ),
+    Row(
+        "0.6.3",
+        "engine/arg_utils.py: chunked prefill on above 32k, 512-token profile batch",
         ("--gpu-mem", "80GiB", "--max-model-len", "131072"),
-        int(80 * GiB * 0.9) - W - (512 * A + 256 * S) - N, 512, num_cpu_blocks=2048),
-    Row("0.8.5", "v1/worker/gpu_worker.py determine_available_memory: total x util - (torch peak + non-torch)",
+        int(80 * GiB * 0.9) - W - (512 * A + 256 * S) - N,
+        512,
+        num_cpu_blocks=2048,
+    ),
+    Row(
+        "0.8.5",
+        "v1/worker/gpu_worker.py determine_available_memory: total x util - (torch peak + non-torch)",
         ("--gpu", "H100-80GB", "--max-model-len", "32768"),
-        int(H100 * 0.9) - W - (8192 * A + 1024 * S) - N, 8192),
-    Row("0.11.0", "v1/worker/gpu_worker.py: baseline after NCCL init, so TP 2 charges no communicator memory",
+        int(H100 * 0.9) - W - (8192 * A + 1024 * S) - N,
+        8192,
+    ),
+    Row(
+        "0.11.0",
+        "v1/worker/gpu_worker.py: baseline after NCCL init, so TP 2 charges no communicator memory",
         ("--gpu-mem", "80GiB", "--tp", "2", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W // 2 - (8192 * A_TP2 + 1024 * S) - N, 8192, block_bytes=BLOCK // 2),
-    Row("0.20.0", "v1/worker/gpu_worker.py: ceil(total x 0.92) - non-KV - CUDA graph estimate",
+        int(80 * GiB * 0.9) - W // 2 - (8192 * A_TP2 + 1024 * S) - N,
+        8192,
+        block_bytes=BLOCK // 2,
+    ),
+    Row(
+        "0.20.0",
+        "v1/worker/gpu_worker.py: ceil(total x 0.92) - non-KV - CUDA graph estimate",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        math.ceil(80 * GiB * 0.92) - W - (8192 * A + 1024 * S) - N - G, 8192),
-    Row("0.20.1", "v1/core/kv_cache_utils.py: logged tokens = int(max_concurrency x max_model_len)",
+        math.ceil(80 * GiB * 0.92) - W - (8192 * A + 1024 * S) - N - G,
+        8192,
+    ),
+    Row(
+        "0.20.1",
+        "v1/core/kv_cache_utils.py: logged tokens = int(max_concurrency x max_model_len)",
         ("--gpu-mem", "80GiB", "--max-model-len", "30000"),
-        math.ceil(80 * GiB * 0.92) - W - (8192 * A + 1024 * S) - N - G, 8192, tokens_from_concurrency=True),
-    Row("0.28.0", "engine/arg_utils.py get_batch_defaults: 16384 / 1024 on GPUs of 160 GiB and more",
+        math.ceil(80 * GiB * 0.92) - W - (8192 * A + 1024 * S) - N - G,
+        8192,
+        tokens_from_concurrency=True,
+    ),
+    Row(
+        "0.28.0",
+        "engine/arg_utils.py get_batch_defaults: 16384 / 1024 on GPUs of 160 GiB and more",
         ("--gpu", "B200", "--max-model-len", "32768"),
-        math.ceil(int(178.4 * GiB) * 0.92) - W - (16384 * A + 1024 * S) - N - G, 16384, tokens_from_concurrency=True),
-    Row("0.33.0", "v1/worker/gpu_worker.py + v1/core/kv_cache_utils.py (newest release)",
+        math.ceil(int(178.4 * GiB) * 0.92) - W - (16384 * A + 1024 * S) - N - G,
+        16384,
+        tokens_from_concurrency=True,
+    ),
+    Row(
+        "0.33.0",
+        "v1/worker/gpu_worker.py + v1/core/kv_cache_utils.py (newest release)",
         ("--gpu", "H100-80GB", "--max-model-len", "131072"),
-        math.ceil(H100 * 0.92) - W - (8192 * A + 1024 * S) - N - G, 8192, tokens_from_concurrency=True),
+        math.ceil(H100 * 0.92) - W - (8192 * A + 1024 * S) - N - G,
+        8192,
+        tokens_from_concurrency=True,
+    ),
 ]
 
 
@@ -92,6 +135,12 @@ def test_plan_matches_the_releases_arithmetic(row):
 
 
 def test_the_table_spans_v0_to_the_newest_release():
-    engines = {json.loads(CliRunner().invoke(app, ["plan", "--model", "llama3.1-8b", "--vllm-version", row.version,
-                                                   *row.args, "--json"]).stdout)["vllm"]["engine"] for row in ROWS}
+    engines = {
+        json.loads(
+            CliRunner()
+            .invoke(app, ["plan", "--model", "llama3.1-8b", "--vllm-version", row.version, *row.args, "--json"])
+            .stdout
+        )["vllm"]["engine"]
+        for row in ROWS
+    }
     assert engines == {"V0", "V1"} and len({row.version for row in ROWS}) >= 5 and ROWS[-1].version == "0.33.0"

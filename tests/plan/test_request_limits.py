@@ -19,7 +19,8 @@ def test_prompt_alone_too_long_is_refused_even_when_clamping():
     assert caught.value.param == "input_tokens"
     assert str(caught.value) == (
         "This model's maximum context length is 4096 tokens. However, your prompt contains 5000 input tokens, "
-        "which exceeds this limit even without any output tokens. Please reduce the length of the input prompt.")
+        "which exceeds this limit even without any output tokens. Please reduce the length of the input prompt."
+    )
 
 
 def test_prompt_filling_the_context_leaves_no_room():
@@ -31,15 +32,18 @@ def test_max_tokens_above_context_is_refused():
     with pytest.raises(RequestTooLongError) as caught:
         check_request_length(10, 5000, 4096, overflow="clamp")
     assert caught.value.param == "max_tokens"
-    assert str(caught.value) == ("max_tokens=5000 cannot be greater than max_model_len=4096. "
-                                 "Please request fewer output tokens.")
+    assert str(caught.value) == (
+        "max_tokens=5000 cannot be greater than max_model_len=4096. Please request fewer output tokens."
+    )
 
 
 def test_overflow_reject_uses_the_total_message():
     with pytest.raises(RequestTooLongError) as caught:
         check_request_length(3000, 2000, 4096)
-    assert "you requested 2000 output tokens and your prompt contains 3000 input tokens, for a total of 5000 " \
-           "tokens" in str(caught.value)
+    assert (
+        "you requested 2000 output tokens and your prompt contains 3000 input tokens, for a total of 5000 "
+        "tokens" in str(caught.value)
+    )
 
 
 def test_overflow_clamp_lowers_max_tokens_to_the_room_left():

@@ -20,10 +20,13 @@ def first_failure(report: dict) -> dict:
     return next(check for check in report["vllm"]["checks"] if not check["passed"])
 
 
-@pytest.mark.parametrize("version, start", [
-    ("0.33", "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization"),
-    ("0.12", "CUDA out of memory. Tried to allocate"),
-])
+@pytest.mark.parametrize(
+    "version, start",
+    [
+        ("0.33", "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization"),
+        ("0.12", "CUDA out of memory. Tried to allocate"),
+    ],
+)
 def test_weights_that_do_not_fit(version, start):
     code, report = plan("--model", "llama3.1-70b", "--vllm-version", version)  # 141 GB of bf16 weights
     check = first_failure(report)
@@ -32,45 +35,90 @@ def test_weights_that_do_not_fit(version, start):
     assert report["warnings"][0] == check["message"]
 
 
-@pytest.mark.parametrize("version, text", [
-    ("0.33", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-             "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). See"),
-    ("0.13", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-             "the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),
-    ("0.6.3", "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-              "the engine."),
-])
+@pytest.mark.parametrize(
+    "version, text",
+    [
+        (
+            "0.33",
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). See",
+        ),
+        (
+            "0.13",
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
+        ),
+        (
+            "0.6.3",
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine.",
+        ),
+    ],
+)
 def test_non_positive_kv_memory(version, text):
     # 16 GB of weights in a 0.2 x 80 GiB budget: the weights load, nothing is left for the cache
-    code, report = plan("--model", "llama3.1-8b", "--gpu-memory-utilization", "0.2", "--max-model-len", "8192",
-                        "--vllm-version", version)
+    code, report = plan(
+        "--model",
+        "llama3.1-8b",
+        "--gpu-memory-utilization",
+        "0.2",
+        "--max-model-len",
+        "8192",
+        "--vllm-version",
+        version,
+    )
     check = first_failure(report)
     assert code == 1 and check["name"] == "kv_memory" and check["message"].startswith(text)
 
 
-@pytest.mark.parametrize("version, start", [
-    ("0.33", "To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed"),
-    ("0.14", "To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache is needed"),
-    ("0.12", "To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed"),
-    ("0.8.2", "To serve at least one request with the models's max seq len (131072), (16.00 GB KV cache is needed"),
-    ("0.6.3", "The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV "
-              "cache ("),
-])
+@pytest.mark.parametrize(
+    "version, start",
+    [
+        ("0.33", "To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed"),
+        ("0.14", "To serve at least one request with the models's max seq len (131072), (16.0 GiB KV cache is needed"),
+        ("0.12", "To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed"),
+        ("0.8.2", "To serve at least one request with the models's max seq len (131072), (16.00 GB KV cache is needed"),
+        (
+            "0.6.3",
+            "The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV "
+            "cache (",
+        ),
+    ],
+)
 def test_fewer_tokens_than_one_max_model_len_request(version, start):
-    code, report = plan("--model", "llama3.1-8b", "--gpu-memory-utilization", "0.35", "--vllm-version", version,
-                        "--max-model-len", "131072", "--max-num-batched-tokens", "2048")
+    code, report = plan(
+        "--model",
+        "llama3.1-8b",
+        "--gpu-memory-utilization",
+        "0.35",
+        "--vllm-version",
+        version,
+        "--max-model-len",
+        "131072",
+        "--max-num-batched-tokens",
+        "2048",
+    )
     check = first_failure(report)
     assert code == 1 and check["name"] == "one_request" and check["message"].startswith(start)
     estimate = "the estimated maximum model length is" in check["message"]
     assert estimate is (version not in ("0.8.2", "0.6.3"))
 
 
-@pytest.mark.parametrize("version, text", [
-    ("0.33", "Free memory on device cuda:0 (30.0/80.0 GiB) on startup is less than desired GPU memory utilization "
-             "(0.92, 73.6 GiB)."),
-    ("0.13", "Free memory on device (30.0/80.0 GiB) on startup is less than desired GPU memory utilization "
-             "(0.9, 72.0 GiB)."),
-])
+@pytest.mark.parametrize(
+    "version, text",
+    [
+        (
+            "0.33",
+            "Free memory on device cuda:0 (30.0/80.0 GiB) on startup is less than desired GPU memory utilization "
+            "(0.92, 73.6 GiB).",
+        ),
+        (
+            "0.13",
+            "Free memory on device (30.0/80.0 GiB) on startup is less than desired GPU memory utilization "
+            "(0.9, 72.0 GiB).",
+        ),
+    ],
+)
 def test_free_memory_below_the_requested_fraction_is_checked_first(version, text):
     code, report = plan("--model", "llama3.1-70b", "--gpu-free", "30GiB", "--vllm-version", version)
     checks = report["vllm"]["checks"]
@@ -79,10 +127,12 @@ def test_free_memory_below_the_requested_fraction_is_checked_first(version, text
 
 
 def test_releases_without_the_free_memory_check_charge_or_ignore_other_processes():
-    code, v1_early = plan("--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.9.0",
-                          "--max-model-len", "8192")
-    code, v0 = plan("--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.6.3",
-                    "--max-model-len", "8192")
+    code, v1_early = plan(
+        "--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.9.0", "--max-model-len", "8192"
+    )
+    code, v0 = plan(
+        "--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", "0.6.3", "--max-model-len", "8192"
+    )
     assert "free_memory" not in [c["name"] for c in v1_early["vllm"]["checks"] + v0["vllm"]["checks"]]
     assert v1_early["memory"]["other_process_bytes"] == 20 * (1 << 30)  # 0.7-0.9.0 measure total - free
     assert v0["memory"]["other_process_bytes"] == 0  # 0.3.1+ measure from the free memory at init
@@ -95,8 +145,20 @@ def test_a_configuration_that_starts_passes_every_check():
 
 
 def test_the_report_names_the_release_its_log_lines_and_the_check_that_stops_it():
-    v0 = runner.invoke(app, ["plan", "--model", "llama3.1-8b", "--gpu", "H100-80GB", "--vllm-version", "0.6.3",
-                             "--max-model-len", "131072"])
+    v0 = runner.invoke(
+        app,
+        [
+            "plan",
+            "--model",
+            "llama3.1-8b",
+            "--gpu",
+            "H100-80GB",
+            "--vllm-version",
+            "0.6.3",
+            "--max-model-len",
+            "131072",
+        ],
+    )
     assert v0.exit_code == 0 and "vLLM 0.6.3 V0" in v0.stdout
     assert "vLLM would log: # GPU blocks: " in v0.stdout and ", # CPU blocks: 2048" in v0.stdout
     assert "Maximum concurrency for 131072 tokens per request:" in v0.stdout

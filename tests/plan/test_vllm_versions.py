@@ -41,14 +41,17 @@ def test_gpu_memory_utilization_default(version, utilization):
     assert plan(version, max_model_len=8192).budget.gpu_memory_utilization == utilization
 
 
-@pytest.mark.parametrize("version, max_model_len, tokens", [
-    ("0.5.2", 131072, 131072),  # no automatic chunked prefill: max(max_model_len, 2048) tokens in one profile batch
-    ("0.5.3", 131072, 512),     # engine/arg_utils.py: chunked prefill on above 32k; config.py: 512 tokens
-    ("0.5.3", 32768, 32768),    # 32768 is not above 32k: chunking stays off
-    ("0.6.5", 131072, 2048),    # config.py: the chunk becomes 2048
-    ("0.6.5", 1024, 2048),      # off: max(1024, 2048)
-    ("0.4.1", 8192, 8192),
-])
+@pytest.mark.parametrize(
+    "version, max_model_len, tokens",
+    [
+        ("0.5.2", 131072, 131072),  # no automatic chunked prefill: max(max_model_len, 2048) tokens in one profile batch
+        ("0.5.3", 131072, 512),  # engine/arg_utils.py: chunked prefill on above 32k; config.py: 512 tokens
+        ("0.5.3", 32768, 32768),  # 32768 is not above 32k: chunking stays off
+        ("0.6.5", 131072, 2048),  # config.py: the chunk becomes 2048
+        ("0.6.5", 1024, 2048),  # off: max(1024, 2048)
+        ("0.4.1", 8192, 8192),
+    ],
+)
 def test_v0_profile_token_count_and_chunked_prefill_default(version, max_model_len, tokens):
     report = plan(version, max_model_len=max_model_len, gpu=GpuInfo("big", 640 * GiB, source="size"))
     assert report.v0 and report.max_num_batched_tokens == tokens and report.max_num_seqs == 256
@@ -58,11 +61,23 @@ def test_v0_profile_token_count_and_chunked_prefill_default(version, max_model_l
 
 
 def test_v0_multimodal_models_profile_at_least_5120_tokens_from_0_6_3():
-    config = {"model_type": "qwen2_5_vl",
-              "text_config": {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-                              "vocab_size": 1000, "max_position_embeddings": 4096},
-              "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256, "patch_size": 14,
-                                "spatial_merge_size": 2}}
+    config = {
+        "model_type": "qwen2_5_vl",
+        "text_config": {
+            "num_hidden_layers": 2,
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "vocab_size": 1000,
+            "max_position_embeddings": 4096,
+        },
+        "vision_config": {
+            "depth": 2,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+        },
+    }
     spec = spec_from_hf_config(config, "tiny-vl")
     assert plan("0.6.3", spec, max_model_len=4096).max_num_batched_tokens == 5120
     assert plan("0.6.2", spec, max_model_len=4096).max_num_batched_tokens == 4096
@@ -88,23 +103,39 @@ def test_cuda_graph_memory_is_subtracted_from_0_20():
     assert plan("0.20.0", max_model_len=8192, enforce_eager=True).budget.cudagraph_bytes == 0
 
 
-@pytest.mark.parametrize("version, kv_dtype, arch, v0", [
-    ("0.7.3", "auto", "sm90", True), ("0.8.0", "auto", "sm90", False),  # envs.py VLLM_USE_V1 default "1" in 0.8.0
-    ("0.8.4", "fp8", "sm90", True), ("0.8.5", "fp8", "sm90", False),     # arg_utils.py: fp8 KV fell back to V0
-    ("0.10.2", "auto", "sm75", True), ("0.11.0", "auto", "sm75", False),  # T4 stayed on V0 while V0 existed
-])
+@pytest.mark.parametrize(
+    "version, kv_dtype, arch, v0",
+    [
+        ("0.7.3", "auto", "sm90", True),
+        ("0.8.0", "auto", "sm90", False),  # envs.py VLLM_USE_V1 default "1" in 0.8.0
+        ("0.8.4", "fp8", "sm90", True),
+        ("0.8.5", "fp8", "sm90", False),  # arg_utils.py: fp8 KV fell back to V0
+        ("0.10.2", "auto", "sm75", True),
+        ("0.11.0", "auto", "sm75", False),  # T4 stayed on V0 while V0 existed
+    ],
+)
 def test_the_v1_switch(version, kv_dtype, arch, v0):
     gpu = GpuInfo("gpu", 80 * GiB, source="size", arch=arch)
     assert plan(version, gpu=gpu, kv_cache_dtype=kv_dtype, max_model_len=8192).v0 is v0
 
 
-@pytest.mark.parametrize("window, batched, length, one_step, two_steps", [
-    (128, 8192, 131072, 521, 1033), (1024, 8192, 131072, 577, 1089), (4096, 2048, 32768, 385, 513)])
+@pytest.mark.parametrize(
+    "window, batched, length, one_step, two_steps",
+    [(128, 8192, 131072, 521, 1033), (1024, 8192, 131072, 577, 1089), (4096, 2048, 32768, 385, 513)],
+)
 def test_sliding_window_blocks_per_request(window, batched, length, one_step, two_steps):
     # v1/kv_cache_interface.py SlidingWindowSpec: cdiv(min(W - 1 + B, L), 16) + 1 (0.8.3-0.25),
     # config/vllm.py max_concurrent_batches: two batches in flight with async scheduling (0.26+)
-    spec = spec_from_hf_config({"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 1, "vocab_size": 10,
-                                "sliding_window": window, "max_position_embeddings": length})
+    spec = spec_from_hf_config(
+        {
+            "num_hidden_layers": 1,
+            "hidden_size": 64,
+            "num_attention_heads": 1,
+            "vocab_size": 10,
+            "sliding_window": window,
+            "max_position_embeddings": length,
+        }
+    )
     page = 16 * 2 * 64 * 2
     for version, blocks in (("0.25.1", one_step), ("0.26.0", two_steps)):
         rules = vllm_startup.kv_rules(VllmRelease.parse(version), False, 1, False)
@@ -115,10 +146,20 @@ def test_sliding_window_blocks_per_request(window, batched, length, one_step, tw
     assert mixed.sliding_batches == 0
 
 
-@pytest.mark.parametrize("version, arch, block", [
-    ("0.7.3", "sm90", 16), ("0.8.0", "sm90", 64), ("0.8.0", "sm100", 16), ("0.10.0", "sm100", 128),
-    ("0.17.0", "sm100", 64), ("0.17.1", "sm90", 64), ("0.18.0", "sm90", 16), ("0.18.0", "sm100", 32),
-    ("0.33", "sm80", 16)])
+@pytest.mark.parametrize(
+    "version, arch, block",
+    [
+        ("0.7.3", "sm90", 16),
+        ("0.8.0", "sm90", 64),
+        ("0.8.0", "sm100", 16),
+        ("0.10.0", "sm100", 128),
+        ("0.17.0", "sm100", 64),
+        ("0.17.1", "sm90", 64),
+        ("0.18.0", "sm90", 16),
+        ("0.18.0", "sm100", 32),
+        ("0.33", "sm80", 16),
+    ],
+)
 def test_mla_block_size_by_backend_and_gpu(version, arch, block):
     # platforms/cuda.py: FlashMLA forced 64 (0.8+), CUTLASS MLA 128 on SM100 (0.10+);
     # 0.18+ the backend's preferred size (FlashAttention MLA 16 on Hopper, FlashInfer MLA 32 on Blackwell)
@@ -146,23 +187,36 @@ def test_the_null_block_is_kept_back_in_the_check_from_0_29():
         assert kv_cache.plan_kv_cache(exact, LLAMA, 8192, rules=rules).fits is fits
 
 
-@pytest.mark.parametrize("version, gpu, limits", [
-    ("0.8.4", "H100-80GB", (8192, 1024)), ("0.8.4", "A100-80GB", (2048, 256)),  # by name before 0.8.5
-    ("0.8.5", "A100-80GB", (8192, 1024)), ("0.9.0", "A100-80GB", (2048, 256)),  # A100 back to small in 0.9.0
-    ("0.27.1", "B200", (8192, 1024)), ("0.28.0", "B200", (16384, 1024)),        # >= 160 GiB tier from 0.28
-    ("0.32.0", "GB10", (8192, 1024)), ("0.33", "GB10", (2048, 256)),            # GB10 small from 0.33
-])
+@pytest.mark.parametrize(
+    "version, gpu, limits",
+    [
+        ("0.8.4", "H100-80GB", (8192, 1024)),
+        ("0.8.4", "A100-80GB", (2048, 256)),  # by name before 0.8.5
+        ("0.8.5", "A100-80GB", (8192, 1024)),
+        ("0.9.0", "A100-80GB", (2048, 256)),  # A100 back to small in 0.9.0
+        ("0.27.1", "B200", (8192, 1024)),
+        ("0.28.0", "B200", (16384, 1024)),  # >= 160 GiB tier from 0.28
+        ("0.32.0", "GB10", (8192, 1024)),
+        ("0.33", "GB10", (2048, 256)),  # GB10 small from 0.33
+    ],
+)
 def test_scheduler_defaults_by_release_and_gpu(version, gpu, limits):
     # engine/arg_utils.py _set_default_args / get_batch_defaults
     report = plan(version, gpu=find_gpu(gpu), max_model_len=8192)
     assert (report.max_num_batched_tokens, report.max_num_seqs) == limits
 
 
-@pytest.mark.parametrize("version, choices", [
-    ("0.2.7", ("auto",)), ("0.3.0", ("auto", "fp8_e5m2")), ("0.4.1", ("auto", "fp8")),
-    ("0.10.2", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")),
-    ("0.11.0", ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")),
-    ("0.18.0", ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"))])
+@pytest.mark.parametrize(
+    "version, choices",
+    [
+        ("0.2.7", ("auto",)),
+        ("0.3.0", ("auto", "fp8_e5m2")),
+        ("0.4.1", ("auto", "fp8")),
+        ("0.10.2", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")),
+        ("0.11.0", ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")),
+        ("0.18.0", ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")),
+    ],
+)
 def test_kv_cache_dtype_choices_by_release(version, choices):
     assert VllmRelease.parse(version).kv_cache_dtypes() == choices
     assert "float32" not in VllmRelease.parse(version).kv_cache_dtypes()  # never accepted

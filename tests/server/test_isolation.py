@@ -14,8 +14,11 @@ STREAM_TOKENS = 150
 BAD_REQUESTS = [  # (path, body, the field the error must name)
     ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "seed": 2**64}, "seed"),
     ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "seed": 2**64 - 1, "n": 2}, "seed"),
-    ("/v1/completions", {"prompt": "Hi", "max_tokens": 4, "min_tokens": 2, "stop_token_ids": [1000000000]},
-     "stop_token_ids"),
+    (
+        "/v1/completions",
+        {"prompt": "Hi", "max_tokens": 4, "min_tokens": 2, "stop_token_ids": [1000000000]},
+        "stop_token_ids",
+    ),
     ("/v1/completions", {"prompt": "Hi", "max_tokens": 4, "min_tokens": 2, "stop_token_ids": [-1]}, "stop_token_ids"),
     ("/v1/completions", {"prompt": [49152], "max_tokens": 2}, "prompt"),
     ("/detokenize", {"tokens": [-5]}, "tokens"),
@@ -40,8 +43,14 @@ def post_json(http: httpx.Client, path: str, body: dict) -> httpx.Response:
 
 def _stream(base_url: str, prompt: str) -> tuple[int, str | None]:
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=300)
-    stream = client.completions.create(model="smollm2", prompt=prompt, max_tokens=STREAM_TOKENS, stream=True,
-                                       stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    stream = client.completions.create(
+        model="smollm2",
+        prompt=prompt,
+        max_tokens=STREAM_TOKENS,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     finish, tokens = None, 0
     for chunk in stream:  # an error event would raise openai.APIError here
         if chunk.choices and chunk.choices[0].finish_reason:
@@ -70,10 +79,12 @@ def test_bad_requests_are_refused_while_streams_run_and_the_connection_survives(
 def test_vllm_wordings_name_the_field(kvtool_server):
     with httpx.Client(base_url=kvtool_server, timeout=60) as http:
         stop = http.post("/v1/completions", json={"prompt": "Hi", "stop_token_ids": [10**9]}).json()["error"]
-        assert stop["message"] == ("token_id(s) [1000000000] in stop_token_ids contain out-of-vocab token ids. "
-                                   "Vocabulary size: 49152")
+        assert stop["message"] == (
+            "token_id(s) [1000000000] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: 49152"
+        )
         assert http.post("/detokenize", json={"tokens": [49152]}).json()["error"]["message"] == (
-            "Token id 49152 is out of vocabulary")
+            "Token id 49152 is out of vocabulary"
+        )
         empty = http.post("/v1/completions", content=b"", headers={"content-type": "application/json"})
         assert empty.status_code == 400 and "None" not in empty.json()["error"]["message"]
         for raw in (b"null", b"[]", b"\xff\xfe"):
@@ -90,10 +101,12 @@ def test_405_says_which_methods_are_allowed(kvtool_server):
 
 def test_n_choices_come_from_the_engine_with_distinct_indices(kvtool_server):
     client = openai.OpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=120)
-    reply = client.completions.create(model="smollm2", prompt=["One", "Two"], n=2, max_tokens=3, seed=7,
-                                      extra_body={"ignore_eos": True})
+    reply = client.completions.create(
+        model="smollm2", prompt=["One", "Two"], n=2, max_tokens=3, seed=7, extra_body={"ignore_eos": True}
+    )
     assert sorted(c.index for c in reply.choices) == [0, 1, 2, 3] and reply.usage.completion_tokens == 12
-    chunks = client.completions.create(model="smollm2", prompt="One", n=3, max_tokens=4, stream=True,
-                                       extra_body={"ignore_eos": True})
+    chunks = client.completions.create(
+        model="smollm2", prompt="One", n=3, max_tokens=4, stream=True, extra_body={"ignore_eos": True}
+    )
     finishes = [c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason]
     assert sorted(finishes) == [0, 1, 2]  # each choice finishes exactly once

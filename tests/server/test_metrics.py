@@ -11,8 +11,11 @@ pytestmark = pytest.mark.slow
 
 def scrape(base_url: str) -> dict[tuple[str, frozenset], float]:
     text = httpx.get(f"{base_url}/metrics").text
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels: str) -> float:
@@ -22,15 +25,25 @@ def value(samples: dict, name: str, **labels: str) -> float:
 
 def test_vllm_v1_metric_names_and_labels(kvtool_server):
     samples = scrape(kvtool_server)
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+    ):
         labels = [dict(ls) for n, ls in samples if n == name]
         assert labels and labels[0]["model_name"] == "smollm2" and labels[0]["engine"] == "0", name
     info = [dict(ls) for n, ls in samples if n == "vllm:cache_config_info"]
     assert info and info[0]["block_size"] == "16" and int(info[0]["num_gpu_blocks"]) > 0
-    for histogram in ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
-                      "vllm:e2e_request_latency_seconds"):
+    for histogram in (
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:e2e_request_latency_seconds",
+    ):
         assert any(n == f"{histogram}_bucket" for n, _ in samples), histogram
 
 
@@ -69,8 +82,9 @@ LONG_REQUEST = {"prompt": "Write a very long story about a dragon.", "max_tokens
 
 def test_a_client_leaving_mid_stream_frees_its_kv_blocks(kvtool_server):
     aborted_before = value(scrape(kvtool_server), "vllm:request_success_total", finished_reason="abort")
-    with httpx.stream("POST", f"{kvtool_server}/v1/completions", json={**LONG_REQUEST, "stream": True},
-                      timeout=120) as response:
+    with httpx.stream(
+        "POST", f"{kvtool_server}/v1/completions", json={**LONG_REQUEST, "stream": True}, timeout=120
+    ) as response:
         events = (line for line in response.iter_lines() if line.startswith("data:"))
         first_three = [next(events) for _ in range(3)]
         assert all('"finish_reason": null' in event for event in first_three)

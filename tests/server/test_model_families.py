@@ -15,8 +15,17 @@ def gemma3_server(tmp_path_factory, kvtool_server_process):
     folder = tmp_path_factory.mktemp("served") / "tiny-gemma3"
     save_tiny_family(folder, "gemma3_text")
     save_tiny_tokenizer(folder)
-    server = kvtool_server_process(folder.parent / "serve.log", "--model", str(folder), "--max-model-len", "256",
-                                   "--kv-cache-memory", "8MiB", "--dtype", "float32")
+    server = kvtool_server_process(
+        folder.parent / "serve.log",
+        "--model",
+        str(folder),
+        "--max-model-len",
+        "256",
+        "--kv-cache-memory",
+        "8MiB",
+        "--dtype",
+        "float32",
+    )
     try:
         yield server
     finally:
@@ -27,22 +36,39 @@ def gemma3_server(tmp_path_factory, kvtool_server_process):
 def test_serve_answers_chat_and_completions_for_a_gemma3_folder(gemma3_server):
     client = openai.OpenAI(base_url=f"{gemma3_server.base_url}/v1", api_key="unused", max_retries=0, timeout=120)
     assert client.models.list().data[0].id == "tiny-gemma3"
-    chat = client.chat.completions.create(model="tiny-gemma3", messages=[{"role": "user", "content": "Paris?"}],
-                                          max_tokens=8, temperature=0.0, extra_body={"ignore_eos": True})
+    chat = client.chat.completions.create(
+        model="tiny-gemma3",
+        messages=[{"role": "user", "content": "Paris?"}],
+        max_tokens=8,
+        temperature=0.0,
+        extra_body={"ignore_eos": True},
+    )
     assert chat.choices[0].finish_reason == "length" and chat.usage.completion_tokens == 8
     # "<|im_start|>user\nParis?<|im_end|>\n<|im_start|>assistant\n": the template's tokens, not the raw text's
     plain = client.completions.create(model="tiny-gemma3", prompt="Paris?", max_tokens=1, temperature=0.0)
     assert chat.usage.prompt_tokens > plain.usage.prompt_tokens + 4
-    stream = client.completions.create(model="tiny-gemma3", prompt="The capital of France is", max_tokens=6,
-                                       temperature=0.0, stream=True, extra_body={"ignore_eos": True})
+    stream = client.completions.create(
+        model="tiny-gemma3",
+        prompt="The capital of France is",
+        max_tokens=6,
+        temperature=0.0,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
     streamed = "".join(chunk.choices[0].text for chunk in stream if chunk.choices)
-    whole = client.completions.create(model="tiny-gemma3", prompt="The capital of France is", max_tokens=6,
-                                      temperature=0.0, extra_body={"ignore_eos": True})
+    whole = client.completions.create(
+        model="tiny-gemma3",
+        prompt="The capital of France is",
+        max_tokens=6,
+        temperature=0.0,
+        extra_body={"ignore_eos": True},
+    )
     assert streamed == whole.choices[0].text
 
 
 def test_a_tokenizer_without_chat_template_is_refused_clearly(tmp_path):
     from transformers import AutoTokenizer
+
     save_tiny_tokenizer(tmp_path, chat_template=None)
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
     processor = InputProcessor(tokenizer, vocab_size=len(tokenizer), max_model_len=64)

@@ -61,9 +61,14 @@ def test_streamed_completion_equals_the_whole_one_and_ends_with_usage(client, mo
 
 
 def test_streamed_chat_starts_with_the_role_and_carries_usage(client, model):
-    stream = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Count to five."}],
-                                            max_completion_tokens=6, stream=True, stream_options={"include_usage": True},
-                                            extra_body={"ignore_eos": True})
+    stream = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Count to five."}],
+        max_completion_tokens=6,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].usage.completion_tokens == 6 and chunks[-1].usage.prompt_tokens > 0
@@ -78,15 +83,20 @@ def test_prompt_plus_max_tokens_over_the_context_is_a_400_with_vllms_body(client
     error = caught.value.response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert (error["type"], error["code"], error["param"]) == ("BadRequestError", 400, "input_tokens")
-    assert error["message"] == messages.TOTAL_TOO_LONG.format(prompt_tokens=prompt_tokens, max_tokens=200,
-                                                            max_model_len=MAX_MODEL_LEN,
-                                                            total_tokens=prompt_tokens + 200)
+    assert error["message"] == messages.TOTAL_TOO_LONG.format(
+        prompt_tokens=prompt_tokens, max_tokens=200, max_model_len=MAX_MODEL_LEN, total_tokens=prompt_tokens + 200
+    )
     assert error["message"].startswith(f"This model's maximum context length is {MAX_MODEL_LEN} tokens.")
 
 
 def test_max_completion_tokens_wins_over_max_tokens(client, model):
-    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Tell me a story."}],
-                                           max_tokens=20, max_completion_tokens=3, extra_body={"ignore_eos": True})
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Tell me a story."}],
+        max_tokens=20,
+        max_completion_tokens=3,
+        extra_body={"ignore_eos": True},
+    )
     assert reply.usage.completion_tokens == 3 and reply.choices[0].finish_reason == "length"
 
 
@@ -96,34 +106,44 @@ def test_a_stop_string_ends_the_text_before_it(client, model):
     stop = free.strip()[2:5]
     assert stop and stop in free
     stopped = client.completions.create(stop=[stop], **kwargs).choices[0]
-    assert stopped.text == free[:free.index(stop)]
+    assert stopped.text == free[: free.index(stop)]
     assert stopped.finish_reason == "stop" and stopped.model_extra["stop_reason"] == stop
 
 
 def test_n_2_returns_two_choices_counted_in_usage(client, model):
-    reply = client.completions.create(model=model, prompt="A colour:", max_tokens=5, n=2, seed=7, temperature=1.0,
-                                      extra_body={"ignore_eos": True})
+    reply = client.completions.create(
+        model=model, prompt="A colour:", max_tokens=5, n=2, seed=7, temperature=1.0, extra_body={"ignore_eos": True}
+    )
     assert sorted(c.index for c in reply.choices) == [0, 1]
     assert reply.usage.completion_tokens == 10
 
 
 def test_32_simultaneous_streams_all_complete(kvtool_server, model):
     async def one(client: openai.AsyncOpenAI, i: int) -> int:
-        stream = await client.completions.create(model=model, prompt=f"Request {i} says", max_tokens=6, stream=True,
-                                                 stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+        stream = await client.completions.create(
+            model=model,
+            prompt=f"Request {i} says",
+            max_tokens=6,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True},
+        )
         chunks = [chunk async for chunk in stream]
         return chunks[-1].usage.completion_tokens
 
     async def all_of_them() -> list[int]:
-        async with openai.AsyncOpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=300) as c:
+        async with openai.AsyncOpenAI(
+            base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=300
+        ) as c:
             return await asyncio.gather(*(one(c, i) for i in range(32)))
 
     assert asyncio.run(all_of_them()) == [6] * 32
 
 
 def test_request_id_header_is_echoed_and_unknown_model_is_404(kvtool_server):
-    reply = httpx.post(f"{kvtool_server}/v1/completions", headers={"x-request-id": "trace-42"},
-                       json={"prompt": "Hi", "max_tokens": 1})
+    reply = httpx.post(
+        f"{kvtool_server}/v1/completions", headers={"x-request-id": "trace-42"}, json={"prompt": "Hi", "max_tokens": 1}
+    )
     assert reply.headers["x-request-id"] == "trace-42" and reply.json()["id"] == "cmpl-trace-42"
     missing = httpx.post(f"{kvtool_server}/v1/completions", json={"model": "gpt-4", "prompt": "Hi"})
     assert missing.status_code == 404
@@ -131,8 +151,10 @@ def test_request_id_header_is_echoed_and_unknown_model_is_404(kvtool_server):
 
 
 def test_malformed_body_is_a_400_naming_the_field(kvtool_server):
-    reply = httpx.post(f"{kvtool_server}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}],
-                                                                      "max_tokens": "many"})
+    reply = httpx.post(
+        f"{kvtool_server}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"},
+    )
     assert reply.status_code == 400
     error = reply.json()["error"]
     assert error["param"] == "max_tokens" and "max_tokens" in error["message"]

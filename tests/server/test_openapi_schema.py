@@ -25,10 +25,26 @@ def test_the_document_declares_every_status_and_the_stream(kvtool_server):
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(kvtool_server, tmp_path):
-    command = [str(Path(sys.executable).parent / "schemathesis"), "--config-file", str(HERE / "schemathesis.toml"),
-               "run", f"{kvtool_server}/openapi.json", "--checks", "all",
-               "--max-examples", MAX_EXAMPLES, "--workers", "1", "--no-shrink", "--request-timeout", "120",
-               "--seed", "14", "--report-dir", str(tmp_path)]
+    command = [
+        str(Path(sys.executable).parent / "schemathesis"),
+        "--config-file",
+        str(HERE / "schemathesis.toml"),
+        "run",
+        f"{kvtool_server}/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        MAX_EXAMPLES,
+        "--workers",
+        "1",
+        "--no-shrink",
+        "--request-timeout",
+        "120",
+        "--seed",
+        "14",
+        "--report-dir",
+        str(tmp_path),
+    ]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "hooks", "PYTHONPATH": str(HERE)}  # hooks.py caps max_tokens and n
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-8000:]

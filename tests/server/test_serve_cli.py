@@ -16,8 +16,9 @@ from kvtool.errors import ExitCode
 @pytest.mark.slow
 def test_refuses_to_start_with_vllms_message_and_the_safe_length(smollm2_dir):
     budget = 16 << 20
-    result = CliRunner().invoke(app, ["serve", "--max-model-len", "8192", "--kv-cache-memory", "16MiB",
-                                      "--dtype", "bfloat16", "--port", "1"])
+    result = CliRunner().invoke(
+        app, ["serve", "--max-model-len", "8192", "--kv-cache-memory", "16MiB", "--dtype", "bfloat16", "--port", "1"]
+    )
     assert result.exit_code == ExitCode.STARTUP_FAILED, result.output
     output = " ".join(result.output.split())
     safe = kv_cache.estimate_max_model_len(budget, resolve_model_spec("smollm2"))
@@ -35,9 +36,22 @@ def test_backend_vllm_execs_vllm_serve_with_the_profiles_flags(tmp_path):
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text('#!/bin/sh\necho "vllm $* --key-from-env $VLLM_API_KEY"\n')
     fake_vllm.chmod(0o755)
-    result = run_kvtool("serve", "--backend", "vllm", "--profile", "multi-gpu-synthesis", "--max-num-seqs", "16",
-                        "--model", "meta-llama/Llama-3.1-70B-Instruct",
-                        "--port", "9000", "--api-key", "sekret", path=f"{tmp_path}:{os.environ['PATH']}")
+    result = run_kvtool(
+        "serve",
+        "--backend",
+        "vllm",
+        "--profile",
+        "multi-gpu-synthesis",
+        "--max-num-seqs",
+        "16",
+        "--model",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "--port",
+        "9000",
+        "--api-key",
+        "sekret",
+        path=f"{tmp_path}:{os.environ['PATH']}",
+    )
     assert result.returncode == 0, result.stderr
     argv = result.stdout.split()
     assert argv[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"]
@@ -51,8 +65,9 @@ def test_backend_vllm_refuses_a_profile_the_model_cannot_run(tmp_path):
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text("#!/bin/sh\necho vllm\n")
     fake_vllm.chmod(0o755)
-    result = run_kvtool("serve", "--backend", "vllm", "--profile", "multi-gpu-synthesis",
-                        path=f"{tmp_path}:{os.environ['PATH']}")  # SmolLM2 has 9 attention heads; tp 4
+    result = run_kvtool(
+        "serve", "--backend", "vllm", "--profile", "multi-gpu-synthesis", path=f"{tmp_path}:{os.environ['PATH']}"
+    )  # SmolLM2 has 9 attention heads; tp 4
     assert result.returncode == 2 and "must be divisible by tensor parallel size (4)" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -67,4 +82,7 @@ def test_backend_vllm_without_vllm_is_one_clear_line(tmp_path):
 def test_a_max_model_len_beyond_the_model_is_refused_before_loading():
     result = run_kvtool("serve", "--max-model-len", "100000")
     assert result.returncode == ExitCode.USAGE
-    assert "max_model_len (100000) is greater than the derived max_model_len (max_position_embeddings=8192" in result.stderr
+    assert (
+        "max_model_len (100000) is greater than the derived max_model_len (max_position_embeddings=8192"
+        in result.stderr
+    )

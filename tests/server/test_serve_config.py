@@ -23,7 +23,12 @@ def test_multi_gpu_profile_on_a_cpu_says_what_it_chose_instead(smollm2):
     assert (config.tensor_parallel_size, config.kv_cache_dtype, config.max_model_len) == (1, "auto", 8192)
     assert config.device == "cpu" and 0 < config.kv_cache_memory <= CPU_KV_CACHE_CAP
     notes = "\n".join(plan.notes)
-    for fragment in ("tensor_parallel_size 4", "kv_cache_dtype fp8", "max_model_len 16384", "gpu_memory_utilization 0.92"):
+    for fragment in (
+        "tensor_parallel_size 4",
+        "kv_cache_dtype fp8",
+        "max_model_len 16384",
+        "gpu_memory_utilization 0.92",
+    ):
         assert fragment in notes
     assert plan.default_max_tokens == 4096
 
@@ -37,11 +42,21 @@ def test_on_one_gpu_only_tensor_parallelism_is_lowered(smollm2):
 
 
 def test_flags_override_the_profile(smollm2):
-    overrides = {"max_model_len": 1024, "max_num_seqs": 4, "overflow": "reject", "kv_cache_memory": 64 << 20,
-                 "default_max_tokens": 64}
+    overrides = {
+        "max_model_len": 1024,
+        "max_num_seqs": 4,
+        "overflow": "reject",
+        "kv_cache_memory": 64 << 20,
+        "default_max_tokens": 64,
+    }
     plan = build_serve_plan(load_profile("chat-gateway"), overrides, CPU, smollm2)
     config = plan.engine_config
-    assert (config.max_model_len, config.max_num_seqs, config.overflow, config.kv_cache_memory) == (1024, 4, "reject", 64 << 20)
+    assert (config.max_model_len, config.max_num_seqs, config.overflow, config.kv_cache_memory) == (
+        1024,
+        4,
+        "reject",
+        64 << 20,
+    )
     assert plan.default_max_tokens == 64
     assert not any("gpu_memory_utilization" in note for note in plan.notes)
 
@@ -54,5 +69,8 @@ def test_cpu_budget_is_what_max_num_seqs_full_sequences_need_when_small(smollm2)
 
 
 def test_a_flag_longer_than_the_model_context_is_refused(smollm2):
-    with pytest.raises(UsageError, match=r"max_model_len \(9000\) is greater than the derived max_model_len \(max_position_embeddings=8192"):
+    with pytest.raises(
+        UsageError,
+        match=r"max_model_len \(9000\) is greater than the derived max_model_len \(max_position_embeddings=8192",
+    ):
         build_serve_plan(None, {"max_model_len": 9000}, CPU, smollm2)

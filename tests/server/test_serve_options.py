@@ -15,9 +15,20 @@ MAX_MODEL_LEN = 64
 @pytest.fixture(scope="module")
 def server(kvtool_server_process, tmp_path_factory, smollm2_dir):
     server = kvtool_server_process(
-        tmp_path_factory.mktemp("serve_options") / "serve.log", "--profile", "chat-gateway", "--api-key", KEY,
-        "--default-max-tokens", "7", "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "4",
-        "--kv-cache-memory", "16MiB")
+        tmp_path_factory.mktemp("serve_options") / "serve.log",
+        "--profile",
+        "chat-gateway",
+        "--api-key",
+        KEY,
+        "--default-max-tokens",
+        "7",
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--max-num-seqs",
+        "4",
+        "--kv-cache-memory",
+        "16MiB",
+    )
     yield server.process, server.base_url
     server.stop()
 
@@ -38,16 +49,18 @@ def test_the_api_key_is_required_on_v1_routes(server):
 
 def test_requests_without_max_tokens_get_the_configured_default(client):
     model = client.models.list().data[0].id
-    chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}],
-                                          extra_body={"ignore_eos": True})
+    chat = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Hi"}], extra_body={"ignore_eos": True}
+    )
     completion = client.completions.create(model=model, prompt="Hi", extra_body={"ignore_eos": True})
     assert chat.usage.completion_tokens == completion.usage.completion_tokens == 7
 
 
 def test_overflow_clamp_lowers_max_tokens_and_says_so(client):
     prompt = "one two three four five six seven eight nine ten"
-    raw = client.completions.with_raw_response.create(model="smollm2", prompt=prompt, max_tokens=60,
-                                                      extra_body={"ignore_eos": True})
+    raw = client.completions.with_raw_response.create(
+        model="smollm2", prompt=prompt, max_tokens=60, extra_body={"ignore_eos": True}
+    )
     reply = raw.parse()
     room = MAX_MODEL_LEN - reply.usage.prompt_tokens
     assert raw.headers["x-kvtool-max-tokens-clamped"] == f"60->{room}"
@@ -59,10 +72,15 @@ def test_sigterm_aborts_running_streams_and_exits_0(server):
     events: list[str] = []
 
     def stream() -> None:
-        body = {"messages": [{"role": "user", "content": "Write a long poem."}], "max_tokens": 50, "stream": True,
-                "ignore_eos": True}
-        with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body,
-                          headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as response:
+        body = {
+            "messages": [{"role": "user", "content": "Write a long poem."}],
+            "max_tokens": 50,
+            "stream": True,
+            "ignore_eos": True,
+        }
+        with httpx.stream(
+            "POST", f"{base_url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+        ) as response:
             for line in filter(None, response.iter_lines()):
                 events.append(line)
                 if len(events) == 3:

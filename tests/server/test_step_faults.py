@@ -42,15 +42,21 @@ class Fault:
 
 @pytest.fixture(scope="module")
 def faulty_server(smollm2_dir):
-    engine = AsyncLLM.from_config(EngineConfig(model=str(smollm2_dir), dtype="float32", max_model_len=512,
-                                               kv_cache_memory=32 << 20, max_num_seqs=8))
+    engine = AsyncLLM.from_config(
+        EngineConfig(
+            model=str(smollm2_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20, max_num_seqs=8
+        )
+    )
     runner = engine.engine.model_runner
     runner.sampler = fault = Fault(runner.sampler)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app(engine, ServerSettings("smollm2", 512)), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_app(engine, ServerSettings("smollm2", 512)), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -62,8 +68,14 @@ def faulty_server(smollm2_dir):
 
 def _stream(base_url: str, prompt: str) -> int:
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=300)
-    stream = client.completions.create(model="smollm2", prompt=prompt, max_tokens=STREAM_TOKENS, stream=True,
-                                       stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    stream = client.completions.create(
+        model="smollm2",
+        prompt=prompt,
+        max_tokens=STREAM_TOKENS,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     return [chunk.usage.completion_tokens for chunk in stream if chunk.usage is not None][-1]
 
 
@@ -78,8 +90,9 @@ def test_a_request_that_breaks_the_step_fails_alone(faulty_server):
         error = failed.json()["error"]
         assert error["type"] == "InternalServerError" and f"cmpl-{POISON}-1-0" in error["message"]
         assert "injected fault" in error["message"]
-        streamed = client.post("/v1/completions", json={**poisoned, "stream": True},
-                               headers={"x-request-id": f"{POISON}-2"})
+        streamed = client.post(
+            "/v1/completions", json={**poisoned, "stream": True}, headers={"x-request-id": f"{POISON}-2"}
+        )
         events = [line for line in streamed.text.splitlines() if line.startswith("data: ")]
         assert json.loads(events[-2][6:])["error"]["code"] == 500 and events[-1] == "data: [DONE]"
         assert client.get("/health").status_code == 200  # the same connection, and the engine is alive
@@ -95,8 +108,9 @@ def test_an_unexpected_error_in_a_route_keeps_the_connection_open(faulty_server,
 
     monkeypatch.setattr(InputProcessor, "encode", broken_encode)
     connection = http.client.HTTPConnection("127.0.0.1", int(base_url.rsplit(":", 1)[1]), timeout=60)
-    connection.request("POST", "/tokenize", body=json.dumps({"prompt": "Hi"}),
-                       headers={"content-type": "application/json"})
+    connection.request(
+        "POST", "/tokenize", body=json.dumps({"prompt": "Hi"}), headers={"content-type": "application/json"}
+    )
     reply = connection.getresponse()
     body = json.loads(reply.read())
     assert reply.status == 500 and body["error"]["type"] == "InternalServerError" and not reply.will_close
@@ -110,8 +124,9 @@ def test_a_fatal_error_marks_the_engine_dead_on_health_and_metrics(faulty_server
     base_url, fault = faulty_server
     fault.error = torch.OutOfMemoryError("injected: out of memory")
     with httpx.Client(base_url=base_url, timeout=120) as client:
-        failed = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 3},
-                             headers={"x-request-id": f"{POISON}-3"})
+        failed = client.post(
+            "/v1/completions", json={"prompt": "Hi", "max_tokens": 3}, headers={"x-request-id": f"{POISON}-3"}
+        )
         assert failed.status_code == 500 and failed.json()["error"]["message"] == ENGINE_DEAD_CLIENT
         assert client.get("/health").status_code == 503
         after = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 3})

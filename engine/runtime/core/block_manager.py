@@ -30,17 +30,22 @@ class Block:
 class BlockManager:
     """`num_blocks` blocks as the KV cache holds them; block 0 is the null block, never handed out."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 sliding_windows: tuple[int | None, ...] = (None,)):
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_caching: bool = True,
+        sliding_windows: tuple[int | None, ...] = (None,),
+    ):
         self.block_size = block_size
         self.num_blocks = num_blocks
-        self.sliding_windows = sliding_windows          # one entry per KV cache group; None: full attention
+        self.sliding_windows = sliding_windows  # one entry per KV cache group; None: full attention
         self.enable_prefix_caching = enable_prefix_caching and not any(sliding_windows)
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
-        self.cached: dict[int, int] = {}     # block hash -> block id
-        self.prefix_cache_queries = 0        # tokens looked up
-        self.prefix_cache_hits = 0           # tokens found
+        self.cached: dict[int, int] = {}  # block hash -> block id
+        self.prefix_cache_queries = 0  # tokens looked up
+        self.prefix_cache_hits = 0  # tokens found
 
     @property
     def num_free_blocks(self) -> int:
@@ -147,7 +152,7 @@ class BlockManager:
         return seq.block_hashes[:num_blocks]
 
     def _block_tokens(self, seq: Sequence, i: int) -> tuple[int, ...]:
-        return tuple(seq.token_ids[i * self.block_size:(i + 1) * self.block_size])
+        return tuple(seq.token_ids[i * self.block_size : (i + 1) * self.block_size])
 
     def _blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)

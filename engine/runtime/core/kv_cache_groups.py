@@ -15,7 +15,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class KVCacheGroup:
     layer_ids: tuple[int, ...]
-    sliding_window: int | None      # None: full attention
+    sliding_window: int | None  # None: full attention
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ def kv_cache_layout(layer_windows: list[int | None]) -> KVCacheLayout:
     for layer_id, window in enumerate(layer_windows):
         kinds.setdefault(window, []).append(layer_id)
     size = math.gcd(*(len(layers) for layers in kinds.values()))
-    groups = [KVCacheGroup(tuple(layers[i:i + size]), window)
-              for window, layers in kinds.items() for i in range(0, len(layers), size)]
+    groups = [
+        KVCacheGroup(tuple(layers[i : i + size]), window)
+        for window, layers in kinds.items()
+        for i in range(0, len(layers), size)
+    ]
     return KVCacheLayout(tuple(groups))

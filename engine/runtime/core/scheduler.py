@@ -38,8 +38,15 @@ class SchedulerStats:
 
 
 class Scheduler:
-    def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 max_model_len: int, enable_chunked_prefill: bool, eos_token_ids: set[int]):
+    def __init__(
+        self,
+        block_manager: BlockManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        max_model_len: int,
+        enable_chunked_prefill: bool,
+        eos_token_ids: set[int],
+    ):
         self.block_manager = block_manager
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -113,7 +120,7 @@ class Scheduler:
         """
         updated = []
         for seq, num_new in zip(output.seqs, output.num_new_tokens):
-            if seq.is_finished:   # aborted while the step ran
+            if seq.is_finished:  # aborted while the step ran
                 continue
             seq.num_computed_tokens += num_new
             self.block_manager.cache_full_blocks(seq)
@@ -146,5 +153,13 @@ class Scheduler:
 
     def stats(self) -> SchedulerStats:
         bm = self.block_manager
-        return SchedulerStats(len(self.running), len(self.waiting), bm.usage, self.num_preemptions,
-                              bm.prefix_cache_queries, bm.prefix_cache_hits, bm.num_blocks, bm.num_free_blocks)
+        return SchedulerStats(
+            len(self.running),
+            len(self.waiting),
+            bm.usage,
+            self.num_preemptions,
+            bm.prefix_cache_queries,
+            bm.prefix_cache_hits,
+            bm.num_blocks,
+            bm.num_free_blocks,
+        )

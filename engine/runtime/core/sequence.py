@@ -18,8 +18,15 @@ class Sequence:
 
     _ids = itertools.count()
 
-    def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                 max_tokens: int, index: int = 0, arrival_time: float | None = None):
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        params: SamplingParams,
+        max_tokens: int,
+        index: int = 0,
+        arrival_time: float | None = None,
+    ):
         self.seq_id = next(Sequence._ids)
         self.request_id = request_id
         self.index = index
@@ -29,14 +36,14 @@ class Sequence:
         self.num_prompt_tokens = len(prompt_token_ids)
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
-        self.num_cached_tokens = 0           # prompt tokens found in the prefix cache at admission
-        self.block_tables: list[list[int]] = []   # one per KV cache group, made by the block manager
-        self.block_hashes: list[int] = []    # chained hashes of this sequence's full blocks
+        self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at admission
+        self.block_tables: list[list[int]] = []  # one per KV cache group, made by the block manager
+        self.block_hashes: list[int] = []  # chained hashes of this sequence's full blocks
         self.arrival_time = arrival_time if arrival_time is not None else time.monotonic()
         self.finish_reason: str | None = None
         self.stop_reason: int | str | None = None
         self.num_preemptions = 0
-        self.generator = None                # torch.Generator for a seeded request, made by the sampler
+        self.generator = None  # torch.Generator for a seeded request, made by the sampler
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -52,7 +59,7 @@ class Sequence:
 
     @property
     def output_token_ids(self) -> list[int]:
-        return self.token_ids[self.num_prompt_tokens:]
+        return self.token_ids[self.num_prompt_tokens :]
 
     @property
     def last_token_id(self) -> int:

@@ -18,7 +18,7 @@ from kvtool.engine.runtime.models.llama import LlamaAttention, LlamaDecoderLayer
 class GemmaAttention(LlamaAttention):
     def __init__(self, config, ops, cos_sin_cache, layer_idx: int = 0):
         super().__init__(config, ops, cos_sin_cache, layer_idx)
-        self.attn.scale = config.query_pre_attn_scalar ** -0.5
+        self.attn.scale = config.query_pre_attn_scalar**-0.5
         self.attn.logits_soft_cap = getattr(config, "attn_logit_softcapping", None)
         self.q_norm = self.k_norm = None
         if config.model_type == "gemma3_text":
@@ -72,7 +72,7 @@ class GemmaDecoderLayer(LlamaDecoderLayer):
 class GemmaModel(LlamaModel):
     def __init__(self, config, ops, cos_sin_caches, layer_class):
         super().__init__(config, ops, cos_sin_caches, layer_class)
-        self.embed_scale = config.hidden_size ** 0.5
+        self.embed_scale = config.hidden_size**0.5
 
     def forward(self, input_ids, positions, meta):
         x = self.embed_tokens(input_ids)
@@ -98,8 +98,9 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
 
     def load_weights(self, weights) -> None:
         """Gemma's norms scale by (1 + weight): store the sum."""
-        super().load_weights((name, tensor + 1.0 if name.endswith("norm.weight") else tensor)
-                             for name, tensor in weights)
+        super().load_weights(
+            (name, tensor + 1.0 if name.endswith("norm.weight") else tensor) for name, tensor in weights
+        )
 
 
 class Gemma3ForCausalLM(Gemma2ForCausalLM):

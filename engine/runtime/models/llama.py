@@ -14,8 +14,13 @@ from kvtool.engine.sizing import hf_config
 
 # HF weight name -> (packed parameter, shard index)
 LAYER_KINDS = ("full_attention", "sliding_attention")
-PACKED_SHARDS = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
-                 "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
+PACKED_SHARDS = {
+    "q_proj": ("qkv_proj", 0),
+    "k_proj": ("qkv_proj", 1),
+    "v_proj": ("qkv_proj", 2),
+    "gate_proj": ("gate_up_proj", 0),
+    "up_proj": ("gate_up_proj", 1),
+}
 
 
 class RMSNorm(nn.Module):
@@ -54,7 +59,7 @@ class LlamaAttention(nn.Module):
         self.qkv_proj = nn.Linear(config.hidden_size, sum(self.shard_sizes), bias=qkv_bias)
         o_bias = getattr(config, "attention_bias", False) and config.model_type != "qwen2"
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=o_bias)
-        self.attn = PagedAttention(ops, self.head_dim ** -0.5, sliding_window(config, layer_idx))
+        self.attn = PagedAttention(ops, self.head_dim**-0.5, sliding_window(config, layer_idx))
         self.ops = ops
         self.cos_sin_cache = cos_sin_cache
 
@@ -70,7 +75,7 @@ class LlamaAttention(nn.Module):
     def rotate(self, positions, q, k):
         if self.rotary_dim == self.head_dim:
             return self.ops.rotary_embedding(positions, q, k, self.cos_sin_cache)
-        r = self.rotary_dim   # partial rotary: the rest of each head passes through
+        r = self.rotary_dim  # partial rotary: the rest of each head passes through
         q_rot, k_rot = self.ops.rotary_embedding(positions, q[..., :r], k[..., :r], self.cos_sin_cache)
         return torch.cat((q_rot, q[..., r:]), -1), torch.cat((k_rot, k[..., r:]), -1)
 
@@ -116,15 +121,17 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         kinds = layer_types(config)
-        self.layers = nn.ModuleList(layer_class(config, ops, cos_sin_caches.get(kinds[i], cos_sin_caches.get(None)), i)
-                                    for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            layer_class(config, ops, cos_sin_caches.get(kinds[i], cos_sin_caches.get(None)), i)
+            for i in range(config.num_hidden_layers)
+        )
         self.norm = norm_class(config.hidden_size, config.rms_norm_eps, ops)
 
     def forward(self, input_ids, positions, meta):
         x, residual = self.embed_tokens(input_ids), None
         for layer in self.layers:
             x, residual = layer(positions, x, residual, meta)
-        return x + residual   # the final norm runs in compute_logits, on the rows that need logits
+        return x + residual  # the final norm runs in compute_logits, on the rows that need logits
 
 
 class LlamaForCausalLM(nn.Module):
@@ -135,16 +142,20 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         # fp32, kept out of .to(dtype); one per layer type when the config keys RoPE by layer type
-        self.cos_sin_caches = {kind: build_cos_sin_cache(config, max_positions, kind)
-                               for kind in (getattr(config, "rope_parameters", None) or {}) if kind in LAYER_KINDS}
+        self.cos_sin_caches = {
+            kind: build_cos_sin_cache(config, max_positions, kind)
+            for kind in (getattr(config, "rope_parameters", None) or {})
+            if kind in LAYER_KINDS
+        }
         if not self.cos_sin_caches:
             self.cos_sin_caches[None] = build_cos_sin_cache(config, max_positions)
         self.model = self.model_class(config, ops, self.cos_sin_caches, self.layer_class)
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
         # A tied output layer is still its own module, sharing the embedding's weight, so that the
         # CPU path can swap every linear layer alike.
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False,
-                                 device="meta" if self.tie_word_embeddings else None)
+        self.lm_head = nn.Linear(
+            config.hidden_size, config.vocab_size, bias=False, device="meta" if self.tie_word_embeddings else None
+        )
         if self.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
@@ -166,13 +177,13 @@ class LlamaForCausalLM(nn.Module):
             if name == "lm_head.weight" and self.tie_word_embeddings:
                 continue
             target, offset = self._locate(name, params)
-            target.data[offset:offset + tensor.shape[0]].copy_(tensor)
+            target.data[offset : offset + tensor.shape[0]].copy_(tensor)
 
     def _locate(self, name, params):
         for hf_part, (packed, shard) in PACKED_SHARDS.items():
             if f".{hf_part}." in name:
                 module = self.get_submodule(name.rsplit(f".{hf_part}.", 1)[0])
-                sizes = getattr(module, "shard_sizes")
+                sizes = module.shard_sizes
                 return params[name.replace(hf_part, packed)], sum(sizes[:shard])
         if name not in params:
             raise KeyError(f"unexpected weight {name}")

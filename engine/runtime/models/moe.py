@@ -15,8 +15,14 @@ from kvtool.engine.runtime.models.llama import LlamaDecoderLayer, LlamaForCausal
 from kvtool.engine.runtime.models.qwen3 import Qwen3Attention
 
 # checkpoint names of one expert's matrices -> (stacked parameter, half of w13 or None)
-EXPERT_WEIGHTS = {"gate_proj": ("w13", 0), "w1": ("w13", 0), "up_proj": ("w13", 1), "w3": ("w13", 1),
-                  "down_proj": ("w2", None), "w2": ("w2", None)}
+EXPERT_WEIGHTS = {
+    "gate_proj": ("w13", 0),
+    "w1": ("w13", 0),
+    "up_proj": ("w13", 1),
+    "w3": ("w13", 1),
+    "down_proj": ("w2", None),
+    "w2": ("w2", None),
+}
 EXPERT_NAME = re.compile(r"(.*\.experts)\.(\d+)\.(\w+)\.weight$")
 FUSED_NAMES = {"experts.gate_up_proj": "experts.w13", "experts.down_proj": "experts.w2"}
 
@@ -54,8 +60,11 @@ class Qwen3MoeDecoderLayer(LlamaDecoderLayer):
     attention_class = Qwen3Attention
 
     def make_mlp(self, config, ops, layer_idx):
-        sparse = layer_idx not in (config.mlp_only_layers or []) and config.num_experts > 0 \
+        sparse = (
+            layer_idx not in (config.mlp_only_layers or [])
+            and config.num_experts > 0
             and (layer_idx + 1) % config.decoder_sparse_step == 0
+        )
         if not sparse:
             return LlamaMLP(config, ops)
         return SparseMoeBlock(config, ops, config.num_experts, config.moe_intermediate_size, config.norm_topk_prob)
@@ -78,7 +87,7 @@ class MoeForCausalLM(LlamaForCausalLM):
             stacked, half = EXPERT_WEIGHTS[kind]
             target = params[f"{prefix}.{stacked}"].data[int(expert)]
             rows = len(target) // 2
-            (target if half is None else target[half * rows:(half + 1) * rows]).copy_(tensor)
+            (target if half is None else target[half * rows : (half + 1) * rows]).copy_(tensor)
         super().load_weights(dense)
 
 

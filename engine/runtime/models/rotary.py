@@ -54,6 +54,7 @@ def _table(positions, inv_freq, attention_scaling):
 
 def _inverse_frequencies(config, rope_type, layer_type, seq_len=None) -> tuple[torch.Tensor, float]:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     kwargs = {"layer_type": layer_type} if layer_type is not None else {}
     if rope_type == "default":
         params = rope_parameters(config, layer_type)

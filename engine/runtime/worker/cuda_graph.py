@@ -29,18 +29,24 @@ def capture_sizes(max_num_seqs: int) -> list[int]:
 class DecodeBuffers:
     """Static inputs of the captured graphs: the largest batch; each graph uses the first rows."""
 
-    input_ids: torch.Tensor      # [N] int64
-    positions: torch.Tensor      # [N] int64
-    slot_mapping: torch.Tensor   # [N] int64, -1 on padded rows
-    block_tables: torch.Tensor   # [N, max_blocks_per_seq] int32
-    context_lens: torch.Tensor   # [N] int32, 0 on padded rows
+    input_ids: torch.Tensor  # [N] int64
+    positions: torch.Tensor  # [N] int64
+    slot_mapping: torch.Tensor  # [N] int64, -1 on padded rows
+    block_tables: torch.Tensor  # [N, max_blocks_per_seq] int32
+    context_lens: torch.Tensor  # [N] int32, 0 on padded rows
 
     @classmethod
     def allocate(cls, max_batch: int, max_blocks_per_seq: int, device) -> "DecodeBuffers":
         def zeros(*shape, dtype=torch.int64):
             return torch.zeros(*shape, dtype=dtype, device=device)
-        return cls(zeros(max_batch), zeros(max_batch), torch.full((max_batch,), -1, dtype=torch.int64, device=device),
-                   zeros(max_batch, max_blocks_per_seq, dtype=torch.int32), zeros(max_batch, dtype=torch.int32))
+
+        return cls(
+            zeros(max_batch),
+            zeros(max_batch),
+            torch.full((max_batch,), -1, dtype=torch.int64, device=device),
+            zeros(max_batch, max_blocks_per_seq, dtype=torch.int32),
+            zeros(max_batch, dtype=torch.int32),
+        )
 
     def fill(self, input_ids, positions, meta: AttentionMetadata, padded: int) -> None:
         """Copy a batch of `len(input_ids)` decodes in; rows up to `padded` become no-op rows."""
@@ -55,10 +61,14 @@ class DecodeBuffers:
 
     def metadata(self, batch: int) -> AttentionMetadata:
         return AttentionMetadata(
-            slot_mapping=self.slot_mapping[:batch], num_decodes=batch,
-            decode_block_tables=self.block_tables[:batch], decode_context_lens=self.context_lens[:batch],
-            prefill_block_tables=self.block_tables[:0], prefill_cu_seqlens_q=self.context_lens[:1] * 0,
-            prefill_context_lens=self.context_lens[:0])
+            slot_mapping=self.slot_mapping[:batch],
+            num_decodes=batch,
+            decode_block_tables=self.block_tables[:batch],
+            decode_context_lens=self.context_lens[:batch],
+            prefill_block_tables=self.block_tables[:0],
+            prefill_cu_seqlens_q=self.context_lens[:1] * 0,
+            prefill_context_lens=self.context_lens[:0],
+        )
 
 
 class CUDAGraphRunner:
@@ -77,7 +87,7 @@ class CUDAGraphRunner:
         """Capture the largest batch first so that the smaller graphs reuse its memory pool."""
         pool = None
         for size in reversed(self.sizes):
-            self.forward_padded(size)            # warm-up: compiles the Triton kernels outside capture
+            self.forward_padded(size)  # warm-up: compiles the Triton kernels outside capture
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
                 self.outputs[size] = self.forward_padded(size)

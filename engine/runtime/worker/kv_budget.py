@@ -48,8 +48,9 @@ class KVMemoryProfile:
         return f"Available KV cache memory: {self.available_kv_cache_bytes / GiB:.2f} GiB"
 
 
-def kv_memory_profile(before_model: MemorySnapshot, after_profile: MemorySnapshot,
-                      gpu_memory_utilization: float) -> KVMemoryProfile:
+def kv_memory_profile(
+    before_model: MemorySnapshot, after_profile: MemorySnapshot, gpu_memory_utilization: float
+) -> KVMemoryProfile:
     requested = math.ceil(before_model.total_bytes * gpu_memory_utilization)
     consumed = before_model.free_bytes - after_profile.free_bytes
     headroom = after_profile.torch_peak_bytes - after_profile.torch_allocated_bytes
@@ -62,14 +63,27 @@ def check_free_memory(before_model: MemorySnapshot, gpu_memory_utilization: floa
     requested = math.ceil(before_model.total_bytes * gpu_memory_utilization)
     if before_model.free_bytes >= requested:
         return
-    raise StartupError(messages.FREE_MEMORY_BELOW_UTILIZATION.format(
-        device=device, free_gib=round(before_model.free_bytes / GiB, 2), total_gib=round(before_model.total_bytes / GiB, 2),
-        gpu_memory_utilization=gpu_memory_utilization, requested_gib=round(requested / GiB, 2)))
+    raise StartupError(
+        messages.FREE_MEMORY_BELOW_UTILIZATION.format(
+            device=device,
+            free_gib=round(before_model.free_bytes / GiB, 2),
+            total_gib=round(before_model.total_bytes / GiB, 2),
+            gpu_memory_utilization=gpu_memory_utilization,
+            requested_gib=round(requested / GiB, 2),
+        )
+    )
 
 
-def profile_kv_cache_bytes(model, before_model: MemorySnapshot, gpu_memory_utilization: float,
-                           max_num_batched_tokens: int, max_num_seqs: int, block_size: int,
-                           kv_cache_dtype: torch.dtype, device) -> KVMemoryProfile:
+def profile_kv_cache_bytes(
+    model,
+    before_model: MemorySnapshot,
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    block_size: int,
+    kv_cache_dtype: torch.dtype,
+    device,
+) -> KVMemoryProfile:
     """Run the profile forward and return what is left of total × utilization for the KV cache."""
     check_free_memory(before_model, gpu_memory_utilization, device)
     torch.cuda.reset_peak_memory_stats(device)
@@ -100,23 +114,27 @@ def profile_metadata(num_tokens: int, num_seqs: int, block_size: int, device) ->
     cu_seqlens = torch.tensor([0, *lens], dtype=torch.int32).cumsum(0, dtype=torch.int32)
     width = -(-max(lens) // block_size)
     return AttentionMetadata(
-        slot_mapping=torch.full((num_tokens,), -1, dtype=torch.long, device=device),   # nothing stored
+        slot_mapping=torch.full((num_tokens,), -1, dtype=torch.long, device=device),  # nothing stored
         num_decodes=0,
         decode_block_tables=torch.zeros(0, width, dtype=torch.int32, device=device),
         decode_context_lens=torch.zeros(0, dtype=torch.int32, device=device),
         prefill_block_tables=torch.zeros(num_seqs, width, dtype=torch.int32, device=device),
         prefill_cu_seqlens_q=cu_seqlens.to(device),
-        prefill_context_lens=torch.tensor(lens, dtype=torch.int32, device=device))
+        prefill_context_lens=torch.tensor(lens, dtype=torch.int32, device=device),
+    )
 
 
 def _positions(cu_seqlens: torch.Tensor, num_tokens: int) -> torch.Tensor:
     starts = cu_seqlens[:-1].long()
-    seq_of_token = torch.searchsorted(cu_seqlens[1:].long(), torch.arange(num_tokens, device=cu_seqlens.device),
-                                      right=True)
+    seq_of_token = torch.searchsorted(
+        cu_seqlens[1:].long(), torch.arange(num_tokens, device=cu_seqlens.device), right=True
+    )
     return torch.arange(num_tokens, device=cu_seqlens.device) - starts[seq_of_token]
 
 
 def _scratch_caches(config, block_size: int, kv_cache_dtype, device):
     shape = (config.num_hidden_layers, 1, block_size, config.num_key_value_heads, head_dim(config))
-    return (torch.zeros(shape, dtype=kv_cache_dtype, device=device),
-            torch.zeros(shape, dtype=kv_cache_dtype, device=device))
+    return (
+        torch.zeros(shape, dtype=kv_cache_dtype, device=device),
+        torch.zeros(shape, dtype=kv_cache_dtype, device=device),
+    )

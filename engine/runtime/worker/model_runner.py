@@ -41,13 +41,21 @@ class ModelInput:
 
 @dataclass
 class ModelRunnerOutput:
-    sampled: dict[int, int]        # seq_id -> new token
-    logprobs: dict[int, dict]      # seq_id -> {token_id: Logprob}, for requests that asked
+    sampled: dict[int, int]  # seq_id -> new token
+    logprobs: dict[int, dict]  # seq_id -> {token_id: Logprob}, for requests that asked
 
 
 class ModelRunner:
-    def __init__(self, config, hf_config, source, device: torch.device, dtype: torch.dtype,
-                 max_model_len: int, eos_token_ids: set[int]):
+    def __init__(
+        self,
+        config,
+        hf_config,
+        source,
+        device: torch.device,
+        dtype: torch.dtype,
+        max_model_len: int,
+        eos_token_ids: set[int],
+    ):
         self.config = config
         self.device = device
         self.dtype = dtype
@@ -55,13 +63,23 @@ class ModelRunner:
         self.ops = get_ops(device)
         self.memory_before_model = MemorySnapshot.take(device) if device.type == "cuda" else None
         self.graph_runner = None
-        self.model = load_model(source, hf_config, self.ops, dtype, device, max(
-            max_model_len, getattr(hf_config, "max_position_embeddings", 0)), config.load_format, config.seed)
+        self.model = load_model(
+            source,
+            hf_config,
+            self.ops,
+            dtype,
+            device,
+            max(max_model_len, getattr(hf_config, "max_position_embeddings", 0)),
+            config.load_format,
+            config.seed,
+        )
         if can_pack(device, dtype):
             pack_linears(self.model)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
         self.kv_cache: torch.Tensor | None = None
-        self.kv_cache_layout = kv_cache_layout([sliding_window(hf_config, i) for i in range(hf_config.num_hidden_layers)])
+        self.kv_cache_layout = kv_cache_layout(
+            [sliding_window(hf_config, i) for i in range(hf_config.num_hidden_layers)]
+        )
 
     @property
     def kv_cache_dtype(self) -> torch.dtype:
@@ -79,9 +97,16 @@ class ModelRunner:
     def _cuda_kv_bytes(self) -> int:
         """total × gpu_memory_utilization minus what loading and one profile forward consumed (vLLM v1)."""
         cfg = self.config
-        profile = profile_kv_cache_bytes(self.model, self.memory_before_model, cfg.gpu_memory_utilization,
-                                         cfg.max_num_batched_tokens, cfg.max_num_seqs, self.block_size,
-                                         self.kv_cache_dtype, self.device)
+        profile = profile_kv_cache_bytes(
+            self.model,
+            self.memory_before_model,
+            cfg.gpu_memory_utilization,
+            cfg.max_num_batched_tokens,
+            cfg.max_num_seqs,
+            self.block_size,
+            self.kv_cache_dtype,
+            self.device,
+        )
         return profile.available_kv_cache_bytes
 
     def num_pool_blocks(self, num_blocks: int) -> int:
@@ -93,12 +118,19 @@ class ModelRunner:
         blocks of every layer; block 0 is the null block. With one KV cache group (no sliding layers,
         or only sliding ones) group_size is the number of layers and the pool has num_blocks blocks."""
         cfg, layout = self.model.config, self.kv_cache_layout
-        shape = (2, layout.group_size, self.num_pool_blocks(num_blocks), self.block_size, cfg.num_key_value_heads,
-                 head_dim(cfg))
+        shape = (
+            2,
+            layout.group_size,
+            self.num_pool_blocks(num_blocks),
+            self.block_size,
+            cfg.num_key_value_heads,
+            head_dim(cfg),
+        )
         self.kv_cache = torch.zeros(shape, dtype=self.kv_cache_dtype, device=self.device)
         placements = [layout.placement(i) for i in range(cfg.num_hidden_layers)]
-        self.model.bind_kv_cache([self.kv_cache[0, t] for _, t in placements],
-                                 [self.kv_cache[1, t] for _, t in placements])
+        self.model.bind_kv_cache(
+            [self.kv_cache[0, t] for _, t in placements], [self.kv_cache[1, t] for _, t in placements]
+        )
         for layer, (group, _) in zip(self.model.model.layers, placements):
             layer.self_attn.attn.kv_cache_group = group
         if layout.num_groups > 1 and not self.config.enforce_eager and self.device.type == "cuda":
@@ -137,21 +169,32 @@ class ModelRunner:
                 sample_seqs.append(seq)
         meta = self._attention_metadata(scheduled, slots)
         if self.kv_cache_layout.num_groups > 1:
-            meta.group_metadata = tuple(self._group_metadata(scheduled, meta, g)
-                                        for g in range(1, self.kv_cache_layout.num_groups))
-        return ModelInput(self._tensor(input_ids, torch.long), self._tensor(positions, torch.long), meta,
-                          self._tensor(logits_indices, torch.long), sample_seqs)
+            meta.group_metadata = tuple(
+                self._group_metadata(scheduled, meta, g) for g in range(1, self.kv_cache_layout.num_groups)
+            )
+        return ModelInput(
+            self._tensor(input_ids, torch.long),
+            self._tensor(positions, torch.long),
+            meta,
+            self._tensor(logits_indices, torch.long),
+            sample_seqs,
+        )
 
     def _group_metadata(self, scheduled: SchedulerOutput, meta: AttentionMetadata, group: int) -> AttentionMetadata:
         """Slots and block tables of another KV cache group; lengths and chunks are the step's."""
         slots = []
         for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
-            slots.extend(self._slots(seq.block_tables[group], seq.num_computed_tokens, seq.num_computed_tokens + num_new))
+            slots.extend(
+                self._slots(seq.block_tables[group], seq.num_computed_tokens, seq.num_computed_tokens + num_new)
+            )
         nd = scheduled.num_decodes
         tables = [seq.block_tables[group] for seq in scheduled.seqs]
-        return dataclasses.replace(meta, slot_mapping=self._tensor(slots, torch.long),
-                                   decode_block_tables=self._block_tables(tables[:nd]),
-                                   prefill_block_tables=self._block_tables(tables[nd:]))
+        return dataclasses.replace(
+            meta,
+            slot_mapping=self._tensor(slots, torch.long),
+            decode_block_tables=self._block_tables(tables[:nd]),
+            prefill_block_tables=self._block_tables(tables[nd:]),
+        )
 
     def _slots(self, block_table: list[int], start: int, end: int) -> list[int]:
         bs = self.block_size
@@ -174,8 +217,10 @@ class ModelRunner:
             decode_context_lens=self._tensor([s.num_computed_tokens + 1 for s in decodes], torch.int32),
             prefill_block_tables=self._block_tables([s.block_table for s in prefills]),
             prefill_cu_seqlens_q=self._tensor(cu_seqlens, torch.int32),
-            prefill_context_lens=self._tensor([s.num_computed_tokens + n for s, n in zip(prefills, chunk_lens)],
-                                              torch.int32))
+            prefill_context_lens=self._tensor(
+                [s.num_computed_tokens + n for s, n in zip(prefills, chunk_lens)], torch.int32
+            ),
+        )
 
     def _decode_splits(self, num_decodes: int) -> list[int]:
         """For the torch reference, up to 4 length groups so that short contexts are not padded to the longest."""

@@ -77,8 +77,10 @@ class Sampler:
     def _logprobs(self, raw_logprobs, seqs, token_ids):
         if raw_logprobs is None:
             return [None] * len(seqs)
-        return [None if s.params.logprobs is None else _top_logprobs(raw_logprobs[i], token_ids[i], s.params.logprobs)
-                for i, s in enumerate(seqs)]
+        return [
+            None if s.params.logprobs is None else _top_logprobs(raw_logprobs[i], token_ids[i], s.params.logprobs)
+            for i, s in enumerate(seqs)
+        ]
 
 
 def _has_penalties(params) -> bool:
@@ -108,7 +110,7 @@ def _top_k_top_p(logits, seqs):
     ranks = torch.arange(vocab, device=logits.device)[None, :]
     sorted_logits = sorted_logits.masked_fill(ranks >= k[:, None], -float("inf"))
     probs = sorted_logits.softmax(-1)
-    before = probs.cumsum(-1) - probs   # mass of the tokens ranked above this one
+    before = probs.cumsum(-1) - probs  # mass of the tokens ranked above this one
     drop = before >= torch.tensor(top_p, device=logits.device)[:, None]
     drop[:, 0] = False
     sorted_logits = sorted_logits.masked_fill(drop, -float("inf"))

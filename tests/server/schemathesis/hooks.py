@@ -19,8 +19,11 @@ def before_call(context, case, kwargs):
     if not isinstance(body, dict) or context.operation.path not in GENERATING:
         return
     body.setdefault("max_tokens", MAX_TOKENS_CAP)  # chat's default is the whole context, completions' 16
-    for field, valid_max, cap in (("max_tokens", MAX_MODEL_LEN, MAX_TOKENS_CAP),
-                                  ("max_completion_tokens", MAX_MODEL_LEN, MAX_TOKENS_CAP), ("n", MAX_N, N_CAP)):
+    for field, valid_max, cap in (
+        ("max_tokens", MAX_MODEL_LEN, MAX_TOKENS_CAP),
+        ("max_completion_tokens", MAX_MODEL_LEN, MAX_TOKENS_CAP),
+        ("n", MAX_N, N_CAP),
+    ):
         value = body.get(field)
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= valid_max:
             body[field] = min(value, cap)
