@@ -101,14 +101,18 @@ def cpu_swap_blocks(v0: bool, block_bytes: int) -> int:
 def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: int) -> list[StartupCheck]:
     """vLLM's checks in its order: free memory (V1 0.9.1+, before loading), weights, KV memory, one request."""
     checks = []
-    if not v0 and release.reached("free_memory_check") and gpu.free_bytes is not None:
+    no_gpu = gpu.source == "kv-cache-memory"  # a KV budget given outright: no device to load onto
+    if not v0 and release.reached("free_memory_check") and gpu.free_bytes is not None and not no_gpu:
         checks.append(
             StartupCheck(
                 "free_memory", gpu.free_bytes >= budget.requested_bytes, _free_memory_message(release, gpu, budget)
             )
         )
     free = gpu.free_bytes if gpu.free_bytes is not None else gpu.total_bytes
-    checks.append(StartupCheck("weights", budget.weights_bytes <= free, _weights_message(release, gpu, budget, free)))
+    if not no_gpu:
+        checks.append(
+            StartupCheck("weights", budget.weights_bytes <= free, _weights_message(release, gpu, budget, free))
+        )
     checks.append(StartupCheck("kv_memory", budget.kv_cache_bytes > 0 and kv.num_blocks > 0, _no_memory(release)))
     checks.append(StartupCheck("one_request", kv.fits, _too_small(release, v0, kv, estimate)))
     return checks
