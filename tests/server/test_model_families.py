@@ -1,5 +1,6 @@
-"""`kvtool serve --model <folder>` serves a new family (a tiny Gemma 3) through the official openai
-client, with the chat template of its tokenizer config; a tokenizer without one gets a clear error."""
+"""`kvtool serve --model <folder>` serves every new family through the official openai client, with
+the chat template of its tokenizer config (a Gemma 3 folder in depth, the others with one chat and one
+completion each); a tokenizer without a template gets a clear error."""
 
 import openai
 import pytest
@@ -8,6 +9,48 @@ from families import save_tiny_family, save_tiny_tokenizer
 from kvtool.engine.runtime.input_processor import InputProcessor
 from kvtool.engine.sizing.messages import NO_CHAT_TEMPLATE
 from kvtool.errors import InvalidRequestError
+
+OTHER_FAMILIES = ["qwen3", "gemma2", "phi3", "qwen3_moe", "mixtral"]
+
+
+def serve_family(tmp_path_factory, kvtool_server_process, family: str):
+    folder = tmp_path_factory.mktemp("served") / f"tiny-{family.replace('_text', '')}"
+    save_tiny_family(folder, family)
+    save_tiny_tokenizer(folder)
+    return kvtool_server_process(
+        folder.parent / "serve.log",
+        "--model",
+        str(folder),
+        "--max-model-len",
+        "128",
+        "--kv-cache-memory",
+        "8MiB",
+        "--dtype",
+        "float32",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", OTHER_FAMILIES)
+def test_serve_answers_chat_and_completions_for_each_family(family, tmp_path_factory, kvtool_server_process):
+    server = serve_family(tmp_path_factory, kvtool_server_process, family)
+    try:
+        client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0, timeout=120)
+        name = client.models.list().data[0].id
+        chat = client.chat.completions.create(
+            model=name,
+            messages=[{"role": "user", "content": "Paris?"}],
+            max_tokens=4,
+            temperature=0.0,
+            extra_body={"ignore_eos": True},
+        )
+        plain = client.completions.create(
+            model=name, prompt="Paris?", max_tokens=4, temperature=0.0, extra_body={"ignore_eos": True}
+        )
+        assert chat.usage.completion_tokens == plain.usage.completion_tokens == 4
+        assert chat.usage.prompt_tokens > plain.usage.prompt_tokens  # the chat template's tokens are there
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")
