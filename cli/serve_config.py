@@ -14,17 +14,10 @@ from kvtool.engine.sizing import kv_cache, messages
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
+from kvtool.profiles.vllm_flags import ENGINE_KEYS
 from kvtool.profiles.workload import WorkloadProfile
 
-PROFILE_ENGINE_KEYS = (
-    "max_model_len",
-    "kv_cache_dtype",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "tensor_parallel_size",
-    "overflow",
-)
+PROFILE_ENGINE_KEYS = (*ENGINE_KEYS, "overflow")  # the keys vLLM shares, plus kvtool's overflow policy
 
 
 @dataclass(frozen=True)
