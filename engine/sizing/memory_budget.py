@@ -26,6 +26,11 @@ NCCL_BYTES = 512 * MiB  # communicator buffers, custom all-reduce (tp or pp > 1)
 CUDAGRAPH_BYTES_PER_LAYER = 8 * MiB
 CUDAGRAPH_MAX_CAPTURE_TOKENS = 512
 SAMPLER_LOGITS_COPIES = 2  # fp32 logits and their softmax during the sampler warm-up
+# V0's sampler inside the profile run (top_k = vocab - 1, top_p = 0.99 force the sort path of
+# model_executor/layers/sampler.py _apply_top_k_top_p): per logit, the model-dtype logits (2), fp32 logits (4),
+# sorted values (4), int64 sort indices (8), softmax of the sorted values (4), their cumsum (4), two bool
+# masks (2) and the re-scattered logits (4) are alive at once.
+V0_SAMPLER_BYTES_PER_LOGIT = 32
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class BudgetRules:
     ceil_request: bool = True  # 0.14+: ceil(total x utilization)
     profile_tokens: int | None = None  # tokens of the profile forward when not max_num_batched_tokens (V0)
     logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens, no sampler
+    sampler_bytes_per_logit: int = 4 * SAMPLER_LOGITS_COPIES  # V0: V0_SAMPLER_BYTES_PER_LOGIT
     charge_non_torch: bool = True  # 0.2.0-0.2.5 charge only the torch allocator peak
     charge_nccl: bool = False  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
     charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
@@ -119,7 +125,7 @@ def activation_bytes(
     forward = tokens * _activation_bytes_per_token(spec, dtype, tp)
     if rules.logits_for_every_token:
         return forward + tokens * spec.vocab_size * _element(spec, dtype)
-    return forward + min(max_num_seqs, tokens) * spec.vocab_size * 4 * SAMPLER_LOGITS_COPIES
+    return forward + min(max_num_seqs, tokens) * spec.vocab_size * rules.sampler_bytes_per_logit
 
 
 def encoder_bytes(

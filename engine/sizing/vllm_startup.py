@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.kv_cache import KVRules
-from kvtool.engine.sizing.memory_budget import BudgetRules
+from kvtool.engine.sizing.memory_budget import V0_SAMPLER_BYTES_PER_LOGIT, V033_BUDGET, BudgetRules
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.engine.sizing.vllm_versions import VllmRelease
 
@@ -73,6 +73,7 @@ def budget_rules(release: VllmRelease, v0: bool) -> BudgetRules:
     return BudgetRules(
         ceil_request=release.reached("requested_ceil"),
         logits_for_every_token=not v0 and release.version < (0, 7, 3),
+        sampler_bytes_per_logit=V0_SAMPLER_BYTES_PER_LOGIT if v0 else V033_BUDGET.sampler_bytes_per_logit,
         charge_non_torch=release.reached("peak_all_processes"),
         charge_nccl=not release.reached("nccl_not_charged") and release.reached("peak_all_processes"),
         charge_other_processes=measures_total_minus_free,

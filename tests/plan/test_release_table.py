@@ -24,7 +24,8 @@ LLAMA = resolve_model_spec("llama3.1-8b")
 W = LLAMA.num_parameters * 2  # bf16 weights
 A = 2 * (4 * 4096 + (32 + 2 * 8) * 128 + 2 * 14336)  # activation bytes per profiled token (plan's estimate)
 A_TP2 = 2 * (4 * 4096 + (32 + 2 * 8) * 128 // 2 + 2 * 14336 // 2)
-S = 128256 * 4 * 2  # sampler: fp32 logits and softmax per sequence
+S = 128256 * 4 * 2  # V1 sampler warm-up: fp32 logits and softmax per sequence
+S0 = 128256 * 32  # V0 sampler inside the profile: the sort path of _apply_top_k_top_p, 32 bytes per logit
 N = 256 * MiB  # non-torch memory (plan's estimate)
 G = 32 * 8 * MiB + 512 * A  # CUDA graphs (plan's estimate)
 BLOCK = 16 * 131072  # Llama-3.1-8B, 16 tokens x 128 KiB
@@ -48,7 +49,7 @@ ROWS = [
         "0.2.0",
         "worker/worker.py profile_num_available_blocks: total x util - torch max_memory_allocated",
         ("--gpu-mem", "80GiB", "--max-model-len", "4096"),
-        int(80 * GiB * 0.9) - W - (4096 * A + 256 * S),
+        int(80 * GiB * 0.9) - W - (4096 * A + 256 * S0),
         4096,
         num_cpu_blocks=2048,
     ),
@@ -56,7 +57,7 @@ ROWS = [
         "0.5.2",
         "worker/worker.py determine_num_available_blocks: init free - free after a max_model_len profile",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W - (32768 * A + 256 * S) - N,
+        int(80 * GiB * 0.9) - W - (32768 * A + 256 * S0) - N,
         32768,
         num_cpu_blocks=2048,
     ),
@@ -64,7 +65,7 @@ ROWS = [
         "0.6.3",
         "engine/arg_utils.py: chunked prefill on above 32k, 512-token profile batch",
         ("--gpu-mem", "80GiB", "--max-model-len", "131072"),
-        int(80 * GiB * 0.9) - W - (512 * A + 256 * S) - N,
+        int(80 * GiB * 0.9) - W - (512 * A + 256 * S0) - N,
         512,
         num_cpu_blocks=2048,
     ),

@@ -18,7 +18,10 @@ MiB = 1 << 20
 LLAMA = resolve_model_spec("llama3.1-8b")
 GPU_80 = GpuInfo(name="80 GiB GPU", total_bytes=80 * GiB, source="size", arch="sm90")
 ACTIVATION_PER_TOKEN = 2 * (4 * 4096 + (32 + 2 * 8) * 128 + 2 * 14336)  # Llama-3.1-8B, bf16: 102,400 B
-SAMPLER_ROW = 128256 * 4 * 2  # fp32 logits and their softmax for one sequence
+SAMPLER_ROW = 128256 * 4 * 2  # V1 sampler warm-up: fp32 logits and their softmax for one sequence
+# V0 sampler inside the profile (0.8.2 model_executor/layers/sampler.py _apply_top_k_top_p, top_k = vocab - 1):
+# model-dtype logits 2 + fp32 logits 4 + sorted 4 + int64 indices 8 + softmax 4 + cumsum 4 + two masks 2 + scatter 4
+V0_SAMPLER_ROW = 128256 * (2 + 4 + 4 + 8 + 4 + 4 + 2 + 4)
 
 
 def plan(version: str, spec=LLAMA, gpu=GPU_80, **settings):
@@ -56,8 +59,8 @@ def test_v0_profile_token_count_and_chunked_prefill_default(version, max_model_l
     report = plan(version, max_model_len=max_model_len, gpu=GpuInfo("big", 640 * GiB, source="size"))
     assert report.v0 and report.max_num_batched_tokens == tokens and report.max_num_seqs == 256
     # worker/model_runner.py profile_run: max_num_seqs dummy prompts holding max_num_batched_tokens in all,
-    # sampled through the sampler (one fp32 logits row per sequence)
-    assert report.budget.activation_bytes == tokens * ACTIVATION_PER_TOKEN + 256 * SAMPLER_ROW
+    # sampled through the sampler's sort path (top_k = vocab - 1, top_p = 0.99), one row per sequence
+    assert report.budget.activation_bytes == tokens * ACTIVATION_PER_TOKEN + 256 * V0_SAMPLER_ROW
 
 
 def test_v0_multimodal_models_profile_at_least_5120_tokens_from_0_6_3():
