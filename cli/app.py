@@ -1,16 +1,74 @@
-"""The `kvtool` command: one Typer app, one module per subcommand."""
+"""The `kvtool` command: one Typer app, one module per subcommand, imported only when that command runs
+(or when `kvtool --help` lists them all), so that `kvtool plan` never pays for serve's or bench's imports."""
 
 import functools
+import importlib
 import sys
+from collections.abc import MutableMapping
 
 import typer
-from rich.console import Console
+from typer.core import TyperGroup
 
 from kvtool import __version__
-from kvtool.cli import alerts, bench, diagnose, plan, profiles, serve, watch
 from kvtool.errors import ExitCode, KvtoolError
 
+# name -> (module, attribute): a command function, or a Typer app of subcommands
+COMMANDS = {
+    "plan": ("kvtool.cli.plan", "plan"),
+    "serve": ("kvtool.cli.serve", "serve"),
+    "bench": ("kvtool.cli.bench", "bench"),
+    "diagnose": ("kvtool.cli.diagnose", "diagnose"),
+    "watch": ("kvtool.cli.watch", "watch"),
+    "alerts": ("kvtool.cli.alerts", "alerts"),
+    "profiles": ("kvtool.cli.profiles", "app"),
+}
+
+
+class LazyCommands(MutableMapping):
+    """The group's commands: every name is known at once, a command is built on first lookup."""
+
+    def __init__(self):
+        self._built = {}
+
+    def __getitem__(self, name):
+        if name not in self._built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._built[name] = load_command(name)
+        return self._built[name]
+
+    def __setitem__(self, name, command):
+        self._built[name] = command
+
+    def __delitem__(self, name):
+        del self._built[name]
+
+    def __iter__(self):
+        return iter(dict.fromkeys([*COMMANDS, *self._built]))
+
+    def __len__(self):
+        return len(set(COMMANDS) | set(self._built))
+
+
+class LazyGroup(TyperGroup):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands()
+
+
+def load_command(name: str):
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(rich_markup_mode="rich", pretty_exceptions_enable=False, add_completion=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+        return typer.main.get_command(holder).commands[name]
+    holder.command(name)(report_errors(target))
+    return typer.main.get_command(holder)
+
+
 app = typer.Typer(
+    cls=LazyGroup,
     name="kvtool",
     help="Plan, serve, benchmark and diagnose LLM serving limits: context length, output length, KV-cache memory.",
     no_args_is_help=True,
@@ -35,19 +93,9 @@ def report_errors(command):
 
 
 def print_error(err: KvtoolError) -> None:
+    from rich.console import Console
+
     Console(stderr=True).print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
-
-
-for name, command in (
-    ("plan", plan.plan),
-    ("serve", serve.serve),
-    ("bench", bench.bench),
-    ("diagnose", diagnose.diagnose),
-    ("watch", watch.watch),
-    ("alerts", alerts.alerts),
-):
-    app.command(name)(report_errors(command))
-app.add_typer(profiles.app, name="profiles")
 
 
 def _version(value: bool) -> None:

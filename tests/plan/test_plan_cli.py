@@ -199,6 +199,28 @@ def test_help_and_plan_import_neither_torch_nor_transformers(args):
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
 
 
+LIGHT_PROBE = """
+import runpy, sys
+sys.argv = ["kvtool", *{args!r}]
+try:
+    runpy.run_module("kvtool", run_name="__main__")
+except SystemExit:
+    pass
+heavy = ("torch", "transformers", "fastapi", "uvicorn", "openai", "httpx", "numpy", "huggingface_hub")
+others = ("serve", "bench", "watch", "alerts", "diagnose", "profiles")
+print("LOADED", sorted([m for m in heavy if m in sys.modules] + [c for c in others if "kvtool.cli." + c in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize("args", [CONTRACT_ARGS, ["plan", "--model", "llama3.1-8b", "--gpu", "H100", "--json"]])
+def test_plan_loads_neither_the_other_commands_nor_their_libraries(args):
+    """`kvtool plan` imports its own command only: no server, client, array or Hub library."""
+    out = subprocess.run(
+        [sys.executable, "-c", LIGHT_PROBE.format(args=args)], capture_output=True, text=True, timeout=60
+    )
+    assert "LOADED []" in out.stdout, out.stdout + out.stderr
+
+
 def test_plan_on_a_local_config_json_imports_neither_torch_nor_transformers(tmp_path):
     (tmp_path / "config.json").write_text(
         json.dumps(
