@@ -165,3 +165,38 @@ def test_the_report_names_the_release_its_log_lines_and_the_check_that_stops_it(
     held = runner.invoke(app, ["plan", "--model", "llama3.1-70b", "--gpu-mem", "80GiB", "--gpu-free", "30GiB"])
     assert held.exit_code == 1 and "stops at its 'free memory' check" in held.stdout
     assert "no command: other processes hold the GPU" in held.stdout and "vllm serve   vllm" not in held.stdout
+
+
+@pytest.mark.parametrize(
+    "version, other_gib, non_torch",
+    [
+        ("0.2.5", 0, 0),  # worker/worker.py: peak = torch.cuda.max_memory_allocated(), the allocator only
+        ("0.2.6", 20, 256 << 20),  # worker/worker.py: peak = total - free from mem_get_info, every process
+        ("0.3.1", 0, 256 << 20),  # peak = free at init - free after: other processes drop out
+    ],
+)
+def test_what_the_v0_peak_counts_by_release(version, other_gib, non_torch):
+    code, report = plan(
+        "--model", "llama3.1-8b", "--gpu-free", "60GiB", "--vllm-version", version, "--max-model-len", "8192"
+    )
+    assert report["memory"]["other_process_bytes"] == other_gib << 30
+    assert report["memory"]["non_torch_bytes"] == non_torch
+
+
+@pytest.mark.parametrize(
+    "version, tail",
+    [
+        ("0.12", "when initializing the engine."),
+        ("0.13", "when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+         " for more details."),
+        ("0.21", "when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+         " for more details."),
+        ("0.22", "when initializing the engine (this flag also controls CPU memory reservation on the CPU backend,"
+         " despite its name). See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."),
+    ],
+)  # fmt: skip
+def test_no_memory_message_gains_the_url_in_0_13_and_the_cpu_note_in_0_22(version, tail):
+    # v1/core/kv_cache_utils.py check_enough_kv_cache_memory, "No available memory for the cache blocks"
+    code, report = plan("--model", "llama3.1-8b", "--gpu-memory-utilization", "0.2", "--vllm-version", version)
+    message = next(c["message"] for c in report["vllm"]["checks"] if c["name"] == "kv_memory")
+    assert message == "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` " + tail
