@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from kvtool.cli import plan_render
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus, with_free_memory
@@ -136,7 +135,7 @@ def plan(
     Exit status: 0 it fits, 1 it does not, 2 bad input.
     """
     if list_models or list_gpus:
-        plan_render.print_catalogs(list_models, list_gpus)
+        render().print_catalogs(list_models, list_gpus)
         return
     _check_sizes(
         tp=tp,
@@ -178,8 +177,15 @@ def plan(
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
     else:
-        plan_render.print_report(report)
+        render().print_report(report)
     raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
+
+
+def render():
+    """The rich renderer, imported only when a table is printed: `--json` never loads rich."""
+    from kvtool.cli import plan_render
+
+    return plan_render
 
 
 def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
