@@ -180,11 +180,12 @@ ROWS = [
         note="unsloth/Qwen3-8B-FP8, LoRA enabled",
     ),
     Row(
-        "0.11.0",
+        "0.11.1",
         f"{RECIPES}:moonshotai/Kimi-K2-Think.md",
-        "8 x H200, --tensor-parallel-size 8 (logs of 11-06, release 0.11.0) / Available KV cache memory: 46.80 GiB / "
+        "8 x H200, --tensor-parallel-size 8, a 0.11.1 development build of 11-06 (its kv_cache_utils.py:1229 log line is "
+        "0.11.1's) / Available KV cache memory: 46.80 GiB / "
         "GPU KV cache size: 715,072 tokens",
-        "--model kimi-k2 --gpu H200 --tp 8 --vllm-version 0.11.0",
+        "--model kimi-k2 --gpu H200 --tp 8 --vllm-version 0.11.1",
         46.80,
         715072,
         known="Kimi-K2-Thinking is an int4 (compressed-tensors W4A16 experts) checkpoint; the catalog's Kimi-K2 "
