@@ -15,6 +15,7 @@ A start-up frame decides over a run-time one in the same traceback (v0 profiles 
 """
 
 import re
+from collections import deque
 from dataclasses import dataclass
 
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
@@ -77,7 +78,8 @@ class StageTracker:
     """Fed every logical line in order; says where an out-of-memory error belongs."""
 
     def __init__(self):
-        self.frames: list[tuple[int, str, str | None, str]] = []  # (line, kind, phase, text) in this traceback
+        # (line, kind, phase, text) in this traceback, only those an error still waiting could look back at
+        self.frames: deque[tuple[int, str, str | None, str]] = deque()
         self.served: tuple[int, str] | None = None  # (line, text) of the first sign the server was serving
         self.index = 0
         self._chained = False
@@ -86,10 +88,12 @@ class StageTracker:
         self.index += 1
         found = {match.group(0) for match in _ANY_MARKER.finditer(line)} if _ANY_MARKER.search(line) else set()
         if line.startswith("Traceback (most recent call last)") and not self._chained:
-            self.frames = []
+            self.frames.clear()
         self._chained = bool(found & set(CHAIN_MARKERS))
         if found and (marker := self._marker(found)):
             self.frames.append((self.index, *marker, line))
+        while self.frames and self.frames[0][0] < self.index - LOOK_AHEAD - LOOK_BACK:
+            self.frames.popleft()  # a dense log holds thousands of frames: keep the search short
         if self.served is None and found & set(SERVED_MARKERS):
             self.served = (self.index, line)
 
