@@ -68,8 +68,10 @@ TORCH_OOM = [  # PyTorch's text, not vLLM's: start-up or run time is decided fro
     Pattern(
         "cuda_oom",
         "startup",
-        "out of memory",
-        compile_(rf"(?:CUDA|XPU) out of memory\. Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"),
+        "emory",  # "CUDA out of memory. Tried to allocate", or "OutOfMemoryError: Tried to allocate" as quoted
+        compile_(
+            rf"(?:(?:CUDA|XPU) out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
+        ),
         extras=_OOM_EXTRAS,
     ),
 ]

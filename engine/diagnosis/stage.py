@@ -26,6 +26,7 @@ STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("capture_model", "CUDA graph capture"),
     ("apturing CUDA graph", "CUDA graph capture"),
     ("Graph capturing", "CUDA graph capture"),
+    ("CUDA graph capture", "CUDA graph capture"),  # as people describe it next to a quoted error
     ("_allocate_kv_cache", "KV cache allocation"),
     ("initialize_kv_cache", "KV cache allocation"),
     ("_init_cache", "KV cache allocation"),
