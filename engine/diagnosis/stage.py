@@ -87,7 +87,7 @@ class StageTracker:
 
     def feed(self, line: str) -> None:
         self.index += 1
-        found = {match.group(0) for match in _ANY_MARKER.finditer(line)} if _ANY_MARKER.search(line) else set()
+        found = {match.group(0) for match in _ANY_MARKER.finditer(line)}
         if line.startswith("Traceback (most recent call last)") and not self._chained:
             self.frames.clear()
         self._chained = bool(found & set(CHAIN_MARKERS))
