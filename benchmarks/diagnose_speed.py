@@ -5,6 +5,7 @@
 - busy:  a busy server's log (access lines, request logs, periodic stats), failures planted near the end
 - dense: a log where every few lines is an error, wrapped at 80 columns behind Docker/Kubernetes/vLLM
          prefixes (rejected requests, preemption warnings, tracebacks, out-of-memory errors)
+- storm: the dense log's layout, but 50 distinct errors repeated (clients retrying the same requests)
 - long:  pathological single lines of about 1 MB each (token-id lists, base64, a minified JSON body
          full of anchor words, escaped newlines, a run of one repeated message)
 
@@ -23,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ("busy", "dense", "long")
+KINDS = ("busy", "dense", "storm", "long")
 CHILD = """
 import json, resource, sys, time
 from kvtool.engine.diagnosis import diagnose
@@ -87,13 +88,14 @@ def _dense_record(rng: random.Random) -> str:
     return frames + _wrapped(rng.choice(messages), prefix)
 
 
-def _dense(path: Path, megabytes: int) -> None:
+def _dense(path: Path, megabytes: int, distinct: int | None = None) -> None:
     rng, size, target = random.Random(1), 0, megabytes << 20
     access = 'INFO:     10.0.0.{}:{} - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n'
     with open(path, "w", encoding="utf-8") as log:
         while size < target:
             block = "".join(
-                access.format(rng.randrange(256), rng.randrange(60000)) * rng.randrange(1, 4) + _dense_record(rng)
+                access.format(rng.randrange(256), rng.randrange(60000)) * rng.randrange(1, 4)
+                + _dense_record(random.Random(rng.randrange(distinct)) if distinct else rng)
                 for _ in range(200)
             )
             size += log.write(block)
@@ -116,7 +118,7 @@ def _long(path: Path, megabytes: int) -> None:
         log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
 
 
-WRITERS = {"busy": _busy, "dense": _dense, "long": _long}
+WRITERS = {"busy": _busy, "dense": _dense, "storm": lambda path, mb: _dense(path, mb, distinct=50), "long": _long}
 
 
 def measure(kind: str, megabytes: int, folder: Path) -> dict:
