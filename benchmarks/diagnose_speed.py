@@ -1,6 +1,6 @@
-"""How fast `kvtool diagnose` reads a large log, and how much memory it takes, on three kinds of log.
+"""How fast `kvtool diagnose` reads a large log, and how much memory it takes, on four kinds of log.
 
-    python benchmarks/diagnose_speed.py [--megabytes 50] [--kinds busy,dense,long] [--profile KIND]
+    python benchmarks/diagnose_speed.py [--megabytes 50] [--kinds busy,dense,storm,long] [--profile KIND]
 
 - busy:  a busy server's log (access lines, request logs, periodic stats), failures planted near the end
 - dense: a log where every few lines is an error, wrapped at 80 columns behind Docker/Kubernetes/vLLM
