@@ -90,9 +90,11 @@ def from_template(template: str) -> tuple[str, str]:
     """(regex, gate) for a message template with str.format placeholders."""
     parts = [(literal, name) for literal, name, _, _ in Formatter().parse(template)]
     named = [i for i, (_, name) in enumerate(parts) if name and name not in TEXT and name not in SPECIAL]
-    if not named:  # the first sentence and the start of the next tell the wordings apart
-        sentence = " ".join(template.split(" ")[: template.split(". ")[0].count(" ") + 5])
-        return _literal(sentence), _gate(sentence)
+    if not named:  # the first sentence, and the start of the next where it was pasted (it tells wordings apart)
+        words = template.split(" ")
+        first_sentence = template.split(". ")[0].count(" ") + 1
+        sentence, rest = " ".join(words[:first_sentence]), " ".join(words[first_sentence : first_sentence + 4])
+        return _literal(sentence) + f"(?: {_literal(rest)})?", _gate(sentence)
     first, last = named[0], named[-1]
     pieces, seen, kept = [], set(), []
     for i, (literal, name) in enumerate(parts[: last + 1]):

@@ -40,7 +40,7 @@ def utf8_blocks(stream: BinaryIO) -> Iterator[bytes]:
     """The stream's bytes, re-encoded to UTF-8 when it starts with a UTF-16 byte-order mark
     (what PowerShell's `>` writes)."""
     first = stream.read(CHUNK_BYTES)
-    if not first.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    if not _utf16(first):
         yield first
         yield from iter(lambda: stream.read(CHUNK_BYTES), b"")
         return
@@ -49,6 +49,13 @@ def utf8_blocks(stream: BinaryIO) -> Iterator[bytes]:
         yield decoder.decode(first).encode("utf-8", "surrogatepass")
         first = stream.read(CHUNK_BYTES)
     yield decoder.decode(b"", final=True).encode("utf-8", "surrogatepass")
+
+
+def _utf16(block: bytes) -> bool:
+    """A UTF-16 byte-order mark followed by text that looks like UTF-16 (every other byte NUL, for the Latin
+    script of logs); invalid UTF-8 may start with the same two bytes."""
+    sample = block[2:258]
+    return block.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and sample.count(0) * 4 >= len(sample)
 
 
 def read_chunks(stream: BinaryIO) -> Iterator[bytes]:

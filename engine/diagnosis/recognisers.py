@@ -68,8 +68,10 @@ TORCH_OOM = [  # PyTorch's text, not vLLM's: start-up or run time is decided fro
     Pattern(
         "cuda_oom",
         "startup",
-        "out of memory",
-        compile_(rf"(?:CUDA|XPU) out of memory\. Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"),
+        "emory",  # "CUDA out of memory. Tried to allocate", or "OutOfMemoryError: Tried to allocate" as quoted
+        compile_(
+            rf"(?:(?:CUDA|XPU) out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
+        ),
         extras=_OOM_EXTRAS,
     ),
 ]
@@ -98,4 +100,16 @@ DEFAULT_TRUNCATION = [  # a request log whose SamplingParams kept vLLM's default
     ),
 ]
 
-PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + DEFAULT_TRUNCATION + api_patterns.PATTERNS
+QUOTED = [  # the 0.2.7-0.10.2 message as people quote it, cut before the cache size: the cause without that number
+    Pattern(
+        "kv_cache_too_small_at_startup",
+        "startup",
+        "max seq len",
+        compile_(
+            r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that can be stored "
+            r"in KV cache\b"
+        ),
+    ),
+]
+
+PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + DEFAULT_TRUNCATION + QUOTED + api_patterns.PATTERNS

@@ -86,9 +86,9 @@ class Scanner:
     @staticmethod
     def _observations_in(text: str, original: str) -> list[Observation]:
         """Every match of every pattern; where matches of one category overlap, the one that read the most
-        numbers (an older wording is often the start of a newer one)."""
+        numbers, then the longest (an older wording is often the start of a newer one)."""
         found = [(pattern, *match) for pattern in PATTERNS if pattern.gate in text for match in pattern.read_all(text)]
-        found.sort(key=lambda item: -len(item[1]))
+        found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))  # most numbers, then longest
         observations, taken = [], {}
         for pattern, numbers, span, detail in found:
             spans = taken.setdefault(pattern.category, [])

@@ -15,7 +15,9 @@ A start-up frame decides over a run-time one in the same traceback (v0 profiles 
 """
 
 import re
+from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("_dummy_sampler_run", "sampler warm-up"),
@@ -25,6 +27,7 @@ STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("capture_model", "CUDA graph capture"),
     ("apturing CUDA graph", "CUDA graph capture"),
     ("Graph capturing", "CUDA graph capture"),
+    ("CUDA graph capture", "CUDA graph capture"),  # as people describe it next to a quoted error
     ("_allocate_kv_cache", "KV cache allocation"),
     ("initialize_kv_cache", "KV cache allocation"),
     ("_init_cache", "KV cache allocation"),
@@ -63,7 +66,26 @@ SERVED_MARKERS = (
 CHAIN_MARKERS = ("During handling of the above exception", "The above exception was the direct cause")
 LOOK_BACK, LOOK_AHEAD = 80, 30  # lines
 _PHASES = dict(STARTUP_MARKERS)
+_CHAINS, _SERVED, _RUNTIME = set(CHAIN_MARKERS), set(SERVED_MARKERS), set(RUNTIME_MARKERS)
 _ANY_MARKER = re.compile("|".join(re.escape(m) for m in (*_PHASES, *RUNTIME_MARKERS, *SERVED_MARKERS, *CHAIN_MARKERS)))
+
+
+@lru_cache(maxsize=4096)  # tracebacks and retry storms repeat the same lines
+def _read_markers(line: str) -> tuple[tuple[str, str | None] | None, bool, bool]:
+    """(the frame kind and phase the line marks, if any; whether it chains exceptions; whether it shows serving)."""
+    found = {match.group(0) for match in _ANY_MARKER.finditer(line)}
+    if not found:
+        return None, False, False
+    return _marker(found), bool(found & _CHAINS), bool(found & _SERVED)
+
+
+def _marker(found: set[str]) -> tuple[str, str | None] | None:
+    for marker, phase in STARTUP_MARKERS:  # the most specific first
+        if marker in found:
+            return "startup", phase
+    if found & _RUNTIME:
+        return "runtime", None
+    return None
 
 
 @dataclass
@@ -77,30 +99,24 @@ class StageTracker:
     """Fed every logical line in order; says where an out-of-memory error belongs."""
 
     def __init__(self):
-        self.frames: list[tuple[int, str, str | None, str]] = []  # (line, kind, phase, text) in this traceback
+        # (line, kind, phase, text) in this traceback, only those an error still waiting could look back at
+        self.frames: deque[tuple[int, str, str | None, str]] = deque()
         self.served: tuple[int, str] | None = None  # (line, text) of the first sign the server was serving
         self.index = 0
         self._chained = False
 
     def feed(self, line: str) -> None:
         self.index += 1
-        found = {match.group(0) for match in _ANY_MARKER.finditer(line)} if _ANY_MARKER.search(line) else set()
+        marker, chained, served = _read_markers(line)
         if line.startswith("Traceback (most recent call last)") and not self._chained:
-            self.frames = []
-        self._chained = bool(found & set(CHAIN_MARKERS))
-        if found and (marker := self._marker(found)):
+            self.frames.clear()
+        self._chained = chained
+        if marker:
             self.frames.append((self.index, *marker, line))
-        if self.served is None and found & set(SERVED_MARKERS):
+        while self.frames and self.frames[0][0] < self.index - LOOK_AHEAD - LOOK_BACK:
+            self.frames.popleft()  # a dense log holds thousands of frames: keep the search short
+        if self.served is None and served:
             self.served = (self.index, line)
-
-    @staticmethod
-    def _marker(found: set[str]) -> tuple[str, str | None] | None:
-        for marker, phase in STARTUP_MARKERS:  # the most specific first
-            if marker in found:
-                return "startup", phase
-        if found & set(RUNTIME_MARKERS):
-            return "runtime", None
-        return None
 
     def decide(self, at: int) -> Stage:
         """The stage of an error read at line `at`, from the lines seen up to now."""

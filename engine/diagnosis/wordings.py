@@ -472,6 +472,8 @@ PREEMPTION = [
         "0.4.3-0.10.2",
         "core/scheduler.py _preempt (a WARNING every 50th preemption)",
         "runtime",
+        # vLLM's performance guide (0.4.3 to 0.10) quotes the counter as total_cumulative_preemption_cnt
+        regex=r"total_(?:num_)?cumulative_preemption(?:_cnt)?=(?P<num_preemptions>\d+)",
     ),
 ]
 
