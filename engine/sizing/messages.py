@@ -9,11 +9,18 @@ from kvtool.engine.sizing.units import format_gib
 
 CONSERVING_MEMORY_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
-# Request length (HTTP 400), vLLM 0.33 unless said otherwise.
+# Request length (HTTP 400), vLLM 0.33 unless said otherwise. `at_least` is "at least " when the
+# tokenizer stopped one token past the limit (text prompts), else "". The server adds the
+# " (parameter=..., value=...)" suffix of with_parameter(), as vLLM's validation errors do.
 PROMPT_TOO_LONG = (
-    "This model's maximum context length is {max_model_len} tokens. However, your prompt contains {prompt_tokens} "
-    "input tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input "
-    "prompt."
+    "This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
+    "{at_least}{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+    "the length of the input prompt."
+)
+PROMPT_CHARS_TOO_LONG = (
+    "This model's maximum context length is {max_model_len} tokens. However, your prompt contains {prompt_chars} "
+    "characters (more than {max_input_chars} characters, which is the upper bound for {max_input_tokens} input "
+    "tokens). Please reduce the length of the input prompt."
 )
 NO_ROOM_FOR_OUTPUT = (
     "The decoder prompt (length {prompt_tokens}) plus the number of requested output tokens (at least 1) is longer "
@@ -25,10 +32,26 @@ MAX_TOKENS_TOO_LARGE = (  # vLLM 0.31+
 )
 TOTAL_TOO_LONG = (  # vLLM 0.18 - 0.31, the `reject` overflow policy
     "This model's maximum context length is {max_model_len} tokens. However, you requested {max_tokens} output "
-    "tokens and your prompt contains {prompt_tokens} input tokens, for a total of {total_tokens} tokens. Please "
-    "reduce the length of the input prompt or the number of requested output tokens."
+    "tokens and your prompt contains {at_least}{prompt_tokens} input tokens, for a total of {at_least}{total_tokens} "
+    "tokens. Please reduce the length of the input prompt or the number of requested output tokens."
+)
+TOTAL_CHARS_TOO_LONG = (  # vLLM 0.18 - 0.31, the `reject` overflow policy
+    "This model's maximum context length is {max_model_len} tokens. However, you requested {max_tokens} output "
+    "tokens and your prompt contains {prompt_chars} characters (more than {max_input_chars} characters, which is the "
+    "upper bound for {max_input_tokens} input tokens). Please reduce the length of the input prompt or the number of "
+    "requested output tokens."
 )
 MAX_TOKENS_BELOW_ONE = "max_tokens must be at least 1, got {max_tokens}."
+
+# Request routing (HTTP 404), vLLM 0.33.
+MODEL_NOT_FOUND = "The model `{model}` does not exist. Valid aliases: {aliases}."
+
+
+def with_parameter(message: str, parameter: str | None = None, value=None) -> str:
+    """vLLM's validation-error text: the message, then " (parameter=..., value=...)" for what is known."""
+    extras = [f"{name}={v}" for name, v in (("parameter", parameter), ("value", value)) if v is not None]
+    return f"{message} ({', '.join(extras)})" if extras else message
+
 
 # Start-up (the engine refuses to start), vLLM 0.33.
 NO_MEMORY_FOR_CACHE = (
