@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, fields
 
+from kvtool.engine.runtime.structured_output.params import StructuredOutputsParams
 from kvtool.engine.sizing import defaults
 from kvtool.errors import UsageError
 
@@ -84,9 +85,16 @@ class SamplingParams:
     logprobs: int | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] | None = None
+    prompt_logprobs: int | None = None
+    structured_outputs: StructuredOutputsParams | None = None
+    bad_words_token_ids: list[list[int]] | None = None  # bad_words as tokens, filled in by the engine
 
     def __post_init__(self):
         self.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        self.logit_bias = _clamped_logit_bias(self.logit_bias)
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.top_k = -1 if self.top_k in (0, None) else self.top_k
         self._check()
@@ -119,10 +127,34 @@ class SamplingParams:
             raise UsageError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
         if self.logprobs is not None and self.logprobs < 0:
             raise UsageError(f"logprobs must be non-negative, got {self.logprobs}.")
+        if self.prompt_logprobs is not None and self.prompt_logprobs < 0:
+            raise UsageError(f"prompt_logprobs must be non-negative, got {self.prompt_logprobs}.")
+        if self.allowed_token_ids is not None and not self.allowed_token_ids:
+            raise UsageError("allowed_token_ids is not None and empty!")
+
+    def check_token_ids(self, vocab_size: int) -> None:
+        """vLLM's checks of the token ids a request names against the model's vocabulary."""
+        for name, ids in (("logit_bias", list(self.logit_bias or {})), ("allowed_token_ids", self.allowed_token_ids),
+                          ("stop_token_ids", self.stop_token_ids)):
+            invalid = [t for t in ids or [] if not 0 <= t < vocab_size]
+            if invalid:
+                raise UsageError(f"token_id(s) {invalid} in {name} contain out-of-vocab token ids. "
+                                 f"Vocabulary size: {vocab_size}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature < 1e-5
+
+
+def _clamped_logit_bias(logit_bias: dict | None) -> dict[int, float] | None:
+    """Token id -> bias in [-100, 100]; keys may come as strings (JSON objects have string keys)."""
+    if not logit_bias:
+        return None
+    try:
+        return {int(token): min(100.0, max(-100.0, float(bias))) for token, bias in logit_bias.items()}
+    except (TypeError, ValueError):
+        bad = [token for token in logit_bias if not str(token).lstrip("-").isdigit()]
+        raise UsageError(f"logit_bias contains key(s) that cannot be converted to integer token IDs: {bad!r}") from None
 
 
 def _check_choice(name: str, value, choices) -> None:

@@ -34,6 +34,8 @@ class LLMEngine:
         self.config = dataclasses.replace(config, max_model_len=max_model_len,
                                           max_num_batched_tokens=batched_tokens, max_num_seqs=max_seqs)
         eos = eos_token_ids(self.tokenizer, hf_config)
+        self.eos_token_ids = eos
+        self._grammar_compiler = None
         self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)
         self.kv_cache_info = startup.plan_kv_cache(self.config, self.spec, self.model_runner.available_kv_bytes(),
                                                    max_model_len, batched_tokens)
@@ -43,6 +45,7 @@ class LLMEngine:
                                    config.enable_chunked_prefill, eos)
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
+        self.step_listeners: list = []  # called with the number of tokens each step ran
         logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
 
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
@@ -53,8 +56,12 @@ class LLMEngine:
         prompt_text, prompt_ids = self._tokenize(prompt)
         max_tokens = check_request_length(len(prompt_ids), params.max_tokens, self.config.max_model_len,
                                           self.config.overflow)
+        self._prepare_params(params)
         arrival = arrival_time if arrival_time is not None else time.monotonic()
         seqs = [Sequence(request_id, prompt_ids, params, max_tokens, i, arrival) for i in range(params.n)]
+        if params.structured_outputs is not None:
+            for seq in seqs:
+                seq.grammar = self.grammar_compiler.matcher(params.structured_outputs)
         self.seqs_by_request[request_id] = seqs
         self.output_processor.add_request(request_id, prompt_text, prompt_ids, seqs)
         for seq in seqs:
@@ -75,12 +82,33 @@ class LLMEngine:
             return []
         self._mark_scheduled(scheduled.seqs)
         result = self.model_runner.execute(scheduled)
+        for listener in self.step_listeners:
+            listener(sum(scheduled.num_new_tokens))
         updated = self.scheduler.update_from_output(scheduled, result.sampled)
         outputs = self.output_processor.process(updated, result.logprobs, self.scheduler.finish)
         for output in outputs:
             if output.finished:
                 self.seqs_by_request.pop(output.request_id, None)
         return outputs
+
+    @property
+    def grammar_compiler(self):
+        """The xgrammar compiler for this tokenizer, built on first use (it reads the whole vocabulary)."""
+        if self._grammar_compiler is None:
+            from kvtool.engine.runtime.structured_output.compiler import GrammarCompiler
+            if self.tokenizer is None:
+                raise UsageError("Structured outputs need a tokenizer; this model folder has none.")
+            self._grammar_compiler = GrammarCompiler(self.tokenizer, self.spec.vocab_size, self.eos_token_ids)
+        return self._grammar_compiler
+
+    def _prepare_params(self, params: SamplingParams) -> None:
+        params.check_token_ids(self.spec.vocab_size)
+        if params.bad_words and params.bad_words_token_ids is None:
+            from kvtool.engine.runtime.worker.logits_processors import bad_words_token_ids
+            try:
+                params.bad_words_token_ids = bad_words_token_ids(self.tokenizer, params.bad_words)
+            except ValueError as err:
+                raise UsageError(str(err)) from err
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
