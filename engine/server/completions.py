@@ -5,11 +5,13 @@ from __future__ import annotations
 from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput
+from kvtool.engine.server.constraints import compile_constraint, structured_outputs_params
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.job import GenerationJob
 from kvtool.engine.server.logprobs import completion_logprobs
 from kvtool.engine.server.protocol import CompletionRequest
+from kvtool.engine.server.request_fields import NOT_IMPLEMENTED_COMPLETIONS, check_request_fields
 from kvtool.engine.server.serving import ServerState, resolve_max_tokens, warn_if_default_truncated
 
 
@@ -18,14 +20,19 @@ class CompletionJob(GenerationJob):
     object_name = chunk_object_name = "text_completion"
 
     def __init__(self, state: ServerState, body: CompletionRequest, header_id: str | None):
+        check_request_fields(body, NOT_IMPLEMENTED_COMPLETIONS)
         self.prompts = body.prompts()
         if not self.prompts:
             raise APIError("The decoder prompt cannot be empty", param="prompt")
-        prompt_ids = [_checked_ids(p, len(state.engine.tokenizer)) if isinstance(p, list)
-                      else state.engine.tokenizer.encode(p) for p in self.prompts]
+        tokenizer = state.engine.tokenizer
+        prompt_ids = [_checked_ids(p, len(tokenizer)) if isinstance(p, list)
+                      else tokenizer.encode(p, add_special_tokens=body.add_special_tokens) for p in self.prompts]
         defaulted = not body.max_tokens_given()
-        max_tokens = [resolve_max_tokens(state.settings, len(ids), body.max_tokens, defaulted) for ids in prompt_ids]
-        super().__init__(state, body, header_id, prompt_ids, max_tokens, body.logprobs)
+        max_tokens = [resolve_max_tokens(state.settings, len(ids), body.max_tokens, defaulted,
+                                         prompt_chars=None if isinstance(p, list) else len(p))
+                      for p, ids in zip(self.prompts, prompt_ids)]
+        self.constraint = structured_outputs_params(body.structured_outputs, body.response_format)
+        super().__init__(state, body, header_id, prompt_ids, max_tokens, body.logprobs, self.constraint)
 
     def echo(self, choice: Choice) -> str:
         if not self.body.echo:
@@ -63,4 +70,6 @@ def _checked_ids(token_ids: list[int], vocab_size: int) -> list[int]:
 
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):
     state.check_model(body.model)
-    return await CompletionJob(state, body, raw_request.headers.get("x-request-id")).respond(raw_request)
+    job = CompletionJob(state, body, raw_request.headers.get("x-request-id") or body.request_id)
+    await compile_constraint(state.engine, job.constraint)
+    return await job.respond(raw_request)

@@ -35,13 +35,14 @@ class GenerationJob:
     chunk_object_name = ""
 
     def __init__(self, state: ServerState, body, header_id: str | None, prompt_ids: list[list[int]],
-                 max_tokens: list[MaxTokens], num_logprobs: int | None):
+                 max_tokens: list[MaxTokens], num_logprobs: int | None, structured_outputs=None):
         self.state, self.body, self.header_id = state, body, header_id
         self.id = request_id(header_id, self.id_prefix)
         self.created = int(time.time())
         self.prompt_ids, self.max_tokens = prompt_ids, max_tokens
         self.choices = make_choices(self.id, prompt_ids, body.n,
-                                    lambda i: body.to_sampling_params(max_tokens[i].value, num_logprobs))
+                                    lambda i: body.to_sampling_params(max_tokens[i].value, num_logprobs,
+                                                                      structured_outputs))
 
     @property
     def tokenizer(self):

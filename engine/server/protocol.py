@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's /v1/completions default, in every version
 
@@ -16,10 +17,42 @@ class StreamOptions(BaseModel):
     continuous_usage_stats: bool = False
 
 
-class _SamplingFields(BaseModel):
-    """Fields shared by completions and chat; names and defaults as vLLM's."""
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
 
-    model_config = ConfigDict(extra="ignore")
+    name: str = "response"
+    description: str | None = None
+    json_schema: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class StructuredOutputsField(BaseModel):
+    """vLLM's `structured_outputs` request field: one of json, regex, choice, grammar, json_object."""
+
+    json_: str | dict | None = Field(None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    json_object: bool | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: str | None = None
+    structural_tag: str | None = None
+
+
+class _SamplingFields(BaseModel):
+    """Fields shared by completions and chat; names and defaults as vLLM's.
+
+    Extra fields are kept (as vLLM keeps them) so that request_fields.py can refuse the ones kvtool
+    does not implement and log the ones nobody knows.
+    """
+
+    model_config = ConfigDict(extra="allow")
 
     model: str | None = None
     n: int = Field(1, ge=1, le=128)
@@ -40,6 +73,13 @@ class _SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    logit_bias: dict[str, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] = Field(default_factory=list)
+    prompt_logprobs: int | None = None
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsField | None = None
+    request_id: str | None = None
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
@@ -48,7 +88,8 @@ class _SamplingFields(BaseModel):
         """vLLM's extension: usage so far in every chunk."""
         return self.include_usage() and self.stream_options.continuous_usage_stats
 
-    def to_sampling_params(self, max_tokens: int, logprobs: int | None) -> SamplingParams:
+    def to_sampling_params(self, max_tokens: int, logprobs: int | None,
+                           structured_outputs: StructuredOutputsParams | None = None) -> SamplingParams:
         """One engine request's parameters (n is handled by the server, one engine request per choice)."""
         given = {name: getattr(self, name) for name in
                  ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
@@ -57,7 +98,9 @@ class _SamplingFields(BaseModel):
             n=1, max_tokens=max_tokens, seed=self.seed, stop=self.stop, stop_token_ids=self.stop_token_ids,
             ignore_eos=self.ignore_eos, min_tokens=self.min_tokens, logprobs=logprobs,
             include_stop_str_in_output=self.include_stop_str_in_output,
-            skip_special_tokens=self.skip_special_tokens, **given)
+            skip_special_tokens=self.skip_special_tokens, logit_bias=self.logit_bias,
+            allowed_token_ids=self.allowed_token_ids, bad_words=self.bad_words or None,
+            prompt_logprobs=self.prompt_logprobs, structured_outputs=structured_outputs, **given)
 
 
 class CompletionRequest(_SamplingFields):
@@ -65,6 +108,7 @@ class CompletionRequest(_SamplingFields):
     max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1)
     logprobs: int | None = Field(None, ge=0, le=20)
     echo: bool = False
+    add_special_tokens: bool = True
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
@@ -81,15 +125,45 @@ class TextPart(BaseModel):
     text: str
 
 
+class FunctionDefinition(BaseModel):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    type: Literal["function"] = "function"
+    function: FunctionDefinition
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list[TextPart] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        return self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
 
     def as_template_message(self) -> dict:
-        text = self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
-        return {"role": self.role, "content": text or ""}
+        message = {"role": self.role, "content": self.text() or ""}
+        for key in ("name", "tool_calls", "tool_call_id"):
+            if getattr(self, key) is not None:
+                message[key] = getattr(self, key)
+        return message
 
 
 class ChatCompletionRequest(_SamplingFields):
@@ -99,6 +173,15 @@ class ChatCompletionRequest(_SamplingFields):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    add_special_tokens: bool = False
+    echo: bool = False
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    documents: list[dict[str, str]] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = True
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
@@ -111,11 +194,17 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class TokenizeRequest(BaseModel):
+    """vLLM's two /tokenize bodies in one: {"prompt"} or {"messages"} (add_special_tokens: True / False)."""
+
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
-    add_special_tokens: bool = True
+    add_special_tokens: bool | None = None
     add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    return_token_strs: bool | None = False
+    tools: list[Tool] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class DetokenizeRequest(BaseModel):

@@ -12,8 +12,8 @@ from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import Choice
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.protocol import COMPLETIONS_DEFAULT_MAX_TOKENS
-from kvtool.engine.sizing import messages
-from kvtool.engine.sizing.request_length import check_request_length
+from kvtool.engine.sizing import defaults, messages
+from kvtool.engine.sizing.request_length import server_output_budget
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
@@ -24,8 +24,10 @@ class ServerSettings:
     model_name: str
     max_model_len: int
     api_key: str | None = None
-    overflow: str = "reject"
+    overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
+    max_chars_per_token: int | None = None  # the tokenizer's longest token, for vLLM's prompt-characters check
+    tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
 
 
 @dataclass
@@ -42,7 +44,8 @@ class ServerState:
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.settings.model_name:
-            raise APIError(f"The model `{model}` does not exist.", HTTPStatus.NOT_FOUND, "NotFoundError", "model")
+            message = messages.MODEL_NOT_FOUND.format(model=model, aliases=self.settings.model_name)
+            raise APIError(message, HTTPStatus.NOT_FOUND, "NotFoundError", "model")
 
 
 @dataclass
@@ -59,18 +62,18 @@ class MaxTokens:
 
 
 def resolve_max_tokens(settings: ServerSettings, num_prompt_tokens: int, requested: int | None,
-                       defaulted: bool, param: str = "max_tokens") -> MaxTokens:
-    """Apply the profile default and the overflow policy; raise vLLM's 400 when the request cannot run."""
+                       defaulted: bool, param: str = "max_tokens", prompt_chars: int | None = None) -> MaxTokens:
+    """Apply the profile default and the overflow policy; raise vLLM's 400 when the request cannot run.
+
+    `prompt_chars` is the length of a text prompt (None for token ids), for vLLM's character check.
+    """
     if num_prompt_tokens == 0:
         raise APIError("The decoder prompt cannot be empty", param="prompt")
-    if requested is not None and requested > settings.max_model_len:  # named after the field the client sent
-        message = messages.MAX_TOKENS_TOO_LARGE.format(param=param, max_tokens=requested,
-                                                   max_model_len=settings.max_model_len)
-        raise APIError(message, param=param)
-    if defaulted and settings.default_max_tokens is not None:
-        room = max(settings.max_model_len - num_prompt_tokens, 1)
+    if defaulted and settings.default_max_tokens is not None and num_prompt_tokens < settings.max_model_len:
+        room = settings.max_model_len - num_prompt_tokens
         requested = min(settings.default_max_tokens, room)  # a default never makes a request fail
-    value = check_request_length(num_prompt_tokens, requested, settings.max_model_len, settings.overflow)
+    value = server_output_budget(num_prompt_tokens, requested, settings.max_model_len, settings.overflow, param,
+                                 prompt_chars, settings.max_chars_per_token)
     clamped = requested is not None and value < requested
     if clamped:
         logger.info("max_tokens %d lowered to %d: prompt of %d tokens, max_model_len %d (--overflow clamp)",
@@ -102,7 +105,7 @@ def make_choices(base_id: str, prompts: list[list[int]], n: int, params_for) -> 
                 params.seed = params.seed + j
             index = i * n + j
             # a random tail keeps engine ids unique when clients reuse an x-request-id
-            choices.append(Choice(index, i, prompt_ids, params, f"{base_id}-{index}-{uuid.uuid4().hex[:8]}"))
+            choices.append(Choice(index, i, prompt_ids, params, f"{base_id}-{index}-{uuid.uuid4().hex[:8]}", n))
     return choices
 
 
