@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from kvtool import __version__
-from kvtool.engine.server.chat import chat_prompt_ids, create_chat_completion
+from kvtool.engine.server.chat import create_chat_completion, render_chat
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
@@ -27,7 +27,11 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
         await state.abort_all()
         await engine.shutdown()
 
-    state = ServerState(engine, settings, ServerMetrics(engine, settings.model_name))
+    if settings.max_chars_per_token is None and engine.tokenizer is not None:
+        settings.max_chars_per_token = max(len(token) for token in engine.tokenizer.get_vocab())
+    metrics = ServerMetrics(engine, settings.model_name, settings.max_model_len)
+    engine.add_step_listener(metrics.observe_step)
+    state = ServerState(engine, settings, metrics)
     app = FastAPI(title="kvtool", version=__version__, lifespan=lifespan)
     app.state.server = state
     install_error_handlers(app)
@@ -63,12 +67,19 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/tokenize")
     async def tokenize(body: TokenizeRequest) -> dict:
         state.check_model(body.model)
-        tokens = _tokenize(state.engine.tokenizer, body)
-        return {"count": len(tokens), "max_model_len": state.settings.max_model_len, "tokens": tokens}
+        tokenizer = state.engine.tokenizer
+        tokens = _tokenize(tokenizer, body)
+        token_strs = tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None
+        return {"count": len(tokens), "max_model_len": state.settings.max_model_len, "tokens": tokens,
+                "token_strs": token_strs}
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> dict:
         state.check_model(body.model)
+        vocab_size = len(state.engine.tokenizer)
+        invalid = [t for t in body.tokens if not 0 <= t < vocab_size]
+        if invalid:
+            raise APIError(f"Token id(s) {invalid} are out of vocabulary (size {vocab_size}).", param="tokens")
         return {"prompt": state.engine.tokenizer.decode(body.tokens)}
 
     @app.get("/metrics")
@@ -78,10 +89,14 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
 
 def _tokenize(tokenizer, body: TokenizeRequest) -> list[int]:
     if body.messages is not None:
-        return chat_prompt_ids(tokenizer, body.messages, body.add_generation_prompt)
+        tools = [tool.model_dump(exclude_none=True) for tool in body.tools or []] or None
+        kwargs = {"tools": tools, "continue_final_message": body.continue_final_message,
+                  **(body.chat_template_kwargs or {})}
+        text = render_chat(tokenizer, body.messages, body.add_generation_prompt, **kwargs)
+        return tokenizer.encode(text, add_special_tokens=bool(body.add_special_tokens))
     if body.prompt is None:
         raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")
-    return tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
+    return tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens is not False)
 
 
 class ApiKeyAndRequestId:

@@ -14,7 +14,7 @@ import anyio
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.outputs import RequestOutput
-from kvtool.engine.server.metrics import ServerMetrics
+from kvtool.engine.server.metrics import FinishedRequest, ServerMetrics
 
 _DONE = object()
 
@@ -28,6 +28,7 @@ class Choice:
     prompt_token_ids: list[int]
     params: SamplingParams
     request_id: str
+    n: int = 1  # the request's n, for vllm:request_params_n
 
 
 @dataclass
@@ -37,9 +38,11 @@ class RequestTracker:
     metrics: ServerMetrics
     num_prompt_tokens: int
     arrival: float
+    choice: Choice | None = None
     last_token_time: float | None = None
     num_generated: int = 0
     finish_reason: str = "abort"
+    last: RequestOutput | None = None
 
     def on_output(self, output: RequestOutput) -> None:
         completion = output.outputs[0]
@@ -52,14 +55,18 @@ class RequestTracker:
             self.last_token_time = now
         self.num_generated = len(completion.token_ids)
         self.finish_reason = completion.finish_reason or self.finish_reason
+        self.last = output
 
     def on_end(self) -> None:
-        self.metrics.observe_finished(self.num_prompt_tokens, self.num_generated, self.finish_reason,
-                                      time.monotonic() - self.arrival)
+        last, choice = self.last, self.choice
+        self.metrics.observe_finished(FinishedRequest(
+            self.num_prompt_tokens, self.num_generated, last.num_cached_tokens if last else 0, self.finish_reason,
+            time.monotonic() - self.arrival, choice.n if choice else 1, choice.params.max_tokens if choice else None,
+            last.metrics if last else None))
 
 
 async def _run_choice(state, choice: Choice, queue: asyncio.Queue) -> None:
-    tracker = RequestTracker(state.metrics, len(choice.prompt_token_ids), time.monotonic())
+    tracker = RequestTracker(state.metrics, len(choice.prompt_token_ids), time.monotonic(), choice)
     stream = state.engine.generate(choice.prompt_token_ids, choice.params, choice.request_id)
     state.active_request_ids.add(choice.request_id)
     try:
