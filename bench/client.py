@@ -43,6 +43,7 @@ class RequestSpec:
     model: str
     ignore_eos: bool = False
     temperature: float = 0.0
+    extra_body: dict | None = None  # merged into every payload (structured outputs, sampling fields)
 
 
 def build_payload(spec: RequestSpec, sample: SampleRequest) -> dict:
@@ -60,7 +61,7 @@ def build_payload(spec: RequestSpec, sample: SampleRequest) -> dict:
         payload["max_tokens"] = sample.max_tokens
     if spec.ignore_eos:
         payload["ignore_eos"] = True
-    return payload
+    return {**payload, **(spec.extra_body or {})}
 
 
 async def send_request(

@@ -44,6 +44,7 @@ class BenchConfig:
     slo: Slo | None = None
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     request_timeout_s: float = 600.0
+    extra_body: dict | None = None  # merged into every request body (--extra-body)
 
 
 @dataclass
@@ -108,7 +109,7 @@ async def run_benchmark(config: BenchConfig, progress: RunProgress | None = None
     timeout = httpx.Timeout(config.request_timeout_s, connect=10.0)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         model = await resolve_model(client, config.base_url, config.model)
-        spec = RequestSpec(config.base_url, config.endpoint, model, config.ignore_eos)
+        spec = RequestSpec(config.base_url, config.endpoint, model, config.ignore_eos, extra_body=config.extra_body)
         await warm_up(client, spec, samples, config.warmups)
         watcher = ServerWatcher(client, config.base_url)
         await watcher.start()

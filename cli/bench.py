@@ -35,6 +35,9 @@ def bench(
     max_tokens: Annotated[int | None, typer.Option(min=1, help="max_tokens for every request (overrides the dataset).", rich_help_panel=WORKLOAD)] = None,
     ignore_eos: Annotated[bool, typer.Option(help="Generate max_tokens tokens even past end-of-sequence.", rich_help_panel=WORKLOAD)] = False,
     seed: Annotated[int, typer.Option(help="Seed for prompts and arrival times.", rich_help_panel=WORKLOAD)] = 0,
+    extra_body: Annotated[str | None, typer.Option(help="JSON object merged into every request body, e.g. "
+                                                        "'{\"response_format\": {\"type\": \"json_object\"}}'.",
+                                                   rich_help_panel=WORKLOAD)] = None,
     request_rate: Annotated[float, typer.Option(help="Requests per second, or inf to send all at once.", rich_help_panel=LOAD)] = math.inf,
     burstiness: Annotated[float, typer.Option(help="Gamma shape of arrivals: 1 = Poisson, < 1 burstier.", rich_help_panel=LOAD)] = 1.0,
     max_concurrency: Annotated[int | None, typer.Option(min=1, help="At most this many requests in flight.", rich_help_panel=LOAD)] = None,
@@ -71,7 +74,7 @@ def bench(
         base_url=url, endpoint=endpoint.value, model=model, num_prompts=num_prompts, request_rate=request_rate,
         burstiness=burstiness, max_concurrency=max_concurrency, duration_s=duration, warmups=warmups, max_tokens=max_tokens,
         ignore_eos=ignore_eos, seed=seed, slo=parse_slo(slo) if slo else None, percentiles=parse_percentiles(percentiles),
-        request_timeout_s=request_timeout,
+        request_timeout_s=request_timeout, extra_body=_json_object(extra_body),
     )
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)
@@ -130,3 +133,18 @@ def _bench_offline(config, vs_hf: bool, json_path: Path | None) -> None:
     Console().print(offline_table(result))
     if json_path:
         export.write_json(json_path, result)
+
+
+def _json_object(text: str | None) -> dict | None:
+    import json
+
+    from kvtool.errors import UsageError
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--extra-body is not valid JSON: {err}.", fix="Pass a JSON object, e.g. '{\"seed\": 1}'.") from err
+    if not isinstance(value, dict):
+        raise UsageError("--extra-body must be a JSON object.", fix="Pass e.g. '{\"seed\": 1}'.")
+    return value

@@ -38,7 +38,8 @@ def test_no_server_names_the_url_and_how_to_start_one():
 
 def test_bad_options_are_usage_errors():
     bad = (["--sweep", "batch=1,2"], ["--slo", "ttft=fast"], ["--percentiles", "101"], ["--request-rate", "0"],
-           ["--chart", "x.png"], ["--offline", "--sweep", "max-tokens=1,2"])
+           ["--chart", "x.png"], ["--offline", "--sweep", "max-tokens=1,2"], ["--extra-body", "{oops"],
+           ["--extra-body", "[1, 2]"])
     for args in bad:
         result = runner.invoke(app, ["bench", "-n", "1", *args])
         assert result.exit_code == 2 and "kvtool: error:" in result.stderr, args
@@ -48,3 +49,12 @@ def test_missing_dataset_file_is_one_line(tmp_path):
     result = kvtool("bench", "--dataset", str(tmp_path / "nope.jsonl"), "-n", "1")
     assert result.returncode == 2
     assert "dataset file not found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_extra_body_is_merged_into_every_request():
+    from kvtool.bench.client import RequestSpec, build_payload
+    from kvtool.bench.datasets import SampleRequest
+    spec = RequestSpec("http://x", "chat", "m", extra_body={"response_format": {"type": "json_object"}, "seed": 3})
+    payload = build_payload(spec, SampleRequest("Hi", 8, 1))
+    assert payload["response_format"] == {"type": "json_object"} and payload["seed"] == 3
+    assert payload["messages"] == [{"role": "user", "content": "Hi"}] and payload["max_completion_tokens"] == 8
