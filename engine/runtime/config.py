@@ -3,7 +3,7 @@
 from dataclasses import dataclass, fields
 
 from kvtool.engine.runtime.structured_output.params import StructuredOutputsParams
-from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing import defaults, messages
 from kvtool.errors import UsageError
 
 
@@ -88,7 +88,6 @@ class SamplingParams:
     logit_bias: dict[int, float] | None = None
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] | None = None
-    prompt_logprobs: int | None = None
     structured_outputs: StructuredOutputsParams | None = None
     bad_words_token_ids: list[list[int]] | None = None  # bad_words as tokens, filled in by the engine
 
@@ -127,8 +126,6 @@ class SamplingParams:
             raise UsageError(f"repetition_penalty must be greater than zero, got {self.repetition_penalty}.")
         if self.logprobs is not None and self.logprobs < 0:
             raise UsageError(f"logprobs must be non-negative, got {self.logprobs}.")
-        if self.prompt_logprobs is not None and self.prompt_logprobs < 0:
-            raise UsageError(f"prompt_logprobs must be non-negative, got {self.prompt_logprobs}.")
         if self.allowed_token_ids is not None and not self.allowed_token_ids:
             raise UsageError("allowed_token_ids is not None and empty!")
 
@@ -138,8 +135,10 @@ class SamplingParams:
                           ("stop_token_ids", self.stop_token_ids)):
             invalid = [t for t in ids or [] if not 0 <= t < vocab_size]
             if invalid:
-                raise UsageError(f"token_id(s) {invalid} in {name} contain out-of-vocab token ids. "
-                                 f"Vocabulary size: {vocab_size}")
+                message = f"token_id(s) {invalid} in {name} contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
+                err = UsageError(messages.with_parameter(message, name, invalid))
+                err.param = name
+                raise err
 
     @property
     def greedy(self) -> bool:

@@ -76,7 +76,6 @@ class _SamplingFields(BaseModel):
     logit_bias: dict[str, float] | None = None
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] = Field(default_factory=list)
-    prompt_logprobs: int | None = None
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
@@ -100,7 +99,7 @@ class _SamplingFields(BaseModel):
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens, logit_bias=self.logit_bias,
             allowed_token_ids=self.allowed_token_ids, bad_words=self.bad_words or None,
-            prompt_logprobs=self.prompt_logprobs, structured_outputs=structured_outputs, **given)
+            structured_outputs=structured_outputs, **given)
 
 
 class CompletionRequest(_SamplingFields):

@@ -24,7 +24,7 @@ NOT_IMPLEMENTED = {
     "return_weight_versions": False, "routed_experts_prompt_start": 0, "return_token_offsets": False,
     "mm_payload": "tensors", "return_mm_kwargs": None, "cache_salt": None, "kv_transfer_params": None,
     "ec_transfer_params": None, "vllm_xargs": None, "repetition_detection": None, "stream_interval": None,
-    "thinking_token_budget": None,
+    "thinking_token_budget": None, "prompt_logprobs": None,
 }
 NOT_IMPLEMENTED_CHAT = {
     **NOT_IMPLEMENTED, "reasoning_effort": None, "media_io_kwargs": None, "mm_processor_kwargs": None,
