@@ -23,6 +23,7 @@ class Backend(str, Enum):
 
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
+ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
 
 
 def serve(
@@ -50,6 +51,9 @@ def serve(
     default_max_tokens: Annotated[int | None, typer.Option(help="max_tokens for requests that omit it \\[default: the "
                                                                 "profile's, else vLLM's: 16 completions, rest of context chat].",
                                                            rich_help_panel=REQUESTS)] = None,
+    tool_call_parser: Annotated[ToolCallParser, typer.Option(help="How tool_choice \"auto\" reads tool calls in the "
+                                                                  "reply (vLLM's parser names).",
+                                                             rich_help_panel=REQUESTS)] = defaults.DEFAULT_TOOL_CALL_PARSER,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
     api_key: Annotated[str | None, typer.Option(envvar="KVTOOL_API_KEY", help="Require `Authorization: Bearer KEY` "
@@ -65,6 +69,7 @@ def serve(
     request = startup.ServeRequest(
         profile=profile, model=model, host=host, port=port, api_key=api_key, served_model_name=served_model_name,
         default_max_tokens=default_max_tokens, kv_cache_memory=kv_cache_memory,
+        tool_call_parser=ToolCallParser(tool_call_parser).value,
         engine_overrides=dict(dtype=dtype, device=device, load_format=load_format, max_model_len=max_model_len,
                               max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                               kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,

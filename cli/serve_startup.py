@@ -34,6 +34,7 @@ class ServeRequest:
     served_model_name: str | None = None
     default_max_tokens: int | None = None
     kv_cache_memory: str | None = None
+    tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
     engine_overrides: dict = field(default_factory=dict)
 
     def load_profile(self) -> WorkloadProfile | None:
@@ -83,7 +84,8 @@ def vllm_argv(request: ServeRequest) -> list[str]:
 def server_settings(plan: StartupPlan, engine) -> ServerSettings:
     return ServerSettings(model_name=plan.request.served_model_name or engine.model_name,
                           max_model_len=engine.config.max_model_len, api_key=plan.request.api_key,
-                          overflow=plan.engine_config.overflow, default_max_tokens=plan.serve_plan.default_max_tokens)
+                          overflow=plan.engine_config.overflow, default_max_tokens=plan.serve_plan.default_max_tokens,
+                          tool_call_parser=plan.request.tool_call_parser)
 
 
 def run(plan: StartupPlan, on_ready: Callable[[object, ServerSettings], None]) -> None:

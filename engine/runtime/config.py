@@ -135,7 +135,8 @@ class SamplingParams:
                           ("stop_token_ids", self.stop_token_ids)):
             invalid = [t for t in ids or [] if not 0 <= t < vocab_size]
             if invalid:
-                message = f"token_id(s) {invalid} in {name} contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
+                message = (f"token_id(s) {invalid} in {name} contain out-of-vocab token ids. "
+                           f"Vocabulary size: {vocab_size}")
                 err = UsageError(messages.with_parameter(message, name, invalid))
                 err.param = name
                 raise err

@@ -51,10 +51,12 @@ class ChatJob(GenerationJob):
         self.tools = tool_plan(body, state.settings.tool_call_parser)
         if self.tools.mode == "auto":
             body.skip_special_tokens = False  # tool-call tags can be special tokens (vLLM's hermes parser does so)
-        text = render_chat(tokenizer, body.messages, body.add_generation_prompt, **template_kwargs(body, self.tools.tools))
+        kwargs = template_kwargs(body, self.tools.tools)
+        text = render_chat(tokenizer, body.messages, body.add_generation_prompt, **kwargs)
         prompt_ids = tokenizer.encode(text, add_special_tokens=body.add_special_tokens)
         requested, param = body.requested_max_tokens()
-        max_tokens = [resolve_max_tokens(state.settings, len(prompt_ids), requested, requested is None, param, len(text))]
+        max_tokens = [resolve_max_tokens(state.settings, len(prompt_ids), requested, requested is None, param,
+                                         len(text))]
         self.constraint = structured_outputs_params(body.structured_outputs, body.response_format,
                                                     self.tools.schema(body))
         super().__init__(state, body, header_id, [prompt_ids], max_tokens, body.num_logprobs(), self.constraint)

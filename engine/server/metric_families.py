@@ -45,19 +45,23 @@ class SchedulerStatsCollector:
 
     def collect(self):
         stats = self.engine.stats()
-        yield self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.", stats.num_running)
+        yield self._gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+                          stats.num_running)
         yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting)
         yield self._by_label(GaugeMetricFamily, "vllm:num_requests_waiting_by_reason", "Number of waiting requests by "
                              "reason.", "reason", {"capacity": stats.num_waiting, "deferred": 0})
         yield self._by_label(GaugeMetricFamily, "vllm:engine_sleep_state", "Engine sleep state; awake = 1 means "
                              "engine is awake.", "sleep_state", SLEEP_STATES)
-        yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage)
-        yield self._counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats.num_preemptions)
+        yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+                          stats.kv_cache_usage)
+        yield self._counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                            stats.num_preemptions)
         yield self._counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
                             stats.prefix_cache_queries)
         yield self._counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                             stats.prefix_cache_hits)
-        for name in ("external_prefix_cache_queries", "external_prefix_cache_hits", "mm_cache_queries", "mm_cache_hits"):
+        for name in ("external_prefix_cache_queries", "external_prefix_cache_hits", "mm_cache_queries",
+                     "mm_cache_hits"):
             yield self._counter(f"vllm:{name}", "Not used by this engine (no KV connector, no multi-modal cache).", 0)
         yield self._cache_config_info()
 

@@ -8,9 +8,19 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from kvtool.engine.runtime.outputs import RequestMetrics
 from kvtool.engine.server.metric_families import (
-    ADMISSION_REASONS, CACHE_HIT_SOURCES, FINISHED_REASONS, ITERATION_TOKENS_BUCKETS, ITL_BUCKETS,
-    PROMPT_TOKEN_SOURCES, REQUEST_LATENCY_BUCKETS, REQUEST_NUM_PREEMPTIONS_BUCKETS, REQUEST_PARAMS_N_BUCKETS,
-    TTFT_BUCKETS, SchedulerStatsCollector, request_tokens_buckets)
+    ADMISSION_REASONS,
+    CACHE_HIT_SOURCES,
+    FINISHED_REASONS,
+    ITERATION_TOKENS_BUCKETS,
+    ITL_BUCKETS,
+    PROMPT_TOKEN_SOURCES,
+    REQUEST_LATENCY_BUCKETS,
+    REQUEST_NUM_PREEMPTIONS_BUCKETS,
+    REQUEST_PARAMS_N_BUCKETS,
+    TTFT_BUCKETS,
+    SchedulerStatsCollector,
+    request_tokens_buckets,
+)
 
 LABELS = ("model_name", "engine")
 
@@ -51,14 +61,16 @@ class ServerMetrics:
                             "reason.", ("model_name", "reason"), registry=self.registry)
         for reason in ADMISSION_REASONS:
             admission.labels(model_name=model_name, reason=reason)
-        self.request_prompt_tokens = self._histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
-                                                     tokens)
+        self.request_prompt_tokens = self._histogram("vllm:request_prompt_tokens",
+                                                     "Number of prefill tokens processed.", tokens)
         self.request_generation_tokens = self._histogram("vllm:request_generation_tokens",
                                                          "Number of generation tokens processed.", tokens)
         self.iteration_tokens = self._histogram("vllm:iteration_tokens_total",
-                                                "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS)
+                                                "Histogram of number of tokens per engine_step.",
+                                                ITERATION_TOKENS_BUCKETS)
         self.max_generation_tokens = self._histogram("vllm:request_max_num_generation_tokens",
-                                                     "Histogram of maximum number of requested generation tokens.", tokens)
+                                                     "Histogram of maximum number of requested generation tokens.",
+                                                     tokens)
         self.params_n = self._histogram("vllm:request_params_n", "Histogram of the n request parameter.",
                                         REQUEST_PARAMS_N_BUCKETS)
         self.params_max_tokens = self._histogram("vllm:request_params_max_tokens",

@@ -10,8 +10,8 @@ from kvtool.engine.sizing import messages
 # template name -> (values it is formatted with, the category diagnose must name)
 CASES = {
     "PROMPT_TOO_LONG": (dict(max_model_len=4096, prompt_tokens=4097, at_least="at least "), "request_too_long"),
-    "PROMPT_CHARS_TOO_LONG": (dict(max_model_len=4096, prompt_chars=90000, max_input_chars=81920, max_input_tokens=4096),
-                              "request_too_long"),
+    "PROMPT_CHARS_TOO_LONG": (dict(max_model_len=4096, prompt_chars=90000, max_input_chars=81920,
+                                   max_input_tokens=4096), "request_too_long"),
     "NO_ROOM_FOR_OUTPUT": (dict(max_model_len=4096, prompt_tokens=4096), "request_too_long"),
     "MAX_TOKENS_TOO_LARGE": (dict(param="max_tokens", max_tokens=9000, max_model_len=4096), "request_too_long"),
     "TOTAL_TOO_LONG": (dict(max_model_len=4096, max_tokens=1000, prompt_tokens=3500, total_tokens=4500, at_least=""),

@@ -39,7 +39,8 @@ VLLM_033_GAUGES = ("num_requests_running", "num_requests_waiting", "num_requests
                    "engine_sleep_state", "kv_cache_usage_perc", "cache_config_info")
 VLLM_033_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "external_prefix_cache_queries",
                      "external_prefix_cache_hits", "mm_cache_queries", "mm_cache_hits", "num_preemptions",
-                     "prompt_tokens", "prompt_tokens_by_source", "prompt_tokens_cached", "prompt_tokens_cached_by_source",
+                     "prompt_tokens", "prompt_tokens_by_source", "prompt_tokens_cached",
+                     "prompt_tokens_cached_by_source",
                      "generation_tokens", "request_success", "admission_rejections")
 VLLM_033_HISTOGRAMS = ("request_prompt_tokens", "request_generation_tokens", "iteration_tokens_total",
                        "request_max_num_generation_tokens", "request_params_n", "request_params_max_tokens",

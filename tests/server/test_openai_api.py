@@ -6,7 +6,6 @@ import httpx
 import openai
 import pytest
 
-
 pytestmark = pytest.mark.slow
 MAX_MODEL_LEN = 512  # tests/conftest.py KVTOOL_SERVER_ARGS
 GREEDY = {"temperature": 0.0}

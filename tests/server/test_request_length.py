@@ -68,7 +68,8 @@ def test_too_many_characters_are_refused_before_tokenizing(client, smollm2_dir):
 
 
 def test_the_16_token_default_near_the_limit_runs_with_the_room_left(client):
-    reply = client.completions.create(model="smollm2", prompt=[28] * (MAX_MODEL_LEN - 5), extra_body={"ignore_eos": True})
+    reply = client.completions.create(model="smollm2", prompt=[28] * (MAX_MODEL_LEN - 5),
+                                      extra_body={"ignore_eos": True})
     assert reply.usage.completion_tokens == 5 and reply.choices[0].finish_reason == "length"
 
 

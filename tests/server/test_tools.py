@@ -15,7 +15,8 @@ WEATHER = {
     "additionalProperties": False,
 }
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": WEATHER}},
+    {"type": "function",
+     "function": {"name": "get_weather", "description": "Weather in a city", "parameters": WEATHER}},
     {"type": "function", "function": {"name": "get_time", "description": "Time in a city",
                                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                      "required": ["city"]}}},

@@ -1,6 +1,7 @@
 """From last-position logits to one token per sequence, batched.
 
-Order as in vLLM: the grammar's bitmask, raw logprobs, allowed_token_ids / bad_words / logit_bias, penalties, min_tokens masking, temperature, top-k / top-p / min-p,
+Order as in vLLM: the grammar's bitmask, raw logprobs, allowed_token_ids / bad_words / logit_bias,
+penalties, min_tokens masking, temperature, top-k / top-p / min-p,
 then a draw. Greedy rows take the argmax; random rows draw by the exponential-race trick
 (argmax of probs / Exp(1) noise), with a per-request generator when the request has a seed.
 """
