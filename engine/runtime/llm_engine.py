@@ -2,6 +2,7 @@
 
 import dataclasses
 import logging
+import threading
 import time
 
 from kvtool.engine.runtime import startup
@@ -36,6 +37,7 @@ class LLMEngine:
         eos = eos_token_ids(self.tokenizer, hf_config)
         self.eos_token_ids = eos
         self._grammar_compiler = None
+        self._grammar_lock = threading.Lock()  # the server and the step thread may both ask first
         self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)
         self.kv_cache_info = startup.plan_kv_cache(self.config, self.spec, self.model_runner.available_kv_bytes(),
                                                    max_model_len, batched_tokens)
@@ -94,12 +96,13 @@ class LLMEngine:
     @property
     def grammar_compiler(self):
         """The xgrammar compiler for this tokenizer, built on first use (it reads the whole vocabulary)."""
-        if self._grammar_compiler is None:
-            from kvtool.engine.runtime.structured_output.compiler import GrammarCompiler
-            if self.tokenizer is None:
-                raise UsageError("Structured outputs need a tokenizer; this model folder has none.")
-            self._grammar_compiler = GrammarCompiler(self.tokenizer, self.spec.vocab_size, self.eos_token_ids)
-        return self._grammar_compiler
+        with self._grammar_lock:
+            if self._grammar_compiler is None:
+                from kvtool.engine.runtime.structured_output.compiler import GrammarCompiler
+                if self.tokenizer is None:
+                    raise UsageError("Structured outputs need a tokenizer; this model folder has none.")
+                self._grammar_compiler = GrammarCompiler(self.tokenizer, self.spec.vocab_size, self.eos_token_ids)
+            return self._grammar_compiler
 
     def _prepare_params(self, params: SamplingParams) -> None:
         params.check_token_ids(self.spec.vocab_size)

@@ -10,7 +10,7 @@ MAX_MODEL_LEN = 512  # tests/conftest.py KVTOOL_SERVER_ARGS
 
 @pytest.fixture(scope="module")
 def client(kvtool_server):
-    return openai.OpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=900)
 
 
 def refused(call, **kwargs) -> dict:

@@ -10,7 +10,7 @@ PROMPT = "The capital of France is"
 
 @pytest.fixture(scope="module")
 def client(kvtool_server):
-    return openai.OpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=900)
 
 
 def first_token(client, **extra) -> int:
