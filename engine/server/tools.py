@@ -42,9 +42,11 @@ class ToolPlan:
         if self.mode == "named":
             return ExtractedToolCalls(None, [ToolCall(self.named, text)])
         if self.mode == "required":
-            calls = json.loads(text) if text.strip() else []
-            return ExtractedToolCalls(None, [ToolCall(c["name"], json.dumps(c["parameters"], ensure_ascii=False))
-                                             for c in calls])
+            try:
+                calls = [ToolCall(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in json.loads(text)]
+            except (ValueError, KeyError, TypeError):  # cut short by max_tokens: the text as it is
+                return ExtractedToolCalls(text, [])
+            return ExtractedToolCalls(None, calls)
         if self.mode == "auto":
             return self.parser.extract(text)
         return ExtractedToolCalls(text, [])

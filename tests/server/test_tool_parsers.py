@@ -35,3 +35,12 @@ def test_llama3_json_reads_one_or_several_calls():
     two = Llama3JsonToolParser().extract('{"name": "f", "parameters": {}}; {"name": "g", "parameters": {"y": 2}}')
     assert [c.name for c in two.tool_calls] == ["f", "g"]
     assert Llama3JsonToolParser().extract("Hello there").content == "Hello there"
+
+
+def test_a_forced_call_cut_short_by_max_tokens_comes_back_as_text():
+    from kvtool.engine.server.tools import ToolPlan
+    plan = ToolPlan("required", [])
+    whole = plan.extract('[{"name": "f", "parameters": {"a": 1}}]')
+    assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == [("f", {"a": 1})]
+    cut = plan.extract('[{"name": "f", "param')
+    assert cut.tool_calls == [] and cut.content == '[{"name": "f", "param'
