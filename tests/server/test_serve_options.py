@@ -62,7 +62,7 @@ def test_sigterm_aborts_running_streams_and_exits_0(server):
     events: list[str] = []
 
     def stream() -> None:
-        body = {"messages": [{"role": "user", "content": "Write a long poem."}], "max_tokens": 50, "stream": True,
+        body = {"messages": [{"role": "user", "content": "Write a long poem."}], "max_tokens": 20, "stream": True,
                 "ignore_eos": True}
         with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body,
                           headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as response:
