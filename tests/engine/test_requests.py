@@ -11,7 +11,7 @@ from kvtool.errors import UsageError
 
 @pytest.fixture(scope="module")
 def short_llm(tiny_llama):
-    return LLM(str(tiny_llama[0]), dtype="float32", max_model_len=64, kv_cache_memory=1 << 20)
+    return LLM(str(tiny_llama[0]), dtype="float32", max_model_len=64, kv_cache_memory=1 << 20, overflow="reject")
 
 
 def test_prompt_plus_max_tokens_over_the_context_is_rejected(short_llm):
