@@ -15,15 +15,12 @@ from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
-from kvtool.engine.server.protocol import (
-    ChatCompletionRequest,
+from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from kvtool.engine.server.responses import (
     ChatCompletionResponse,
-    CompletionRequest,
     CompletionResponse,
-    DetokenizeRequest,
     DetokenizeResponse,
     ModelList,
-    TokenizeRequest,
     TokenizeResponse,
     VersionResponse,
 )

@@ -20,9 +20,9 @@ CACHE_SIZE = 256
 
 
 class StructuredOutputError(InvalidRequestError):
-    """A constraint the grammar engine cannot compile (HTTP 400, saying why)."""
+    """A constraint the grammar engine cannot compile (HTTP 400, saying why; no `param`, as vLLM)."""
 
-    def __init__(self, message: str, param: str = "structured_outputs"):
+    def __init__(self, message: str, param: str | None = None):
         super().__init__(message, param)
 
 
