@@ -272,3 +272,21 @@ def _bench_offline(config, vs_hf: bool, json_path: Path | None) -> None:
     Console().print(offline_table(result))
     if json_path:
         export.write_json(json_path, result)
+
+
+def _json_object(text: str | None) -> dict | None:
+    import json
+
+    from kvtool.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(
+            f"--extra-body is not valid JSON: {err}.", fix="Pass a JSON object, e.g. '{\"seed\": 1}'."
+        ) from err
+    if not isinstance(value, dict):
+        raise UsageError("--extra-body must be a JSON object.", fix="Pass e.g. '{\"seed\": 1}'.")
+    return value

@@ -23,6 +23,7 @@ class Backend(str, Enum):
 
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
+ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
 
 
 def serve(
@@ -87,6 +88,13 @@ def serve(
             rich_help_panel=REQUESTS,
         ),
     ] = None,
+    tool_call_parser: Annotated[
+        ToolCallParser,
+        typer.Option(
+            help='How tool_choice "auto" reads tool calls in the reply (vLLM\'s parser names).',
+            rich_help_panel=REQUESTS,
+        ),
+    ] = defaults.DEFAULT_TOOL_CALL_PARSER,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
     api_key: Annotated[
@@ -117,6 +125,7 @@ def serve(
         served_model_name=served_model_name,
         default_max_tokens=default_max_tokens,
         kv_cache_memory=kv_cache_memory,
+        tool_call_parser=ToolCallParser(tool_call_parser).value,
         engine_overrides=dict(
             dtype=dtype,
             device=device,

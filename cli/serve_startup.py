@@ -41,6 +41,7 @@ class ServeRequest:
     served_model_name: str | None = None
     default_max_tokens: int | None = None
     kv_cache_memory: str | None = None
+    tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
     engine_overrides: dict = field(default_factory=dict)
 
     def load_profile(self) -> WorkloadProfile | None:
@@ -96,6 +97,7 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
         api_key=plan.request.api_key,
         overflow=plan.engine_config.overflow,
         default_max_tokens=plan.serve_plan.default_max_tokens,
+        tool_call_parser=plan.request.tool_call_parser,
     )
 
 

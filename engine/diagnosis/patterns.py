@@ -30,7 +30,10 @@ TEXT = {
     "preemption_mode": r"[\w.]+",
     "task": r"[^()]{0,40}",
     "derived_key": r"\w+",
+    "requested_model": r"[^`\n]{1,300}",
+    "aliases": r"[^\n]{1,300}?",
 }
+DETAIL_GROUPS = ("requested_model",)  # TEXT placeholders an explainer reads as the finding's detail
 SPECIAL = {
     "qualifier": r"(?:at least )?",
     "url_sentence": r"(?: See \S+ for more details\.)?",  # the docs link some releases add
@@ -90,6 +93,7 @@ def from_template(template: str) -> tuple[str, str]:
     """(regex, gate) for a message template with str.format placeholders."""
     parts = [(literal, name) for literal, name, _, _ in Formatter().parse(template)]
     named = [i for i, (_, name) in enumerate(parts) if name and name not in TEXT and name not in SPECIAL]
+    named = named or [i for i, (_, name) in enumerate(parts) if name in TEXT]  # a message with names only
     if not named:  # the first sentence, and the start of the next where it was pasted (it tells wordings apart)
         words = template.split(" ")
         first_sentence = template.split(". ")[0].count(" ") + 1

@@ -5,7 +5,7 @@ counters and the 16-token default in a request log."""
 import re
 
 from kvtool.engine.diagnosis import api_patterns
-from kvtool.engine.diagnosis.patterns import SIZE, Pattern, compile_, from_template
+from kvtool.engine.diagnosis.patterns import DETAIL_GROUPS, SIZE, Pattern, compile_, from_template
 from kvtool.engine.diagnosis.wordings import WORDINGS, Wording
 from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_PRESSURE_PERCENT
 
@@ -37,6 +37,7 @@ def from_wording(wording: Wording) -> Pattern:
         gate,
         regex,
         accept=ACCEPT.get(wording.category),
+        detail=next((name for name in regex.groupindex if name in DETAIL_GROUPS), None),
         label=wording.detail,
         constants=wording.constants,
     )

@@ -512,7 +512,10 @@ OWN_CATEGORIES = {
     "NO_ROOM_FOR_OUTPUT": "request_too_long",
     "MAX_TOKENS_TOO_LARGE": "request_too_long",
     "TOTAL_TOO_LONG": "request_too_long",
+    "PROMPT_CHARS_TOO_LONG": "request_too_long",
+    "TOTAL_CHARS_TOO_LONG": "request_too_long",
     "MAX_TOKENS_BELOW_ONE": "request_too_long",
+    "MODEL_NOT_FOUND": "model_not_found",
     "NO_MEMORY_FOR_CACHE": "no_cache_blocks",
     "KV_CACHE_TOO_SMALL": _KV,
     "MAX_MODEL_LEN_OVER_DERIVED": "max_model_len_above_derived",
@@ -532,7 +535,7 @@ OWN = [
         getattr(messages, name),
         "kvtool",
         f"kvtool.engine.sizing.messages.{name}",
-        "request" if category == "request_too_long" else "startup",
+        "request" if category in ("request_too_long", "model_not_found") else "startup",
     )
     for name, category in OWN_CATEGORIES.items()
 ]

@@ -56,6 +56,14 @@ class AsyncLLM:
     def config(self) -> EngineConfig:
         return self.engine.config
 
+    def add_step_listener(self, listener) -> None:
+        """`listener(num_tokens)` after every engine step (it runs on the step thread)."""
+        self.engine.step_listeners.append(listener)
+
+    @property
+    def grammar_compiler(self):
+        return self.engine.grammar_compiler
+
     @property
     def kv_cache_info(self):
         return self.engine.kv_cache_info

@@ -3,6 +3,7 @@
 import math
 from dataclasses import dataclass, fields
 
+from kvtool.engine.runtime.structured_output.params import StructuredOutputsParams
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing import messages as msg
 from kvtool.errors import InvalidRequestError, UsageError
@@ -94,9 +95,15 @@ class SamplingParams:
     logprobs: int | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
+    logit_bias: dict[int, float] | None = None
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] | None = None
+    structured_outputs: StructuredOutputsParams | None = None
+    bad_words_token_ids: list[list[int]] | None = None  # bad_words as tokens, filled in by the engine
 
     def __post_init__(self):
         self.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        self.logit_bias = _clamped_logit_bias(self.logit_bias)
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.top_k = -1 if self.top_k in (0, None) else self.top_k
         self._check()
@@ -144,6 +151,8 @@ class SamplingParams:
         penalty = self.repetition_penalty
         _require(math.isfinite(penalty), "repetition_penalty", msg.REPETITION_PENALTY_NOT_FINITE, value=penalty)
         _require(penalty > 0, "repetition_penalty", msg.REPETITION_PENALTY_NOT_POSITIVE, value=penalty)
+        allowed = self.allowed_token_ids
+        _require(allowed is None or len(allowed) > 0, "allowed_token_ids", msg.ALLOWED_TOKEN_IDS_EMPTY)
 
     @property
     def greedy(self) -> bool:
@@ -153,6 +162,17 @@ class SamplingParams:
 def _require(ok: bool, param: str, template: str, **values) -> None:
     if not ok:
         raise InvalidRequestError(template.format(**values), param)
+
+
+def _clamped_logit_bias(logit_bias: dict | None) -> dict[int, float] | None:
+    """Token id -> bias in [-100, 100]; keys may come as strings (JSON objects have string keys)."""
+    if not logit_bias:
+        return None
+    try:
+        return {int(token): min(100.0, max(-100.0, float(bias))) for token, bias in logit_bias.items()}
+    except (TypeError, ValueError):
+        bad = [token for token in logit_bias if not str(token).lstrip("-").isdigit()]
+        raise InvalidRequestError(msg.LOGIT_BIAS_KEYS_NOT_INT.format(keys=repr(bad)), "logit_bias") from None
 
 
 def _check_choice(name: str, value, choices) -> None:

@@ -2,17 +2,21 @@
 
 Both the offline LLM and the server hand their prompts here (text, token ids, or chat messages through
 the tokenizer's chat template). What comes out is a ProcessedRequest whose every field is known to be
-in range for this model, so that nothing reaching an engine step can raise because of its inputs.
+in range for this model, so that nothing reaching an engine step can raise because of its inputs: the
+length checks in vLLM 0.33's order and words (request_length.py), the token ids a request names, and its
+structured-output constraint, compiled here so that a schema the grammar engine refuses is a 400.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.sizing import messages as msg
-from kvtool.engine.sizing.request_length import check_request_length
+from kvtool.engine.sizing.request_length import check_max_tokens, check_prompt_characters, output_budget
 from kvtool.errors import InvalidRequestError, UsageError
 
 MAX_LOGPROBS = 20  # vLLM's default max_logprobs
@@ -35,11 +39,16 @@ class ProcessedRequest:
 
 
 class InputProcessor:
-    def __init__(self, tokenizer, vocab_size: int, max_model_len: int, overflow: str = "reject"):
+    def __init__(
+        self, tokenizer, vocab_size: int, max_model_len: int, overflow: str = "reject", stop_token_ids=frozenset()
+    ):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.overflow = overflow
+        self.stop_token_ids = set(stop_token_ids)  # end the grammar's output as they end free generation
+        self._grammar_compiler = None
+        self._grammar_lock = threading.Lock()  # the server's threads and the step thread may all ask first
 
     def process(
         self,
@@ -48,25 +57,48 @@ class InputProcessor:
         *,
         max_tokens_param: str = "max_tokens",
         default_max_tokens: int | None = None,
+        add_special_tokens: bool = True,
     ) -> ProcessedRequest:
         """Tokenize and check one prompt; RequestTooLongError or InvalidRequestError (HTTP 400) when it cannot run.
 
         `default_max_tokens` (a serving profile's default, used when the request set none) is lowered to the
-        room left rather than failing the request.
+        room left rather than failing the request. A chat request hands its rendered text here.
         """
-        text, ids = self.tokenize(prompt)
         self.check_params(params)
         requested = params.max_tokens
-        if requested is not None and requested > self.max_model_len:
-            # checked first, and named after the field the client sent (max_tokens or max_completion_tokens)
-            message = msg.MAX_TOKENS_TOO_LARGE.format(
-                param=max_tokens_param, max_tokens=requested, max_model_len=self.max_model_len
-            )
-            raise InvalidRequestError(message, max_tokens_param)
+        check_max_tokens(requested, self.max_model_len, max_tokens_param)  # named after the field the client sent
+        if isinstance(prompt, str) and self.tokenizer is not None:
+            check_prompt_characters(len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token)
+        text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
         if default_max_tokens is not None and requested is None:
             requested = min(default_max_tokens, max(self.max_model_len - len(ids), 1))
-        max_tokens = check_request_length(len(ids), requested, self.max_model_len, self.overflow)
+        max_tokens = output_budget(len(ids), requested, self.max_model_len, self.overflow, text is not None)
         return ProcessedRequest(text, ids, params, max_tokens, requested, time.monotonic())
+
+    @cached_property
+    def max_chars_per_token(self) -> int:
+        """The longest token's length: vLLM refuses text longer than that many characters per input token."""
+        return max(len(token) for token in self.tokenizer.get_vocab())
+
+    @property
+    def grammar_compiler(self):
+        """The xgrammar compiler for this tokenizer, built on first use (it reads the whole vocabulary)."""
+        with self._grammar_lock:
+            if self._grammar_compiler is None:
+                from kvtool.engine.runtime.structured_output.compiler import GrammarCompiler
+
+                if self.tokenizer is None:
+                    raise InvalidRequestError(msg.NO_GRAMMAR_WITHOUT_TOKENIZER, "structured_outputs")
+                self._grammar_compiler = GrammarCompiler(self.tokenizer, self.vocab_size, self.stop_token_ids)
+            return self._grammar_compiler
+
+    def compile_constraint(self, params: SamplingParams) -> None:
+        """Compile (or find in the cache) the request's grammar; StructuredOutputError (HTTP 400) says why not.
+
+        The server calls this in a worker thread before `process`, which then finds the grammar cached.
+        """
+        if params.structured_outputs is not None:
+            self.grammar_compiler.compile(params.structured_outputs)
 
     def tokenize(
         self, prompt: str | list[int], param: str = "prompt", add_special_tokens: bool = True
@@ -90,18 +122,21 @@ class InputProcessor:
         check_text(text, param)
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
-    def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        """The prompt ids of a conversation, rendered by the tokenizer's chat template."""
+    def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs) -> str:
+        """A conversation as the tokenizer's chat template writes it; kwargs reach the template (tools, documents)."""
         if not getattr(self.tokenizer, "chat_template", None):
             raise InvalidRequestError(msg.NO_CHAT_TEMPLATE, "messages")
         for i, message in enumerate(conversation):
             check_text(message["content"], f"messages.{i}.content")
         try:
-            text = self.tokenizer.apply_chat_template(
-                conversation, add_generation_prompt=add_generation_prompt, tokenize=False
+            return self.tokenizer.apply_chat_template(
+                conversation, add_generation_prompt=add_generation_prompt, tokenize=False, **template_kwargs
             )
         except Exception as err:  # jinja raises for conversations a template refuses (e.g. roles out of order)
             raise InvalidRequestError(f"The chat template cannot render these messages: {err}", "messages") from err
+
+    def chat_prompt_ids(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs):
+        text = self.render_chat(conversation, add_generation_prompt, **template_kwargs)
         return self.encode(text, "messages", add_special_tokens=False)
 
     def detokenize(self, token_ids: list[int], param: str = "tokens") -> str:
@@ -117,12 +152,8 @@ class InputProcessor:
                 raise InvalidRequestError(msg.TOKEN_OUT_OF_VOCAB.format(token_id=token_id), param)
 
     def check_params(self, params: SamplingParams) -> None:
-        """What SamplingParams cannot check alone: bounds that depend on the model."""
-        invalid = [t for t in params.stop_token_ids if not 0 <= t < self.vocab_size]
-        if invalid:
-            raise InvalidRequestError(
-                msg.STOP_TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, vocab_size=self.vocab_size), "stop_token_ids"
-            )
+        """What SamplingParams cannot check alone: bounds that depend on the model, then the request's grammar."""
+        self.check_named_token_ids(params)
         num_logprobs = self.vocab_size if params.logprobs == -1 else params.logprobs
         if num_logprobs is not None and num_logprobs > MAX_LOGPROBS:
             raise InvalidRequestError(
@@ -130,6 +161,21 @@ class InputProcessor:
             )
         for stop in params.stop:
             check_text(stop, "stop")
+        if params.bad_words and params.bad_words_token_ids is None:
+            params.bad_words_token_ids = bad_words_token_ids(self.tokenizer, params.bad_words)
+        self.compile_constraint(params)
+
+    def check_named_token_ids(self, params: SamplingParams) -> None:
+        """vLLM 0.33's checks (with its parameter suffix) of the token ids a request names."""
+        for name, ids in (("stop_token_ids", params.stop_token_ids), ("logit_bias", list(params.logit_bias or {}))):
+            invalid = [t for t in ids if not 0 <= t < self.vocab_size]
+            if invalid:
+                message = msg.TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, param=name, vocab_size=self.vocab_size)
+                raise InvalidRequestError(msg.with_parameter(message, name, invalid), name)
+        invalid = [t for t in params.allowed_token_ids or [] if not 0 <= t < self.vocab_size]
+        if invalid:
+            message = msg.with_parameter(msg.ALLOWED_TOKEN_IDS_OUT_OF_VOCAB, "allowed_token_ids", invalid)
+            raise InvalidRequestError(message, "allowed_token_ids")
 
 
 def check_text(text: str, param: str) -> None:
@@ -138,3 +184,18 @@ def check_text(text: str, param: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise InvalidRequestError(msg.TEXT_NOT_ENCODABLE.format(param=param, detail=err.reason), param) from err
+
+
+def bad_words_token_ids(tokenizer, bad_words: list[str]) -> list[list[int]]:
+    """Each word as tokens, alone and after a space (a word can start a text or follow one), as vLLM does."""
+    words: list[list[int]] = []
+    for bad_word in bad_words:
+        for prefix in ("", " "):
+            ids = tokenizer.encode(prefix + bad_word.lstrip(), add_special_tokens=False)
+            if not ids:
+                if not prefix:
+                    raise InvalidRequestError(msg.BAD_WORD_WITHOUT_TOKENS, "bad_words")
+                continue
+            if not prefix or (ids[0] != words[-1][0] and len(ids) == len(words[-1])):
+                words.append(ids)
+    return words

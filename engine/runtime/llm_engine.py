@@ -52,9 +52,12 @@ class LLMEngine:
         self.scheduler = Scheduler(
             block_manager, max_seqs, batched_tokens, max_model_len, config.enable_chunked_prefill, eos
         )
-        self.input_processor = InputProcessor(self.tokenizer, self.spec.vocab_size, max_model_len, config.overflow)
+        self.input_processor = InputProcessor(
+            self.tokenizer, self.spec.vocab_size, max_model_len, config.overflow, stop_token_ids=eos
+        )
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
+        self.step_listeners: list = []  # called with the number of tokens each step ran
         logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
 
     def add_request(
@@ -72,6 +75,9 @@ class LLMEngine:
             Sequence(request_id, request.prompt_token_ids, params, request.max_tokens, i, request.arrival_time)
             for i in range(params.n)
         ]
+        if params.structured_outputs is not None:
+            for seq in seqs:
+                seq.grammar = self.input_processor.grammar_compiler.matcher(params.structured_outputs)
         self.seqs_by_request[request_id] = seqs
         self.output_processor.add_request(request_id, request.prompt, request.prompt_token_ids, seqs)
         for seq in seqs:
@@ -97,6 +103,8 @@ class LLMEngine:
         self._mark_scheduled(scheduled.seqs)
         result, failed = self._execute(scheduled)
         outputs = [self._fail_request(request_id, err) for request_id, err in failed.items()]
+        for listener in self.step_listeners:
+            listener(sum(scheduled.num_new_tokens))
         updated = self.scheduler.update_from_output(scheduled, result.sampled)
         outputs += self.output_processor.process(updated, result.logprobs, self.scheduler.finish)
         for output in outputs:
@@ -139,6 +147,10 @@ class LLMEngine:
         output = self.output_processor.abort(request_id)
         output.error = REQUEST_FAILED_IN_STEP.format(request_id=request_id, error=f"{type(err).__name__}: {err}")
         return output
+
+    @property
+    def grammar_compiler(self):
+        return self.input_processor.grammar_compiler
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()

@@ -10,20 +10,17 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from kvtool import __version__
-from kvtool.engine.server.chat import chat_prompt_ids, create_chat_completion
+from kvtool.engine.server.chat import create_chat_completion
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
-from kvtool.engine.server.protocol import (
-    ChatCompletionRequest,
+from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from kvtool.engine.server.responses import (
     ChatCompletionResponse,
-    CompletionRequest,
     CompletionResponse,
-    DetokenizeRequest,
     DetokenizeResponse,
     ModelList,
-    TokenizeRequest,
     TokenizeResponse,
     VersionResponse,
 )
@@ -39,7 +36,9 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
         await state.abort_all()
         await engine.shutdown()
 
-    state = ServerState(engine, settings, ServerMetrics(engine, settings.model_name))
+    metrics = ServerMetrics(engine, settings.model_name, settings.max_model_len)
+    engine.add_step_listener(metrics.observe_step)
+    state = ServerState(engine, settings, metrics)
     app = FastAPI(title="kvtool", version=__version__, lifespan=lifespan)
     app.state.server = state
     install_error_handlers(app)
@@ -96,7 +95,13 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     async def tokenize(body: TokenizeRequest) -> dict:
         state.check_model(body.model)
         tokens = _tokenize(state.engine.input_processor, body)
-        return {"count": len(tokens), "max_model_len": state.settings.max_model_len, "tokens": tokens}
+        token_strs = state.engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None
+        return {
+            "count": len(tokens),
+            "max_model_len": state.settings.max_model_len,
+            "tokens": tokens,
+            "token_strs": token_strs,
+        }
 
     @app.post("/detokenize", response_model=DetokenizeResponse)
     async def detokenize(body: DetokenizeRequest) -> dict:
@@ -116,10 +121,16 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
 
 def _tokenize(processor, body: TokenizeRequest) -> list[int]:
     if body.messages is not None:
-        return chat_prompt_ids(processor, body.messages, body.add_generation_prompt)
+        tools = [tool.model_dump(exclude_none=True) for tool in body.tools or []] or None
+        kwargs = {"tools": tools, "continue_final_message": body.continue_final_message}
+        conversation = [m.as_template_message() for m in body.messages]
+        text = processor.render_chat(
+            conversation, body.add_generation_prompt, **kwargs, **(body.chat_template_kwargs or {})
+        )
+        return processor.encode(text, "messages", add_special_tokens=bool(body.add_special_tokens))
     if body.prompt is None:
         raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")
-    return processor.encode(body.prompt, "prompt", add_special_tokens=body.add_special_tokens)
+    return processor.encode(body.prompt, "prompt", add_special_tokens=body.add_special_tokens is not False)
 
 
 class ApiKeyAndRequestId:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput
+from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.job import GenerationJob
 from kvtool.engine.server.logprobs import completion_logprobs
 from kvtool.engine.server.protocol import CompletionRequest
+from kvtool.engine.server.request_fields import NOT_IMPLEMENTED_COMPLETIONS, check_request_fields
 from kvtool.engine.server.serving import ServerState, process_prompts, warn_if_default_truncated
 
 
@@ -16,15 +19,22 @@ class CompletionJob(GenerationJob):
     id_prefix = "cmpl"
     object_name = chunk_object_name = "text_completion"
 
-    def __init__(self, state: ServerState, body: CompletionRequest, header_id: str | None):
+    def __init__(
+        self,
+        state: ServerState,
+        body: CompletionRequest,
+        header_id: str | None,
+        constraint: StructuredOutputsParams | None,
+    ):
         self.prompts = body.prompts()
         defaulted = not body.max_tokens_given()
         processed = process_prompts(
             state,
             self.prompts,
             body.max_tokens,
-            lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs),
+            lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs, constraint),
             defaulted,
+            add_special_tokens=body.add_special_tokens,
         )
         super().__init__(state, body, header_id, processed, defaulted)
 
@@ -75,4 +85,8 @@ class CompletionJob(GenerationJob):
 
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):
     state.check_model(body.model)
-    return await CompletionJob(state, body, raw_request.headers.get("x-request-id")).respond(raw_request)
+    check_request_fields(body, NOT_IMPLEMENTED_COMPLETIONS)
+    constraint = structured_outputs_params(body.structured_outputs, body.response_format)
+    await precompile(state.engine.input_processor, constraint)
+    header_id = raw_request.headers.get("x-request-id") or body.request_id
+    return await CompletionJob(state, body, header_id, constraint).respond(raw_request)

@@ -14,7 +14,7 @@ import anyio
 
 from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.outputs import RequestMetrics, RequestOutput
-from kvtool.engine.server.metrics import ServerMetrics
+from kvtool.engine.server.metrics import FinishedRequest, ServerMetrics
 
 _DONE = object()
 
@@ -37,9 +37,10 @@ class RequestTracker:
     """Records one engine request into the server metrics from the engine's own timestamps (RequestMetrics)."""
 
     metrics: ServerMetrics
-    num_prompt_tokens: int
+    request: EngineRequest
     last_token_time: float | None = None
     num_generated: int = 0
+    num_cached_tokens: int = 0
     finish_reason: str = "abort"
     timing: RequestMetrics | None = None
 
@@ -54,16 +55,29 @@ class RequestTracker:
         self.num_generated = sum(len(c.token_ids) for c in output.outputs)
         reasons = [c.finish_reason for c in output.outputs if c.finish_reason]
         self.finish_reason = reasons[-1] if output.finished and reasons else self.finish_reason
+        self.num_cached_tokens = output.num_cached_tokens
 
     def on_end(self) -> None:
         timing = self.timing
         end = timing.finished_time if timing and timing.finished_time else time.monotonic()
         start = timing.arrival_time if timing else end
-        self.metrics.observe_finished(self.num_prompt_tokens, self.num_generated, self.finish_reason, end - start)
+        processed = self.request.processed
+        self.metrics.observe_finished(
+            FinishedRequest(
+                len(processed.prompt_token_ids),
+                self.num_generated,
+                self.num_cached_tokens,
+                self.finish_reason,
+                end - start,
+                self.request.n,
+                processed.max_tokens,
+                timing,
+            )
+        )
 
 
 async def _run_request(state, request: EngineRequest, queue: asyncio.Queue) -> None:
-    tracker = RequestTracker(state.metrics, len(request.processed.prompt_token_ids))
+    tracker = RequestTracker(state.metrics, request)
     stream = state.engine.generate(request.processed, None, request.request_id)
     state.active_request_ids.add(request.request_id)
     try:

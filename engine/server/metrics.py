@@ -1,152 +1,96 @@
-"""Prometheus metrics at /metrics, with vLLM v1's names and labels (model_name, engine)."""
+"""Prometheus metrics at /metrics, with vLLM 0.33's default names, labels (model_name, engine) and buckets."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from dataclasses import dataclass
 
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from kvtool.engine.runtime.outputs import RequestMetrics
+from kvtool.engine.server.metric_families import (
+    ADMISSION_REASONS,
+    CACHE_HIT_SOURCES,
+    FINISHED_REASONS,
+    ITERATION_TOKENS_BUCKETS,
+    ITL_BUCKETS,
+    PROMPT_TOKEN_SOURCES,
+    REQUEST_LATENCY_BUCKETS,
+    REQUEST_NUM_PREEMPTIONS_BUCKETS,
+    REQUEST_PARAMS_N_BUCKETS,
+    TTFT_BUCKETS,
+    SchedulerStatsCollector,
+    request_tokens_buckets,
 )
-ITL_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-E2E_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
-TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
+
 LABELS = ("model_name", "engine")
 
 
-class SchedulerStatsCollector:
-    """Reads the engine's scheduler stats at scrape time: request counts, KV usage, preemptions, prefix cache."""
+@dataclass
+class FinishedRequest:
+    """What one engine request reports when it ends."""
 
-    def __init__(self, engine, labels: dict[str, str]):
-        self.engine = engine
-        self.labels = labels
-
-    def collect(self):
-        stats = self.engine.stats()
-        yield self._gauge(
-            "vllm:num_requests_running", "Number of requests in model execution batches.", stats.num_running
-        )
-        yield self._gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", stats.num_waiting)
-        yield self._gauge(
-            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", stats.kv_cache_usage
-        )
-        yield self._counter(
-            "vllm:num_preemptions", "Cumulative number of preemptions from the engine.", stats.num_preemptions
-        )
-        yield self._counter(
-            "vllm:prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            stats.prefix_cache_queries,
-        )
-        yield self._counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", stats.prefix_cache_hits
-        )
-        yield self._cache_config_info()
-
-    def _cache_config_info(self) -> GaugeMetricFamily:
-        """vLLM's info gauge (value 1): the cache settings as labels."""
-        config, info = self.engine.config, self.engine.kv_cache_info
-        labels = {
-            "block_size": info.block_size,
-            "cache_dtype": config.kv_cache_dtype,
-            "num_gpu_blocks": info.num_blocks,
-            "gpu_memory_utilization": config.gpu_memory_utilization,
-            "enable_prefix_caching": config.enable_prefix_caching,
-        }
-        family = GaugeMetricFamily(
-            "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=list(labels)
-        )
-        family.add_metric([str(v) for v in labels.values()], 1)
-        return family
-
-    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
-        family = GaugeMetricFamily(name, doc, labels=list(self.labels))
-        family.add_metric(list(self.labels.values()), value)
-        return family
-
-    def _counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
-        family = CounterMetricFamily(name, doc, labels=list(self.labels))
-        family.add_metric(list(self.labels.values()), value)
-        return family
+    num_prompt_tokens: int
+    num_generated: int
+    num_cached_tokens: int
+    finish_reason: str
+    e2e_seconds: float
+    n: int
+    max_tokens: int | None
+    times: RequestMetrics | None  # the engine's timestamps (None when it never got in)
 
 
 class ServerMetrics:
     """One registry per app, so several apps (tests) never share counters."""
 
-    def __init__(self, engine, model_name: str):
+    def __init__(self, engine, model_name: str, max_model_len: int):
         self.registry = CollectorRegistry()
         self.labels = {"model_name": model_name, "engine": "0"}
         self.registry.register(SchedulerStatsCollector(engine, self.labels))
+        tokens = request_tokens_buckets(max_model_len)
         self.prompt_tokens = self._counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.prompt_by_source = self._counter_by(
+            "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", "source", PROMPT_TOKEN_SOURCES
+        )
+        self.prompt_tokens_cached = self._counter(
+            "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external)."
+        )
+        self.cached_by_source = self._counter_by(
+            "vllm:prompt_tokens_cached_by_source",
+            "Prefix-cache hit tokens by the cache tier that supplied them.",
+            "source",
+            CACHE_HIT_SOURCES,
+        )
         self.generation_tokens = self._counter("vllm:generation_tokens", "Number of generation tokens processed.")
-        self.request_success = Counter(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            LABELS + ("finished_reason",),
+        self.request_success = self._counter_by(
+            "vllm:request_success", "Count of successfully processed requests.", "finished_reason", FINISHED_REASONS
+        )
+        admission = Counter(
+            "vllm:admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            ("model_name", "reason"),
             registry=self.registry,
+        )
+        for reason in ADMISSION_REASONS:
+            admission.labels(model_name=model_name, reason=reason)
+        self.request_prompt_tokens = self._histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens
+        )
+        self.request_generation_tokens = self._histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
+        )
+        self.iteration_tokens = self._histogram(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKENS_BUCKETS
+        )
+        self.max_generation_tokens = self._histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            tokens,
+        )
+        self.params_n = self._histogram(
+            "vllm:request_params_n", "Histogram of the n request parameter.", REQUEST_PARAMS_N_BUCKETS
+        )
+        self.params_max_tokens = self._histogram(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens
         )
         self.ttft = self._histogram(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
@@ -154,18 +98,41 @@ class ServerMetrics:
         self.itl = self._histogram(
             "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
         )
-        self.e2e = self._histogram(
-            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", E2E_BUCKETS
+        self.tpot = self._histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            ITL_BUCKETS,
         )
-        self.request_prompt_tokens = self._histogram(
-            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", TOKEN_BUCKETS
+        self.phases = {
+            phase: self._histogram(f"vllm:{name}", doc, REQUEST_LATENCY_BUCKETS)
+            for phase, name, doc in (
+                ("e2e", "e2e_request_latency_seconds", "Histogram of e2e request latency in seconds."),
+                ("queue", "request_queue_time_seconds", "Histogram of time spent in WAITING phase for request."),
+                (
+                    "inference",
+                    "request_inference_time_seconds",
+                    "Histogram of time spent in RUNNING phase for request.",
+                ),
+                ("prefill", "request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request."),
+                ("decode", "request_decode_time_seconds", "Histogram of time spent in DECODE phase for request."),
+            )
+        }
+        self.num_preemptions = self._histogram(
+            "vllm:request_num_preemptions", "Number of preemptions per request.", REQUEST_NUM_PREEMPTIONS_BUCKETS
         )
-        self.request_generation_tokens = self._histogram(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", TOKEN_BUCKETS
+        self.prefill_kv_computed = self._histogram(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            tokens,
         )
 
     def _counter(self, name: str, doc: str):
         return Counter(name, doc, LABELS, registry=self.registry).labels(**self.labels)
+
+    def _counter_by(self, name: str, doc: str, label: str, values) -> dict:
+        """A counter with one more label, every series created up front (at 0), as vLLM does."""
+        counter = Counter(name, doc, (*LABELS, label), registry=self.registry)
+        return {value: counter.labels(**self.labels, **{label: value}) for value in values}
 
     def _histogram(self, name: str, doc: str, buckets):
         return Histogram(name, doc, LABELS, buckets=buckets, registry=self.registry).labels(**self.labels)
@@ -176,13 +143,39 @@ class ServerMetrics:
     def observe_token_gap(self, seconds: float) -> None:
         self.itl.observe(seconds)
 
-    def observe_finished(self, num_prompt_tokens: int, num_generated: int, finish_reason: str, seconds: float) -> None:
-        self.prompt_tokens.inc(num_prompt_tokens)
-        self.generation_tokens.inc(num_generated)
-        self.request_prompt_tokens.observe(num_prompt_tokens)
-        self.request_generation_tokens.observe(num_generated)
-        self.request_success.labels(**self.labels, finished_reason=finish_reason).inc()
-        self.e2e.observe(seconds)
+    def observe_step(self, num_tokens: int) -> None:
+        self.iteration_tokens.observe(num_tokens)
+
+    def observe_finished(self, done: FinishedRequest) -> None:
+        computed = done.num_prompt_tokens - done.num_cached_tokens
+        self.prompt_tokens.inc(done.num_prompt_tokens)
+        self.prompt_by_source["local_compute"].inc(computed)
+        self.prompt_by_source["local_cache_hit"].inc(done.num_cached_tokens)
+        self.prompt_tokens_cached.inc(done.num_cached_tokens)
+        self.cached_by_source["device"].inc(done.num_cached_tokens)
+        self.generation_tokens.inc(done.num_generated)
+        self.request_prompt_tokens.observe(done.num_prompt_tokens)
+        self.request_generation_tokens.observe(done.num_generated)
+        self.max_generation_tokens.observe(done.num_generated)
+        self.params_n.observe(done.n)
+        if done.max_tokens is not None:
+            self.params_max_tokens.observe(done.max_tokens)
+        self.request_success.get(done.finish_reason, self.request_success["abort"]).inc()
+        self.phases["e2e"].observe(done.e2e_seconds)
+        self.prefill_kv_computed.observe(computed)
+        if done.times is not None:
+            self._observe_phases(done.times, done.num_generated)
+
+    def _observe_phases(self, t: RequestMetrics, num_generated: int) -> None:
+        self.num_preemptions.observe(t.num_preemptions)
+        if t.first_scheduled_time is None or t.first_token_time is None or t.last_token_time is None:
+            return
+        decode = t.last_token_time - t.first_token_time
+        self.phases["queue"].observe(t.first_scheduled_time - t.arrival_time)
+        self.phases["prefill"].observe(t.first_token_time - t.first_scheduled_time)
+        self.phases["decode"].observe(decode)
+        self.phases["inference"].observe(t.last_token_time - t.first_scheduled_time)
+        self.tpot.observe(decode / (num_generated - 1) if num_generated > 1 else 0.0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.input_processor import MAX_LOGPROBS
-from kvtool.engine.sizing.messages import FIELD_NOT_SUPPORTED
-from kvtool.errors import InvalidRequestError
+from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's /v1/completions default, in every version
 
@@ -33,8 +32,44 @@ class StreamOptions(StrictModel):
     continuous_usage_stats: bool = False
 
 
+class JsonSchemaFormat(StrictModel):
+    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+    name: str = "response"
+    description: str | None = None
+    json_schema: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(StrictModel):
+    type: Literal["text", "json_object", "json_schema", "structural_tag"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class StructuredOutputsField(StrictModel):
+    """vLLM's `structured_outputs` request field: one of json, regex, choice, grammar, json_object."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+    json_: str | dict[str, Any] | None = Field(None, alias="json")
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+    json_object: bool | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: str | None = None
+    structural_tag: str | None = None
+
+
 class _SamplingFields(StrictModel):
-    """Fields shared by completions and chat; names, defaults and ranges as vLLM's SamplingParams checks them."""
+    """Fields shared by completions and chat; names, defaults and ranges as vLLM's SamplingParams checks them.
+
+    Extra fields are kept (as vLLM keeps them) so that request_fields.py can refuse the ones kvtool
+    does not implement and log the ones nobody knows.
+    """
+
+    model_config = ConfigDict(strict=True, extra="allow")
 
     model: ServedModel = None
     n: int = Field(1, ge=1, le=128)
@@ -45,8 +80,8 @@ class _SamplingFields(StrictModel):
     seed: Seed | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
-    logit_bias: dict[str, float] | None = Field(None, description="Not supported: any value is refused (400).")
-    allowed_token_ids: list[TokenId] | None = Field(None, description="Not supported: any value is refused (400).")
+    logit_bias: dict[str, float] | None = Field(None, description="Token id (as a string) -> bias, clamped to ±100.")
+    allowed_token_ids: list[TokenId] | None = None
     ignore_eos: bool = False
     min_tokens: int = Field(0, ge=0)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
@@ -57,6 +92,10 @@ class _SamplingFields(StrictModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    bad_words: list[str] = Field(default_factory=list)
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsField | None = None
+    request_id: str | None = None
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
@@ -65,11 +104,10 @@ class _SamplingFields(StrictModel):
         """vLLM's extension: usage so far in every chunk."""
         return self.include_usage() and self.stream_options.continuous_usage_stats
 
-    def to_sampling_params(self, max_tokens: int | None, logprobs: int | None) -> SamplingParams:
+    def to_sampling_params(
+        self, max_tokens: int | None, logprobs: int | None, structured_outputs: StructuredOutputsParams | None = None
+    ) -> SamplingParams:
         """One engine request's parameters: the engine runs its n sequences."""
-        for name in ("logit_bias", "allowed_token_ids"):
-            if getattr(self, name) is not None:
-                raise InvalidRequestError(FIELD_NOT_SUPPORTED.format(param=name), name)
         given = {
             name: getattr(self, name)
             for name in (
@@ -94,6 +132,10 @@ class _SamplingFields(StrictModel):
             logprobs=logprobs,
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens,
+            logit_bias=self.logit_bias,
+            allowed_token_ids=self.allowed_token_ids,
+            bad_words=self.bad_words or None,
+            structured_outputs=structured_outputs,
             **given,
         )
 
@@ -103,6 +145,7 @@ class CompletionRequest(_SamplingFields):
     max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
+    add_special_tokens: bool = True
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
@@ -119,15 +162,45 @@ class TextPart(StrictModel):
     text: str
 
 
+class FunctionDefinition(StrictModel):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(StrictModel):
+    type: Literal["function"] = "function"
+    function: FunctionDefinition
+
+
+class NamedFunction(StrictModel):
+    name: str
+
+
+class NamedToolChoice(StrictModel):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
 class ChatMessage(StrictModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str | list[TextPart] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        return self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
 
     def as_template_message(self) -> dict:
-        text = self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
-        return {"role": self.role, "content": text or ""}
+        message = {"role": self.role, "content": self.text() or ""}
+        for key in ("name", "tool_calls", "tool_call_id"):
+            if getattr(self, key) is not None:
+                message[key] = getattr(self, key)
+        return message
 
 
 class ChatCompletionRequest(_SamplingFields):
@@ -137,6 +210,15 @@ class ChatCompletionRequest(_SamplingFields):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    add_special_tokens: bool = False
+    echo: bool = False
+    chat_template: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    documents: list[dict[str, str]] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = True
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
@@ -149,89 +231,19 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class TokenizeRequest(StrictModel):
+    """vLLM's two /tokenize bodies in one: {"prompt"} or {"messages"} (add_special_tokens: True / False)."""
+
     model: ServedModel = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = Field(None, min_length=1)
-    add_special_tokens: bool = True
+    add_special_tokens: bool | None = None
     add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    return_token_strs: bool | None = False
+    tools: list[Tool] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class DetokenizeRequest(StrictModel):
     model: ServedModel = None
     tokens: list[TokenId]
-
-
-# Response bodies, for the OpenAPI document (the routes build plain dicts of the same shape).
-
-
-class Usage(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-class CompletionChoice(BaseModel):
-    index: int
-    text: str
-    logprobs: dict | None
-    finish_reason: str | None
-    stop_reason: int | str | None = None
-
-
-class _Response(BaseModel):
-    id: str
-    object: str
-    created: int
-    model: str
-    usage: Usage | None
-
-
-class CompletionResponse(_Response):
-    choices: list[CompletionChoice]
-
-
-class AssistantMessage(BaseModel):
-    role: Literal["assistant"]
-    content: str
-
-
-class ChatChoice(BaseModel):
-    index: int
-    message: AssistantMessage
-    logprobs: dict | None
-    finish_reason: str | None
-    stop_reason: int | str | None = None
-
-
-class ChatCompletionResponse(_Response):
-    choices: list[ChatChoice]
-
-
-class TokenizeResponse(BaseModel):
-    count: int
-    max_model_len: int
-    tokens: list[int]
-
-
-class DetokenizeResponse(BaseModel):
-    prompt: str
-
-
-class ModelCard(BaseModel):
-    id: str
-    object: Literal["model"]
-    created: int
-    owned_by: str
-    root: str
-    parent: str | None
-    max_model_len: int
-    permission: list
-
-
-class ModelList(BaseModel):
-    object: Literal["list"]
-    data: list[ModelCard]
-
-
-class VersionResponse(BaseModel):
-    version: str

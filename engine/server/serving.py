@@ -13,7 +13,7 @@ from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.protocol import COMPLETIONS_DEFAULT_MAX_TOKENS
-from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing import defaults, messages
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
@@ -26,6 +26,7 @@ class ServerSettings:
     api_key: str | None = None
     overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
+    tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
 
 
 @dataclass
@@ -42,7 +43,8 @@ class ServerState:
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.settings.model_name:
-            raise APIError(f"The model `{model}` does not exist.", HTTPStatus.NOT_FOUND, "NotFoundError", "model")
+            message = messages.MODEL_NOT_FOUND.format(requested_model=model, aliases=self.settings.model_name)
+            raise APIError(message, HTTPStatus.NOT_FOUND, "NotFoundError", "model")
 
 
 @dataclass
@@ -59,7 +61,13 @@ class MaxTokens:
 
 
 def process_prompts(
-    state: ServerState, prompts: list, requested: int | None, params_for, defaulted: bool, param: str = "max_tokens"
+    state: ServerState,
+    prompts: list,
+    requested: int | None,
+    params_for,
+    defaulted: bool,
+    param: str = "max_tokens",
+    add_special_tokens: bool = True,
 ) -> list[ProcessedRequest]:
     """Every prompt through the engine's InputProcessor (tokenize, validate, overflow policy): 400s come from there.
 
@@ -72,7 +80,11 @@ def process_prompts(
     processed = []
     for prompt in prompts:
         request = processor.process(
-            prompt, params_for(max_tokens), max_tokens_param=param, default_max_tokens=profile_default
+            prompt,
+            params_for(max_tokens),
+            max_tokens_param=param,
+            default_max_tokens=profile_default,
+            add_special_tokens=add_special_tokens,
         )
         if request.clamped:
             logger.info(

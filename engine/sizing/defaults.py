@@ -18,7 +18,11 @@ ENGINE_KV_CACHE_DTYPES = tuple(name for name in KV_CACHE_DTYPES if name != "fp8_
 
 # What happens to a request whose prompt + max_tokens exceeds max_model_len.
 OVERFLOW_POLICIES = ("reject", "clamp")
-DEFAULT_OVERFLOW = "reject"
+DEFAULT_OVERFLOW = "clamp"  # vLLM 0.32+; "reject" is the <= 0.31 behaviour
+
+# How `tool_choice: "auto"` reads tool calls out of the reply (vLLM's --tool-call-parser names).
+TOOL_CALL_PARSERS = ("hermes", "llama3_json")
+DEFAULT_TOOL_CALL_PARSER = "hermes"  # the <tool_call> JSON of Qwen, SmolLM and Hermes chat templates
 
 LOAD_FORMATS = ("auto", "dummy")
 DEFAULT_MODEL = "smollm2"

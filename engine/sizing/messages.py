@@ -9,11 +9,18 @@ from kvtool.engine.sizing.units import format_gib
 
 CONSERVING_MEMORY_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
-# Request length (HTTP 400), vLLM 0.33 unless said otherwise.
+# Request length (HTTP 400), vLLM 0.33 unless said otherwise. `qualifier` is "at least " when the
+# tokenizer stopped one token past the limit (text prompts), else "". The server adds the
+# " (parameter=..., value=...)" suffix of with_parameter(), as vLLM's validation errors do.
 PROMPT_TOO_LONG = (
-    "This model's maximum context length is {max_model_len} tokens. However, your prompt contains {prompt_tokens} "
-    "input tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input "
-    "prompt."
+    "This model's maximum context length is {max_model_len} tokens. However, your prompt contains "
+    "{qualifier}{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+    "the length of the input prompt."
+)
+PROMPT_CHARS_TOO_LONG = (
+    "This model's maximum context length is {max_model_len} tokens. However, your prompt contains {prompt_characters} "
+    "characters (more than {max_input_characters} characters, which is the upper bound for {max_input_tokens} input "
+    "tokens). Please reduce the length of the input prompt."
 )
 NO_ROOM_FOR_OUTPUT = (
     "The decoder prompt (length {prompt_tokens}) plus the number of requested output tokens (at least 1) is longer "
@@ -25,10 +32,26 @@ MAX_TOKENS_TOO_LARGE = (  # vLLM 0.31+
 )
 TOTAL_TOO_LONG = (  # vLLM 0.18 - 0.31, the `reject` overflow policy
     "This model's maximum context length is {max_model_len} tokens. However, you requested {max_tokens} output "
-    "tokens and your prompt contains {prompt_tokens} input tokens, for a total of {total_tokens} tokens. Please "
-    "reduce the length of the input prompt or the number of requested output tokens."
+    "tokens and your prompt contains {qualifier}{prompt_tokens} input tokens, for a total of {qualifier}{total_tokens} "
+    "tokens. Please reduce the length of the input prompt or the number of requested output tokens."
+)
+TOTAL_CHARS_TOO_LONG = (  # vLLM 0.18 - 0.31, the `reject` overflow policy
+    "This model's maximum context length is {max_model_len} tokens. However, you requested {max_tokens} output "
+    "tokens and your prompt contains {prompt_characters} characters (more than {max_input_characters} characters, "
+    "which is the upper bound for {max_input_tokens} input tokens). Please reduce the length of the input prompt or "
+    "the number of requested output tokens."
 )
 MAX_TOKENS_BELOW_ONE = "max_tokens must be at least 1, got {max_tokens}."
+
+# Request routing (HTTP 404), vLLM 0.33.
+MODEL_NOT_FOUND = "The model `{requested_model}` does not exist. Valid aliases: {aliases}."
+
+
+def with_parameter(message: str, parameter: str | None = None, value=None) -> str:
+    """vLLM's validation-error text: the message, then " (parameter=..., value=...)" for what is known."""
+    extras = [f"{name}={v}" for name, v in (("parameter", parameter), ("value", value)) if v is not None]
+    return f"{message} ({', '.join(extras)})" if extras else message
+
 
 # Start-up (the engine refuses to start), vLLM 0.33.
 NO_MEMORY_FOR_CACHE = (
@@ -143,9 +166,13 @@ def url_sentence() -> str:
 # a comment says the message is kvtool's own.
 
 TOKEN_OUT_OF_VOCAB = "Token id {token_id} is out of vocabulary"
-STOP_TOKEN_IDS_OUT_OF_VOCAB = (
-    "token_id(s) {token_ids} in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
+TOKEN_IDS_OUT_OF_VOCAB = (  # stop_token_ids, logit_bias
+    "token_id(s) {token_ids} in {param} contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
 )
+ALLOWED_TOKEN_IDS_OUT_OF_VOCAB = "allowed_token_ids contains out-of-vocab token id!"
+ALLOWED_TOKEN_IDS_EMPTY = "allowed_token_ids is not None and empty!"
+BAD_WORD_WITHOUT_TOKENS = "bad_words entries must tokenize to at least one token."  # kvtool's own
+LOGIT_BIAS_KEYS_NOT_INT = "logit_bias contains key(s) that cannot be converted to integer token IDs: {keys}"
 EMPTY_PROMPT = "The decoder prompt cannot be empty"
 NO_CHAT_TEMPLATE = (  # transformers' wording, then kvtool's advice
     "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the "
@@ -171,8 +198,41 @@ STOP_EMPTY_STRING = "stop cannot contain an empty string."
 SEED_RANGE = "seed must be a 64-bit signed integer, in [{low}, {high}], got {value}."
 # kvtool's own: text with a lone surrogate cannot be encoded as UTF-8, so it cannot be tokenized.
 TEXT_NOT_ENCODABLE = "{param} is not valid Unicode text: it holds a lone surrogate ({detail})."
-# kvtool's own: a field that the embedded engine does not implement is refused, never ignored.
-FIELD_NOT_SUPPORTED = "{param} is not supported by kvtool's embedded engine; remove it, or serve with --backend vllm."
+# kvtool's own: a field vLLM accepts that the embedded engine does not implement is refused, never ignored.
+FIELD_NOT_SUPPORTED = (
+    "The request field '{param}' is not supported by kvtool's embedded engine (vLLM accepts it; kvtool does not "
+    "implement it). Leave it out, send vLLM's default {default}, or serve with --backend vllm."
+)
+FIELDS_IGNORED_LOG = "The following fields were present in the request but ignored: {fields}"  # vLLM's log line
+
+# Structured outputs (vllm/sampling_params.py, v1/structured_output/backend_xgrammar.py).
+STRUCTURED_MULTIPLE_KINDS = (
+    "You can only use one kind of structured outputs constraint but multiple are specified: {constraints}"
+)
+STRUCTURED_NO_KIND = "You must use one kind of structured outputs constraint but none are specified: {constraints}"
+GRAMMAR_NOT_COMPILED = "Failed to transform {what} into a grammar: {reason}"
+GRAMMAR_INVALID = "Invalid grammar specification: {reason}"
+JSON_GRAMMAR_INVALID = "Invalid JSON grammar specification: {reason}"
+REGEX_HAS_NUL = "structured_outputs.regex must not contain a NUL character ('\\x00')"
+# kvtool's own: what the embedded engine does not compile, and an empty choice list.
+STRUCTURAL_TAG_NOT_SUPPORTED = (
+    "{what} is not supported by kvtool's embedded engine; use json, regex, choice or grammar "
+    "(or json_schema / json_object in response_format)."
+)
+CHOICE_EMPTY = "structured_outputs.choice must list at least one choice."
+JSON_SCHEMA_MISSING = "response_format type 'json_schema' needs a `json_schema` with a `schema`."
+NO_GRAMMAR_WITHOUT_TOKENIZER = "Structured outputs need a tokenizer; this model folder has none."
+
+# Tools and the chat template (vllm/entrypoints/openai/chat_completion/protocol.py, serving.py).
+TOOLS_EMPTY = "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely."
+TOOL_CHOICE_WITHOUT_TOOLS = "When using `tool_choice`, `tools` must be set."
+TOOL_NOT_PASSED = "Tool '{name}' has not been passed in `tools`."
+AUTO_TOOL_CHOICE_NEEDS_PARSER = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+UNTRUSTED_CHAT_TEMPLATE = (
+    "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
+    "untrusted chat template."
+)
+CONTINUE_AND_GENERATION_PROMPT = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
 
 ENGINE_DEAD_CLIENT = "The server had an error while processing your request."  # vLLM's EngineDeadError.CLIENT_MESSAGE
 # kvtool's own: one request failed inside an engine step; the others go on.

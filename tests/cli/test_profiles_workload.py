@@ -34,7 +34,7 @@ GOOD = "description: d\nmax_model_len: 2048\nmax_tokens: 128\n"
 
 def test_users_file_gets_defaults_and_its_file_name(tmp_path):
     p = load_profile(write(tmp_path, GOOD))
-    assert p.name == "profile" and p.max_model_len == 2048 and p.overflow == "reject" and p.tensor_parallel_size == 1
+    assert p.name == "profile" and p.max_model_len == 2048 and p.overflow == "clamp" and p.tensor_parallel_size == 1
 
 
 @pytest.mark.parametrize(

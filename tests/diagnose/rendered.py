@@ -32,6 +32,8 @@ TEXT_VALUES = {
     "request_id": "cmpl-7",
     "task": "task='embed'",
     "derived_key": "max_position_embeddings",
+    "requested_model": "meta-llama/Llama-3.1-8B",
+    "aliases": "smollm2",
     "qualifier": "at least ",
     "url_sentence": " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
     "prefix": "",

@@ -10,13 +10,28 @@ from kvtool.engine.sizing import messages
 
 # template name -> (values it is formatted with, the category diagnose must name)
 CASES = {
-    "PROMPT_TOO_LONG": (dict(max_model_len=4096, prompt_tokens=5000), "request_too_long"),
+    "PROMPT_TOO_LONG": (dict(max_model_len=4096, prompt_tokens=4097, qualifier="at least "), "request_too_long"),
+    "PROMPT_CHARS_TOO_LONG": (
+        dict(max_model_len=4096, prompt_characters=90000, max_input_characters=81920, max_input_tokens=4096),
+        "request_too_long",
+    ),
     "NO_ROOM_FOR_OUTPUT": (dict(max_model_len=4096, prompt_tokens=4096), "request_too_long"),
     "MAX_TOKENS_TOO_LARGE": (dict(param="max_tokens", max_tokens=9000, max_model_len=4096), "request_too_long"),
     "TOTAL_TOO_LONG": (
-        dict(max_model_len=4096, max_tokens=1000, prompt_tokens=3500, total_tokens=4500),
+        dict(max_model_len=4096, max_tokens=1000, prompt_tokens=3500, total_tokens=4500, qualifier=""),
         "request_too_long",
     ),
+    "TOTAL_CHARS_TOO_LONG": (
+        dict(
+            max_model_len=4096,
+            max_tokens=96,
+            prompt_characters=90000,
+            max_input_characters=80000,
+            max_input_tokens=4000,
+        ),
+        "request_too_long",
+    ),
+    "MODEL_NOT_FOUND": (dict(requested_model="llama-3-8b", aliases="smollm2"), "model_not_found"),
     "MAX_TOKENS_BELOW_ONE": (dict(max_tokens=-3), "request_too_long"),
     "NO_MEMORY_FOR_CACHE": (dict(url=messages.CONSERVING_MEMORY_URL), "no_cache_blocks"),
     "KV_CACHE_TOO_SMALL": (
@@ -82,7 +97,16 @@ LOG_LINES = {"KV_CACHE_SIZE_LOG", "V0_BLOCKS_LOG", "CONCURRENCY_LOG", "KV_TOKENS
 # the field, with no memory or length cause for diagnose to explain (it may still name another cause).
 NOT_MEMORY_OR_LENGTH = {
     "TOKEN_OUT_OF_VOCAB",
-    "STOP_TOKEN_IDS_OUT_OF_VOCAB",
+    "TOKEN_IDS_OUT_OF_VOCAB",
+    "LOGIT_BIAS_KEYS_NOT_INT",
+    "FIELDS_IGNORED_LOG",
+    "STRUCTURED_MULTIPLE_KINDS",
+    "STRUCTURED_NO_KIND",
+    "GRAMMAR_NOT_COMPILED",
+    "GRAMMAR_INVALID",
+    "JSON_GRAMMAR_INVALID",
+    "STRUCTURAL_TAG_NOT_SUPPORTED",
+    "TOOL_NOT_PASSED",
     "N_BELOW_ONE",
     "MIN_TOKENS_NEGATIVE",
     "MIN_TOKENS_OVER_MAX",

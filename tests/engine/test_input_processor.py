@@ -37,8 +37,23 @@ def test_sampling_params_name_the_field_out_of_range(params, field):
             [1, 2],
             dict(stop_token_ids=[10**9], min_tokens=2),
             "stop_token_ids",
-            f"token_id(s) [1000000000] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {VOCAB}",
+            f"token_id(s) [1000000000] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {VOCAB} "
+            "(parameter=stop_token_ids, value=[1000000000])",
         ),
+        (
+            [1, 2],
+            dict(logit_bias={str(VOCAB): 5}),
+            "logit_bias",
+            f"token_id(s) [{VOCAB}] in logit_bias contain out-of-vocab token ids. Vocabulary size: {VOCAB} "
+            f"(parameter=logit_bias, value=[{VOCAB}])",
+        ),
+        (
+            [1, 2],
+            dict(allowed_token_ids=[3, -1]),
+            "allowed_token_ids",
+            "allowed_token_ids contains out-of-vocab token id! (parameter=allowed_token_ids, value=[-1])",
+        ),
+        ([1, 2], dict(allowed_token_ids=[]), "allowed_token_ids", "allowed_token_ids is not None and empty!"),
         ([1, 2], dict(stop_token_ids=[-1]), "stop_token_ids", None),
         (
             [1, 2],

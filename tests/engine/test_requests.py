@@ -11,7 +11,7 @@ from kvtool.errors import UsageError
 
 @pytest.fixture(scope="module")
 def short_llm(tiny_llama):
-    return LLM(str(tiny_llama[0]), dtype="float32", max_model_len=64, kv_cache_memory=1 << 20)
+    return LLM(str(tiny_llama[0]), dtype="float32", max_model_len=64, kv_cache_memory=1 << 20, overflow="reject")
 
 
 def test_prompt_plus_max_tokens_over_the_context_is_rejected(short_llm):
@@ -69,3 +69,20 @@ def test_bad_engine_config_is_a_usage_error(bad):
 def test_unknown_engine_argument_is_named():
     with pytest.raises(UsageError, match="max_num_seq"):
         EngineConfig.from_kwargs(max_num_seq=4)
+
+
+def test_the_offline_engine_words_length_errors_as_the_server(short_llm):
+    """One InputProcessor for every entry point: vLLM 0.33's messages, with the parameter suffix, offline too."""
+    with pytest.raises(RequestTooLongError) as failure:
+        short_llm.generate(prompts_of([40]), SamplingParams(max_tokens=30), use_tqdm=False)
+    assert str(failure.value) == (
+        "This model's maximum context length is 64 tokens. However, you requested 30 output tokens and your prompt "
+        "contains 40 input tokens, for a total of 70 tokens. Please reduce the length of the input prompt or the "
+        "number of requested output tokens. (parameter=input_tokens, value=40)"
+    )
+    with pytest.raises(RequestTooLongError) as failure:
+        short_llm.generate(prompts_of([64]), SamplingParams(max_tokens=None), use_tqdm=False)
+    assert (failure.value.param, str(failure.value)) == (
+        "max_tokens",
+        "max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)",
+    )

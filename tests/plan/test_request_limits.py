@@ -39,7 +39,7 @@ def test_max_tokens_above_context_is_refused():
 
 def test_overflow_reject_uses_the_total_message():
     with pytest.raises(RequestTooLongError) as caught:
-        check_request_length(3000, 2000, 4096)
+        check_request_length(3000, 2000, 4096, overflow="reject")
     assert (
         "you requested 2000 output tokens and your prompt contains 3000 input tokens, for a total of 5000 "
         "tokens" in str(caught.value)

@@ -47,6 +47,72 @@ def test_vllm_v1_metric_names_and_labels(kvtool_server):
         assert any(n == f"{histogram}_bucket" for n, _ in samples), histogram
 
 
+# Every metric vLLM 0.33 exports by default (vllm/v1/metrics/loggers.py), as exposed: counters end in _total.
+VLLM_033_GAUGES = (
+    "num_requests_running",
+    "num_requests_waiting",
+    "num_requests_waiting_by_reason",
+    "engine_sleep_state",
+    "kv_cache_usage_perc",
+    "cache_config_info",
+)
+VLLM_033_COUNTERS = (
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+    "external_prefix_cache_queries",
+    "external_prefix_cache_hits",
+    "mm_cache_queries",
+    "mm_cache_hits",
+    "num_preemptions",
+    "prompt_tokens",
+    "prompt_tokens_by_source",
+    "prompt_tokens_cached",
+    "prompt_tokens_cached_by_source",
+    "generation_tokens",
+    "request_success",
+    "admission_rejections",
+)
+VLLM_033_HISTOGRAMS = (
+    "request_prompt_tokens",
+    "request_generation_tokens",
+    "iteration_tokens_total",
+    "request_max_num_generation_tokens",
+    "request_params_n",
+    "request_params_max_tokens",
+    "time_to_first_token_seconds",
+    "inter_token_latency_seconds",
+    "request_time_per_output_token_seconds",
+    "e2e_request_latency_seconds",
+    "request_queue_time_seconds",
+    "request_inference_time_seconds",
+    "request_prefill_time_seconds",
+    "request_decode_time_seconds",
+    "request_num_preemptions",
+    "request_prefill_kv_computed_tokens",
+)
+
+
+def test_every_default_vllm_033_metric_is_exported(kvtool_server):
+    names = {name for name, _ in scrape(kvtool_server)}
+    expected = (
+        [f"vllm:{n}" for n in VLLM_033_GAUGES]
+        + [f"vllm:{n}_total" for n in VLLM_033_COUNTERS]
+        + [f"vllm:{n}_count" for n in VLLM_033_HISTOGRAMS]
+    )
+    assert [name for name in expected if name not in names] == []
+
+
+def test_series_buckets_and_cache_config_as_vllm_033(kvtool_server):
+    samples = scrape(kvtool_server)
+    reasons = {dict(ls)["finished_reason"] for n, ls in samples if n == "vllm:request_success_total"}
+    assert reasons == {"stop", "length", "abort", "error", "repetition"}
+    bounds = sorted(float(dict(ls)["le"]) for n, ls in samples if n == "vllm:request_prompt_tokens_bucket")
+    assert bounds == [1, 2, 5, 10, 20, 50, 100, 200, 500, float("inf")]  # 1-2-5 capped at max_model_len 512
+    info = [dict(ls) for n, ls in samples if n == "vllm:cache_config_info"][0]
+    assert info["engine"] == "0" and len(info) >= 37
+    assert int(info["kv_cache_size_tokens"]) == int(info["num_gpu_blocks"]) * int(info["block_size"])
+
+
 def test_counters_grow_by_what_the_requests_used(kvtool_server):
     before = scrape(kvtool_server)
     usages = []
@@ -65,6 +131,10 @@ def test_counters_grow_by_what_the_requests_used(kvtool_server):
     assert grew("vllm:time_to_first_token_seconds_count") == 3
     assert grew("vllm:inter_token_latency_seconds_count") == 16 - 3  # one gap per token after the first
     assert grew("vllm:prefix_cache_queries_total") >= sum(u["prompt_tokens"] for u in usages) - 3
+    for phase in ("queue_time", "prefill_time", "decode_time", "inference_time", "time_per_output_token"):
+        assert grew(f"vllm:request_{phase}_seconds_count") == 3, phase
+    assert grew("vllm:request_params_max_tokens_sum") == 4 + 7 + 5
+    assert 0 < grew("vllm:iteration_tokens_total_sum") <= sum(u["total_tokens"] for u in usages)
 
 
 def wait_until_idle(base_url: str, timeout: float = 30.0) -> dict:

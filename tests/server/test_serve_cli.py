@@ -86,3 +86,9 @@ def test_a_max_model_len_beyond_the_model_is_refused_before_loading():
         "max_model_len (100000) is greater than the derived max_model_len (max_position_embeddings=8192"
         in result.stderr
     )
+
+
+def test_an_unknown_tool_call_parser_is_refused_with_the_choices():
+    result = CliRunner().invoke(app, ["serve", "--tool-call-parser", "pythonic"])
+    assert result.exit_code == 2
+    assert "hermes" in result.output and "llama3_json" in result.output

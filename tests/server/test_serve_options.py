@@ -1,4 +1,4 @@
-"""A second real server started from a profile with an API key, a request default and clamping; then SIGTERM."""
+"""A second real server: a profile with an API key, a request default and `--overflow reject`; then SIGTERM."""
 
 import signal
 import threading
@@ -28,6 +28,8 @@ def server(kvtool_server_process, tmp_path_factory, smollm2_dir):
         "4",
         "--kv-cache-memory",
         "16MiB",
+        "--overflow",
+        "reject",
     )
     yield server.process, server.base_url
     server.stop()
@@ -56,15 +58,18 @@ def test_requests_without_max_tokens_get_the_configured_default(client):
     assert chat.usage.completion_tokens == completion.usage.completion_tokens == 7
 
 
-def test_overflow_clamp_lowers_max_tokens_and_says_so(client):
+def test_overflow_reject_refuses_with_vllm_031s_wording(client):
     prompt = "one two three four five six seven eight nine ten"
-    raw = client.completions.with_raw_response.create(
-        model="smollm2", prompt=prompt, max_tokens=60, extra_body={"ignore_eos": True}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(model="smollm2", prompt=prompt, max_tokens=60)
+    error = caught.value.response.json()["error"]
+    assert caught.value.status_code == 400 and error["param"] == "input_tokens"
+    # 0.31 tokenizes text only up to max_model_len - max_tokens + 1 = 5 tokens, hence "at least"
+    assert error["message"] == (
+        "This model's maximum context length is 64 tokens. However, you requested 60 output tokens and your prompt "
+        "contains at least 5 input tokens, for a total of at least 65 tokens. Please reduce the length of the input "
+        "prompt or the number of requested output tokens. (parameter=input_tokens, value=5)"
     )
-    reply = raw.parse()
-    room = MAX_MODEL_LEN - reply.usage.prompt_tokens
-    assert raw.headers["x-kvtool-max-tokens-clamped"] == f"60->{room}"
-    assert reply.usage.completion_tokens == room and reply.choices[0].finish_reason == "length"
 
 
 def test_sigterm_aborts_running_streams_and_exits_0(server):
@@ -74,7 +79,7 @@ def test_sigterm_aborts_running_streams_and_exits_0(server):
     def stream() -> None:
         body = {
             "messages": [{"role": "user", "content": "Write a long poem."}],
-            "max_tokens": 50,
+            "max_tokens": 20,
             "stream": True,
             "ignore_eos": True,
         }

@@ -133,7 +133,9 @@ class Scheduler:
     def _check_token_stop(self, seq: Sequence) -> None:
         params, token = seq.params, seq.last_token_id
         past_min = seq.num_output_tokens >= params.min_tokens
-        if past_min and not params.ignore_eos and token in self.eos_token_ids:
+        if seq.grammar is not None and seq.grammar.is_terminated():  # the constrained output is complete
+            self.finish(seq, "stop")
+        elif past_min and not params.ignore_eos and token in self.eos_token_ids:
             self.finish(seq, "stop")
         elif past_min and token in params.stop_token_ids:
             self.finish(seq, "stop", token)

@@ -44,6 +44,7 @@ class Sequence:
         self.stop_reason: int | str | None = None
         self.num_preemptions = 0
         self.generator = None  # torch.Generator for a seeded request, made by the sampler
+        self.grammar = None  # an xgrammar GrammarMatcher when the output is constrained
 
     def __len__(self) -> int:
         return len(self.token_ids)

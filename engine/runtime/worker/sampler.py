@@ -1,6 +1,7 @@
 """From last-position logits to one token per sequence, batched.
 
-Order as in vLLM: raw logprobs, penalties, min_tokens masking, temperature, top-k / top-p / min-p,
+Order as in vLLM: the grammar's bitmask, raw logprobs, allowed_token_ids / bad_words / logit_bias,
+penalties, min_tokens masking, temperature, top-k / top-p / min-p,
 then a draw. Greedy rows take the argmax; random rows draw by the exponential-race trick
 (argmax of probs / Exp(1) noise), with a per-request generator when the request has a seed.
 """
@@ -11,6 +12,8 @@ import torch
 
 from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.outputs import Logprob
+from kvtool.engine.runtime.structured_output.bitmask import accept_tokens, apply_grammar_bitmask
+from kvtool.engine.runtime.worker.logits_processors import apply_request_rules
 
 
 @dataclass
@@ -26,7 +29,9 @@ class Sampler:
         self.generator = torch.Generator(device=device).manual_seed(seed)
 
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> SamplerOutput:
+        logits = apply_grammar_bitmask(logits, seqs)
         raw_logprobs = logits.log_softmax(-1) if any(s.params.logprobs is not None for s in seqs) else None
+        logits = apply_request_rules(logits, seqs)
         logits = self._apply_penalties(logits, seqs)
         logits = self._mask_stops_before_min_tokens(logits, seqs)
         if all(s.params.greedy for s in seqs):
@@ -34,6 +39,7 @@ class Sampler:
         else:
             tokens = self._sample(logits, seqs)
         token_ids = tokens.tolist()
+        accept_tokens(seqs, token_ids)
         return SamplerOutput(token_ids, self._logprobs(raw_logprobs, seqs, token_ids))
 
     def _sample(self, logits, seqs):

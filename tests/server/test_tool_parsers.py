@@ -1,0 +1,51 @@
+"""The tool-call formats tool_choice "auto" reads: hermes <tool_call> JSON and llama3_json."""
+
+import json
+
+from kvtool.engine.server.tool_parsers import HermesToolParser, Llama3JsonToolParser
+
+
+def test_hermes_reads_every_call_and_the_content_before_them():
+    text = (
+        'Let me check.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+        '<tool_call>{"name": "get_time", "arguments": {"city": "Oslo"}}</tool_call>'
+    )
+    extracted = HermesToolParser().extract(text)
+    assert extracted.content == "Let me check."
+    assert [(c.name, json.loads(c.arguments)) for c in extracted.tool_calls] == [
+        ("get_weather", {"city": "Paris"}),
+        ("get_time", {"city": "Oslo"}),
+    ]
+
+
+def test_hermes_reads_an_unclosed_last_call_and_leaves_plain_text_alone():
+    assert HermesToolParser().extract('<tool_call>{"name": "f", "arguments": {}}').tool_calls[0].name == "f"
+    plain = HermesToolParser().extract("No tools needed.")
+    assert plain.content == "No tools needed." and plain.tool_calls == []
+    broken = HermesToolParser().extract("<tool_call>{not json")
+    assert broken.tool_calls == [] and broken.content == "<tool_call>{not json"
+
+
+def test_hermes_holds_back_what_may_become_a_tag_while_streaming():
+    parser = HermesToolParser()
+    assert parser.sendable_content("Sure <tool_") == len("Sure ")
+    assert parser.sendable_content("Sure <tool_call>{") == len("Sure ")
+    assert parser.sendable_content("Sure thing") == len("Sure thing")
+
+
+def test_llama3_json_reads_one_or_several_calls():
+    one = Llama3JsonToolParser().extract('<|python_tag|>{"name": "f", "parameters": {"x": 1}}')
+    assert [(c.name, json.loads(c.arguments)) for c in one.tool_calls] == [("f", {"x": 1})] and one.content is None
+    two = Llama3JsonToolParser().extract('{"name": "f", "parameters": {}}; {"name": "g", "parameters": {"y": 2}}')
+    assert [c.name for c in two.tool_calls] == ["f", "g"]
+    assert Llama3JsonToolParser().extract("Hello there").content == "Hello there"
+
+
+def test_a_forced_call_cut_short_by_max_tokens_comes_back_as_text():
+    from kvtool.engine.server.tools import ToolPlan
+
+    plan = ToolPlan("required", [])
+    whole = plan.extract('[{"name": "f", "parameters": {"a": 1}}]')
+    assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == [("f", {"a": 1})]
+    cut = plan.extract('[{"name": "f", "param')
+    assert cut.tool_calls == [] and cut.content == '[{"name": "f", "param'
