@@ -3,6 +3,7 @@ cannot take less than weight bytes / memory bandwidth. Both are measured here, i
 
     .venv/bin/python benchmarks/decode_floor.py                 # SmolLM2-135M, fp32 (and bf16 where supported)
     .venv/bin/python benchmarks/decode_floor.py --steps 64 --threads 1
+    .venv/bin/python benchmarks/decode_floor.py --profile       # and torch.profiler's table of fp32 steps
 
 The bandwidth is the best of several copy loops over a buffer much larger than the caches (a copy
 reads and writes each byte: 2 x bytes per pass), measured before and after the decode steps. The
@@ -50,7 +51,9 @@ def decode_step_ms(llm, steps: int) -> float:
     from kvtool.engine.runtime.config import SamplingParams
 
     engine = llm.engine
-    engine.add_request("floor", list(range(100, 164)), SamplingParams(max_tokens=steps + 1, ignore_eos=True))
+    engine.add_request(
+        "floor", list(range(100, 164)), SamplingParams(max_tokens=steps + 1, ignore_eos=True, temperature=0.0)
+    )
     engine.step()  # the prefill
     times = []
     while engine.has_unfinished_requests():
@@ -60,7 +63,16 @@ def decode_step_ms(llm, steps: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def measure(model: str, dtype: str, steps: int, threads: int | None) -> None:
+def profile_steps(llm, steps: int) -> None:
+    """torch.profiler's table of `steps` batch-1 decode steps, by self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        decode_step_ms(llm, steps)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))
+
+
+def measure(model: str, dtype: str, steps: int, threads: int | None, profiled: bool = False) -> None:
     from kvtool.engine.runtime.llm import LLM
 
     llm = LLM(model, dtype=dtype, max_model_len=1024, kv_cache_memory=64 << 20, threads=threads)
@@ -75,6 +87,8 @@ def measure(model: str, dtype: str, steps: int, threads: int | None) -> None:
         f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {step_ms / floor_ms:.2f}x",
         flush=True,
     )
+    if profiled:
+        profile_steps(llm, 16)
 
 
 def main() -> None:
@@ -82,13 +96,14 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--steps", type=int, default=48)
     parser.add_argument("--threads", type=int, default=None, help="engine threads (default: the CPUs it may use)")
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of fp32 decode steps")
     args = parser.parse_args()
     from kvtool.engine.runtime.worker.loader import resolve_model_source
 
     folder = str(resolve_model_source(args.model).folder)
     threads = args.threads or len(os.sched_getaffinity(0))
     print(f"{threads} threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average {_load()}")
-    measure(folder, "float32", args.steps, threads)
+    measure(folder, "float32", args.steps, threads, args.profile)
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         measure(folder, "bfloat16", args.steps, threads)
     else:
