@@ -72,6 +72,14 @@ def serve(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Engine seed.", rich_help_panel=ENGINE)] = 0,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="CPU threads for the engine \\[default: the CPUs this process may use]. On a shared machine, "
+            "fewer threads than cores leave the rest to the other work.",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
     overflow: Annotated[
         Overflow | None,
         typer.Option(
@@ -114,6 +122,8 @@ def serve(
     ] = Backend.embedded,
 ) -> None:
     """Start an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /metrics."""
+    for name, value in defaults.CPU_OMP_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)  # read once, when torch loads its OpenMP runtime
     from kvtool.cli import serve_startup as startup
 
     request = startup.ServeRequest(
@@ -136,6 +146,7 @@ def serve(
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
             seed=seed,
+            threads=threads,
             overflow=overflow.value if overflow else None,
         ),
     )

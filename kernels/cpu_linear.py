@@ -1,8 +1,10 @@
 """Linear layers whose weights are reordered once, at load time, into oneDNN's blocked layout.
 
-On CPU a bf16 `nn.Linear` leaves the weight in its plain layout and oneDNN works around that on
-every call; for decode-sized batches the prepacked weight makes each matmul markedly faster (see
-docs/engine.md). Results are bit-identical. Only bf16 on CPUs where oneDNN supports it is packed.
+On CPU an `nn.Linear` leaves the weight in its plain layout and the GEMM library works around that
+on every call; for decode-sized batches the prepacked weight makes each matmul markedly faster (see
+docs/engine.md). bf16 is packed where oneDNN supports it (results are bit-identical); fp32 always
+(oneDNN's fp32 GEMM sums in another order than MKL's: results are one rounding step apart).
+`benchmarks/linear_bench.py` compares oneDNN's packing with MKL's packed GEMM at decode sizes.
 """
 
 import torch
@@ -26,13 +28,9 @@ class PackedLinear(nn.Module):
 
 
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
-    return (
-        device.type == "cpu"
-        and dtype == torch.bfloat16
-        and cpu_kernels_enabled()
-        and torch.backends.mkldnn.is_available()
-        and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    )
+    if device.type != "cpu" or not cpu_kernels_enabled() or not torch.backends.mkldnn.is_available():
+        return False
+    return dtype == torch.float32 or (dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def pack_linears(model: nn.Module) -> int:

@@ -36,6 +36,7 @@ class EngineConfig:
     load_format: str = "auto"
     overflow: str = defaults.DEFAULT_OVERFLOW
     tensor_parallel_size: int = 1
+    threads: int | None = None  # CPU threads for torch and the C kernels; None: defaults.default_cpu_threads()
 
     def __post_init__(self):
         _check_choice("dtype", self.dtype, defaults.DTYPES)
@@ -43,7 +44,7 @@ class EngineConfig:
         _check_choice("overflow", self.overflow, defaults.OVERFLOW_POLICIES)
         _check_choice("load_format", self.load_format, defaults.LOAD_FORMATS)
         _check_positive("block_size", self.block_size)
-        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory"):
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory", "threads"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
         if not 0.0 < self.gpu_memory_utilization <= 1.0:

@@ -4,6 +4,8 @@ The engine, `plan`, `serve`, the workload profiles and the command-line options 
 the vLLM release each value comes from is in docs/design.md ("vLLM facts kvtool relies on").
 """
 
+import os
+
 from kvtool.engine.sizing.units import GiB
 
 # Model dtypes (`--dtype`).
@@ -59,6 +61,14 @@ KV_CACHE_NEAR_FULL_PERCENT = 95.0  # full whatever the queue (watch: critical)
 
 CPU_KV_CACHE_CAP = 2 * GiB  # the most the CPU path gives the KV cache unless told otherwise
 CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machine's memory
+# OpenMP threads that wait at a barrier sleep at once instead of spinning: on a shared machine a
+# spinning team steals the cores another process needs, and loses them back at every barrier.
+CPU_OMP_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def default_cpu_threads() -> int:
+    """Threads for the CPU engine: the CPUs this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0))
 
 
 def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:

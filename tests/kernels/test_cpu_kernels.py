@@ -31,6 +31,7 @@ def test_kvtool_cpu_kernels_0_keeps_plain_torch(monkeypatch):
     ops = get_ops("cpu")
     assert ops.backend == "torch" and ops.rms_norm is reference.rms_norm
     assert not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16)
+    assert not cpu_linear.can_pack(torch.device("cpu"), torch.float32)
 
 
 @pytest.mark.parametrize("num_heads,num_kv_heads,head_dim", [(4, 4, 64), (9, 3, 64), (6, 2, 128), (8, 1, 64)])
@@ -115,6 +116,33 @@ def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
     x = torch.randn(rows, 96, generator=g).to(torch.bfloat16)
     with torch.inference_mode():
         torch.testing.assert_close(cpu_linear.PackedLinear(linear.weight, linear.bias)(x), linear(x), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 300])
+def test_fp32_packed_linear_is_within_one_rounding_step_of_nn_linear(rows):
+    assert cpu_linear.can_pack(torch.device("cpu"), torch.float32)
+    g = torch.Generator().manual_seed(7)
+    linear = torch.nn.Linear(576, 160)
+    x = torch.randn(rows, 576, generator=g)
+    with torch.inference_mode():
+        packed = cpu_linear.PackedLinear(linear.weight, linear.bias)
+        torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(torch.float32))
+
+
+def test_an_fp32_engine_runs_packed_weights_and_no_reference_op(smollm2_llm, monkeypatch):
+    """Every fp32 op with a C kernel takes it: prefill and decode steps call no reference fallback."""
+    calls = []
+    for name in ("paged_decode_attention", "rms_norm", "rotary_embedding", "silu_and_mul"):
+        original = getattr(reference, name)
+        monkeypatch.setattr(reference, name, lambda *a, _n=name, _f=original, **k: calls.append(_n) or _f(*a, **k))
+    from kvtool.engine.runtime.config import SamplingParams
+
+    prompts = [[1, 2, 3, 4, 5], list(range(10, 60))]
+    outputs = smollm2_llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
+    assert [len(o.outputs[0].token_ids) for o in outputs] == [4, 4]
+    assert calls == []
+    model = smollm2_llm.engine.model_runner.model
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
 
 
 @pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")

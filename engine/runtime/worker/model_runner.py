@@ -21,7 +21,7 @@ from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.engine.runtime.worker.sampler import Sampler
-from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION
+from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION, default_cpu_threads
 from kvtool.kernels import get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
@@ -62,6 +62,9 @@ class ModelRunner:
         self.block_size = config.block_size
         self.ops = get_ops(device)
         self.memory_before_model = MemorySnapshot.take(device) if device.type == "cuda" else None
+        if device.type == "cpu":
+            # on the thread that runs the steps: torch and the C kernels size their team from it
+            torch.set_num_threads(config.threads or default_cpu_threads())
         self.graph_runner = None
         self.model = load_model(
             source,

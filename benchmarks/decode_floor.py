@@ -1,0 +1,119 @@
+"""Batch-1 decode against the weight-streaming floor: every step reads every weight once, so a step
+cannot take less than weight bytes / memory bandwidth. Both are measured here, in one run.
+
+    .venv/bin/python benchmarks/decode_floor.py                 # SmolLM2-135M, fp32 (and bf16 where supported)
+    .venv/bin/python benchmarks/decode_floor.py --steps 64 --threads 1
+    .venv/bin/python benchmarks/decode_floor.py --profile       # and torch.profiler's table of fp32 steps
+
+The bandwidth is the best of several copy loops over a buffer much larger than the caches (a copy
+reads and writes each byte: 2 x bytes per pass), measured before and after the decode steps. The
+step time is the median of engine steps of one sequence after its prefill, scheduler included.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+COPY_BYTES = 512 << 20
+
+
+def copy_bandwidth(passes: int = 6) -> float:
+    """Bytes per second one copy loop moves (read + write), the best of `passes`."""
+    src = torch.ones(COPY_BYTES // 4)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(passes):
+        start = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * COPY_BYTES / best
+
+
+def weight_bytes(model) -> int:
+    """Bytes one decode step reads: every parameter and packed weight, except an untied embedding
+    table (a step reads one row of it)."""
+    seen, total = set(), 0
+    tensors = list(model.named_parameters()) + [(name, t) for name, t in model.named_buffers() if "cos_sin" not in name]
+    tensors += [(f"{n}.packed", m.packed_weight) for n, m in model.named_modules() if hasattr(m, "packed_weight")]
+    tied = getattr(model.lm_head, "weight", None) is model.model.embed_tokens.weight
+    for name, tensor in tensors:
+        if id(tensor) in seen or (name.endswith("embed_tokens.weight") and not tied):
+            continue
+        seen.add(id(tensor))
+        total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def decode_step_ms(llm, steps: int) -> float:
+    from kvtool.engine.runtime.config import SamplingParams
+
+    engine = llm.engine
+    engine.add_request(
+        "floor", list(range(100, 164)), SamplingParams(max_tokens=steps + 1, ignore_eos=True, temperature=0.0)
+    )
+    engine.step()  # the prefill
+    times = []
+    while engine.has_unfinished_requests():
+        start = time.perf_counter()
+        engine.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def profile_steps(llm, steps: int) -> None:
+    """torch.profiler's table of `steps` batch-1 decode steps, by self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        decode_step_ms(llm, steps)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))
+
+
+def measure(model: str, dtype: str, steps: int, threads: int | None, profiled: bool = False) -> None:
+    from kvtool.engine.runtime.llm import LLM
+
+    llm = LLM(model, dtype=dtype, max_model_len=1024, kv_cache_memory=64 << 20, threads=threads)
+    decode_step_ms(llm, 8)  # warm-up
+    before = copy_bandwidth()
+    step_ms = decode_step_ms(llm, steps)
+    bandwidth = max(before, copy_bandwidth())
+    nbytes = weight_bytes(llm.engine.model_runner.model)
+    floor_ms = nbytes / bandwidth * 1e3
+    print(
+        f"{dtype}: {step_ms:.2f} ms/token, floor {floor_ms:.2f} ms/token "
+        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {step_ms / floor_ms:.2f}x",
+        flush=True,
+    )
+    if profiled:
+        profile_steps(llm, 16)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--steps", type=int, default=48)
+    parser.add_argument("--threads", type=int, default=None, help="engine threads (default: the CPUs it may use)")
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of fp32 decode steps")
+    args = parser.parse_args()
+    from kvtool.engine.runtime.worker.loader import resolve_model_source
+
+    folder = str(resolve_model_source(args.model).folder)
+    threads = args.threads or len(os.sched_getaffinity(0))
+    print(f"{threads} threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average {_load()}")
+    measure(folder, "float32", args.steps, threads, args.profile)
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        measure(folder, "bfloat16", args.steps, threads)
+    else:
+        print("bfloat16: skipped, this CPU has no bf16 instructions oneDNN supports (it would be emulated)")
+    print(f"load average {_load()}")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

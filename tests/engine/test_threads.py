@@ -1,0 +1,61 @@
+"""CPU threads: the default is the CPUs this process may use, `threads` sets the team the engine
+steps with, and `kvtool serve --threads` reaches the EngineConfig."""
+
+import os
+
+import pytest
+import torch
+
+from kvtool.engine.runtime.config import EngineConfig
+from kvtool.engine.sizing import defaults
+from kvtool.errors import UsageError
+
+
+@pytest.fixture
+def restore_threads():
+    before, affinity = torch.get_num_threads(), os.sched_getaffinity(0)
+    yield
+    os.sched_setaffinity(0, affinity)
+    torch.set_num_threads(before)
+
+
+def test_the_default_follows_the_affinity_not_the_machine(restore_threads):
+    assert defaults.default_cpu_threads() == len(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    assert defaults.default_cpu_threads() == 1
+
+
+@pytest.mark.parametrize("threads", [0, -2, 1.5])
+def test_threads_must_be_a_positive_integer(threads):
+    with pytest.raises(UsageError, match="threads must be a positive integer"):
+        EngineConfig(threads=threads)
+
+
+def test_the_engine_steps_with_the_threads_it_was_given(tiny_llama, restore_threads):
+    from kvtool.engine.runtime.config import SamplingParams
+    from kvtool.engine.runtime.llm import LLM
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    llm = LLM(str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20, threads=1)
+    assert torch.get_num_threads() == 1
+    out = llm.generate([[1, 2, 3]], SamplingParams(max_tokens=3, ignore_eos=True), use_tqdm=False)
+    assert len(out[0].outputs[0].token_ids) == 3
+    LLM(str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20)
+    assert torch.get_num_threads() == len(os.sched_getaffinity(0))
+
+
+def test_serve_threads_flag_reaches_the_engine_config():
+    from kvtool.cli.serve_startup import ServeRequest, plan_startup
+
+    plan = plan_startup(ServeRequest(engine_overrides={"device": "cpu", "threads": 1, "max_model_len": 512}))
+    assert plan.engine_config.threads == 1
+    assert plan_startup(ServeRequest(engine_overrides={"device": "cpu"})).engine_config.threads is None
+
+
+def test_serve_help_documents_threads():
+    from typer.testing import CliRunner
+
+    from kvtool.cli.app import app
+
+    result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "--threads" in result.output
