@@ -21,6 +21,7 @@ OVERFLOW_POLICIES = ("reject", "clamp")
 DEFAULT_OVERFLOW = "reject"
 
 LOAD_FORMATS = ("auto", "dummy")
+ENGINE_QUANTIZATIONS = ("gguf",)  # the embedded engine's --quantization: GGUF weights kept quantized (CPU)
 DEFAULT_MODEL = "smollm2"
 
 DEFAULT_BLOCK_SIZE = 16
