@@ -23,9 +23,9 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        y = cpu_ops.quant_linear(rows, self.codes, self.scales, self.mins, self.bits).to(x.dtype)
+        y = cpu_ops.quant_linear(rows, self.codes, self.scales, self.mins, self.bits)
         y = y if self.bias is None else y + self.bias
-        return y.view(*x.shape[:-1], self.out_features)
+        return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bits={self.bits}"

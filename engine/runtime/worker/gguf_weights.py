@@ -155,7 +155,7 @@ def _read(tensor, name: str, arch: str, config) -> QuantizedWeight:
     weight = decode_tensor(tensor.data, tensor.tensor_type.name, name)
     if arch in PERMUTED_ARCHS and (".attn_q." in name or ".attn_k." in name):
         heads = config.num_attention_heads if ".attn_q." in name else config.num_key_value_heads
-        order = np.arange(weight.codes.shape[0]).reshape(heads, 2, -1).swapaxes(1, 2).ravel()
+        order = np.arange(weight.codes.shape[0]).reshape(heads, -1, 2).swapaxes(1, 2).ravel()
         weight = weight.rows(order)
     return weight
 
