@@ -95,3 +95,14 @@ def test_quantized_smollm2_logprobs_match_the_dequantized_model(smollm2_llm):
         for token in set(q_top) & set(d_top):
             diffs.append(abs(q_top[token].logprob - d_top[token].logprob))
     assert max(diffs) < LOGPROB_TOLERANCE
+
+
+def test_kvtool_serve_quantization_flag_refuses_what_it_cannot_do(smollm2_dir):
+    from typer.testing import CliRunner
+
+    from kvtool.cli.app import app
+
+    unknown = CliRunner().invoke(app, ["serve", "--quantization", "awq", "--port", "1"])
+    assert unknown.exit_code != 0 and "Unknown quantization 'awq'" in " ".join(unknown.output.split())
+    folder = CliRunner().invoke(app, ["serve", "--model", str(smollm2_dir), "--quantization", "gguf", "--port", "1"])
+    assert folder.exit_code != 0 and "needs a .gguf model file" in " ".join(folder.output.split())
