@@ -45,6 +45,14 @@ def serve(
     dtype: Annotated[
         str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)
     ] = "auto",
+    quantization: Annotated[
+        str | None,
+        typer.Option(
+            help="gguf: keep a GGUF file's weights quantized (CPU) \\[default: gguf for a GGUF file on CPU "
+            "without --dtype].",
+            rich_help_panel=MODEL,
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.", rich_help_panel=MODEL)] = "auto",
     load_format: Annotated[
         str, typer.Option(help="auto, or dummy for random weights.", rich_help_panel=MODEL)
@@ -138,6 +146,7 @@ def serve(
         tool_call_parser=ToolCallParser(tool_call_parser).value,
         engine_overrides=dict(
             dtype=dtype,
+            quantization=quantization,
             device=device,
             load_format=load_format,
             max_model_len=max_model_len,

@@ -27,10 +27,11 @@ SIGNATURES = {
     "kvtool_rms_norm": [_ptr] * 5 + [_i64, _i64, ctypes.c_float, _i32, _i32],
     "kvtool_silu_and_mul": [_ptr, _ptr, _i64, _i64, _i32, _i32],
     "kvtool_rotary": [_ptr, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i64, _i64, _i32, _i32],
+    "kvtool_quant_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
 }
 
 SOURCE_DIR = Path(__file__).parent / "cpu"
-SOURCES = ("paged_decode.c", "fused_ops.c")
+SOURCES = ("paged_decode.c", "fused_ops.c", "quant_linear.c")
 # Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
 # semantics and does not switch the process to flush-to-zero.
 FLAGS = [

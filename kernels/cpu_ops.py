@@ -20,6 +20,7 @@ __all__ = [
     "rotary_embedding",
     "silu_and_mul",
     "fused_moe",
+    "quant_linear",
     "available",
 ]
 
@@ -178,6 +179,27 @@ def rotary_embedding(positions, query, key, cos_sin_cache):
         torch.get_num_threads(),
     )
     return q_out, k_out
+
+
+def quant_linear(x, codes, scales, mins, bits):
+    """x [T, K] fp32 times a weight kept as GGUF-style codes (see reference.quant_linear)."""
+    if compiled_library() is None or x.device.type != "cpu" or x.shape[-1] % reference.QUANT_GROUP:
+        return reference.quant_linear(x, codes, scales, mins, bits)
+    x = x.float().contiguous()
+    out = torch.empty(len(x), codes.shape[0], dtype=torch.float32)
+    compiled_library().kvtool_quant_linear(
+        _ptr(x),
+        _ptr(out),
+        len(x),
+        x.shape[1],
+        codes.shape[0],
+        _ptr(codes),
+        _ptr(scales),
+        _ptr(mins),
+        bits,
+        torch.get_num_threads(),
+    )
+    return out
 
 
 def _covered(x, *others) -> bool:

@@ -194,3 +194,43 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids):
             start += count
     out *= topk_weights.flatten()[order, None].to(out.dtype)
     return torch.zeros_like(x).index_add_(0, tokens, out)
+
+
+QUANT_GROUP = 32  # weights (and activations) share one scale per group of 32 along k
+
+
+def quant_linear(x, codes, scales, mins, bits):
+    """x [T, K] fp32 @ W^T for W [N, K] held as codes per group of 32: w = scale * code + min.
+
+    bits 4: codes [N, K / 2] uint8, byte i of a group holds code i (low nibble) and code i + 16;
+    bits 8: codes [N, K] int8. scales and mins (or None) [N, K / 32] fp32. x is quantized per group to
+    int8 (scale amax / 127, codes rounded to nearest even) and each group's dot product is exact.
+    """
+    qx, dx = _quantize_groups(x)
+    w = unpack_codes(codes, bits).view(codes.shape[0], -1, QUANT_GROUP).double()
+    dots = torch.einsum("tgi,ngi->tng", qx.double(), w)  # integers: exact in fp64
+    out = (dots * (scales[None] * dx[:, None])).sum(-1)
+    if mins is not None:
+        out = out + ((dx * qx.sum(-1))[:, None] * mins[None]).sum(-1)
+    return out.float()
+
+
+def dequantize_codes(codes, scales, mins, bits):
+    """The fp32 weight [N, K] that codes, scales and mins stand for."""
+    w = unpack_codes(codes, bits).view(codes.shape[0], -1, QUANT_GROUP).float() * scales[..., None]
+    return (w if mins is None else w + mins[..., None]).flatten(1)
+
+
+def unpack_codes(codes, bits):
+    """[N, K] int16 codes from the packed bytes (see quant_linear)."""
+    if bits == 8:
+        return codes.view(torch.int8).to(torch.int16)
+    groups = codes.view(codes.shape[0], -1, QUANT_GROUP // 2).to(torch.int16)
+    return torch.cat((groups & 0x0F, groups >> 4), dim=-1).flatten(1)
+
+
+def _quantize_groups(x):
+    groups = x.float().view(len(x), -1, QUANT_GROUP)
+    d = groups.abs().amax(-1) / 127.0
+    inv = torch.where(d == 0, torch.zeros_like(d), 1.0 / d)
+    return torch.round(groups * inv[..., None]), d

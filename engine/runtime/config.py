@@ -21,6 +21,7 @@ class EngineConfig:
 
     model: str = defaults.DEFAULT_MODEL
     dtype: str = "auto"
+    quantization: str | None = None  # "gguf": keep a GGUF file's weights quantized (the CPU default for one)
     device: str = "auto"
     max_model_len: int | None = None
     block_size: int = defaults.DEFAULT_BLOCK_SIZE
@@ -43,6 +44,8 @@ class EngineConfig:
         _check_choice("kv_cache_dtype", self.kv_cache_dtype, defaults.ENGINE_KV_CACHE_DTYPES)
         _check_choice("overflow", self.overflow, defaults.OVERFLOW_POLICIES)
         _check_choice("load_format", self.load_format, defaults.LOAD_FORMATS)
+        if self.quantization is not None:
+            _check_choice("quantization", self.quantization, defaults.ENGINE_QUANTIZATIONS)
         _check_positive("block_size", self.block_size)
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory", "threads"):
             if getattr(self, name) is not None:

@@ -14,7 +14,7 @@ from kvtool.engine.runtime.input_processor import InputProcessor, ProcessedReque
 from kvtool.engine.runtime.output_processor import OutputProcessor
 from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
-from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, torch_dtype
+from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, resolve_quantization, torch_dtype
 from kvtool.engine.runtime.worker.model_runner import ModelRunner, ModelRunnerOutput
 from kvtool.engine.sizing.messages import REQUEST_FAILED_IN_STEP
 from kvtool.errors import UsageError
@@ -29,12 +29,17 @@ class LLMEngine:
         self.model_name = source.name
         self.tokenizer = load_tokenizer(source.folder)
         self.device = startup.resolve_device(config.device)
-        dtype = torch_dtype(config.dtype, hf_config, self.device)
+        quantization = resolve_quantization(config, source, self.device)
+        dtype = torch_dtype(config.dtype, hf_config, self.device, quantization)
         self.spec = startup.engine_spec(hf_config, source.name, dtype)
         max_model_len = startup.resolve_max_model_len(config, self.spec)
         batched_tokens, max_seqs = startup.resolve_scheduler_limits(config, max_model_len, self.device)
         self.config = dataclasses.replace(
-            config, max_model_len=max_model_len, max_num_batched_tokens=batched_tokens, max_num_seqs=max_seqs
+            config,
+            max_model_len=max_model_len,
+            max_num_batched_tokens=batched_tokens,
+            max_num_seqs=max_seqs,
+            quantization=quantization,
         )
         eos = eos_token_ids(self.tokenizer, hf_config)
         self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)

@@ -27,6 +27,7 @@ TOOL_CALL_PARSERS = ("hermes", "llama3_json")
 DEFAULT_TOOL_CALL_PARSER = "hermes"  # the <tool_call> JSON of Qwen, SmolLM and Hermes chat templates
 
 LOAD_FORMATS = ("auto", "dummy")
+ENGINE_QUANTIZATIONS = ("gguf",)  # the embedded engine's --quantization: GGUF weights kept quantized (CPU)
 DEFAULT_MODEL = "smollm2"
 
 DEFAULT_BLOCK_SIZE = 16

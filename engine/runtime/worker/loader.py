@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kvtool.engine.runtime.models.registry import SUPPORTED_MODEL_TYPES, model_class
 from kvtool.engine.runtime.worker.gguf_convert import converted_folder
+from kvtool.engine.sizing import messages as msg
 from kvtool.engine.sizing.memory_budget import resolve_dtype
 from kvtool.errors import UsageError
 
@@ -17,17 +18,18 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 class ModelSource:
     folder: Path  # an HF folder: config.json, maybe tokenizer files and safetensors
     name: str  # the name the model is served under
+    gguf: Path | None = None  # the GGUF file the folder was converted from, if any
 
 
 def resolve_model_source(model: str) -> ModelSource:
     """The HF folder behind `model`: the smollm2 alias, a folder, a .gguf file or a config.json."""
     if model.lower() in (alias.lower() for alias in SMOLLM2_ALIASES):
-        return ModelSource(converted_folder(smollm2_gguf()), "smollm2")
+        return ModelSource(converted_folder(smollm2_gguf()), "smollm2", smollm2_gguf())
     path = Path(model).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         return ModelSource(path, path.name)
     if path.is_file() and path.suffix == ".gguf":
-        return ModelSource(converted_folder(path), path.stem)
+        return ModelSource(converted_folder(path), path.stem, path)
     if path.is_file() and path.name.endswith(".json"):
         return ModelSource(path.parent, path.parent.name)
     raise UsageError(
@@ -63,17 +65,43 @@ def load_hf_config(folder: Path):
     return config
 
 
-def torch_dtype(dtype: str, hf_config, device):
-    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it."""
+def resolve_quantization(config, source: ModelSource, device) -> str | None:
+    """ "gguf" (weights kept quantized) or None: by default a GGUF file on the CPU without --dtype."""
+    if config.quantization is None:
+        dense = config.dtype != "auto" or config.load_format == "dummy" or device.type != "cpu"
+        return None if source.gguf is None or dense else "gguf"
+    if source.gguf is None:
+        raise UsageError(msg.QUANTIZATION_NEEDS_GGUF.format(model=config.model), fix="Pass a .gguf file as the model.")
+    if device.type != "cpu":
+        raise UsageError(msg.QUANTIZATION_NEEDS_CPU.format(device=device), fix="Use --device cpu.")
+    return config.quantization
+
+
+def torch_dtype(dtype: str, hf_config, device, quantization: str | None = None):
+    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it
+    (fp32 activations for quantized weights, whose kernel computes in fp32)."""
     import torch
 
+    if quantization is not None and dtype == "auto":
+        return torch.float32
     declared = getattr(hf_config, "dtype", None)  # transformers 5 name; reading `torch_dtype` warns
     bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
     return getattr(torch, resolve_dtype(dtype, declared, bf16))
 
 
-def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, load_format: str, seed: int):
-    """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones."""
+def load_model(
+    source: ModelSource,
+    hf_config,
+    ops,
+    dtype,
+    device,
+    max_positions: int,
+    load_format: str,
+    seed: int,
+    quantization: str | None = None,
+):
+    """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones; with
+    quantization "gguf" its linear layers keep the GGUF file's quantized weights."""
     import torch
 
     torch.manual_seed(seed)
@@ -88,6 +116,10 @@ def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions
         _init_dummy(model, getattr(hf_config, "initializer_range", 0.02))
     else:
         model.load_weights(_iter_safetensors(source.folder))
+    if quantization == "gguf":
+        from kvtool.engine.runtime.worker.gguf_weights import apply_quantized_weights
+
+        apply_quantized_weights(model, source.gguf)
     return model.eval()
 
 

@@ -75,6 +75,7 @@ class ModelRunner:
             max(max_model_len, getattr(hf_config, "max_position_embeddings", 0)),
             config.load_format,
             config.seed,
+            config.quantization,
         )
         if can_pack(device, dtype):
             pack_linears(self.model)

@@ -1,0 +1,56 @@
+"""The quantized linear kernel against its torch reference, and the reference against the float matmul
+of the weights it stands for (the only difference: activations rounded to int8 per group of 32)."""
+
+import pytest
+import torch
+
+from kvtool.kernels import cpu_ops, reference
+from kvtool.kernels.quant_linear import QuantLinear, pack_codes
+
+pytestmark = pytest.mark.skipif(not cpu_ops.available(), reason="no C compiler to build the CPU kernels")
+
+
+def random_weight(n, k, bits, with_mins, g):
+    low, high = (0, 16) if bits == 4 else (-127, 128)
+    codes = torch.randint(low, high, (n, k), generator=g)
+    scales = torch.rand(n, k // 32, generator=g) * 0.02
+    mins = -torch.rand(n, k // 32, generator=g) * 0.1 if with_mins else None
+    return codes, scales, mins
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 13])
+@pytest.mark.parametrize("bits,with_mins", [(4, True), (4, False), (8, False), (8, True)])
+def test_kernel_matches_reference(rows, bits, with_mins):
+    g = torch.Generator().manual_seed(rows * 10 + bits)
+    codes, scales, mins = random_weight(96, 320, bits, with_mins, g)
+    packed = pack_codes(codes, bits)
+    x = torch.randn(rows, 320, generator=g)
+    got = cpu_ops.quant_linear(x, packed, scales, mins, bits)
+    expected = reference.quant_linear(x, packed, scales, mins, bits)
+    # the same integer dot products; only the order of the fp32 sums of the groups differs
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_reference_is_the_matmul_of_the_dequantized_weight_up_to_int8_activations(bits):
+    g = torch.Generator().manual_seed(bits)
+    codes, scales, mins = random_weight(64, 1536, bits, True, g)
+    packed = pack_codes(codes, bits)
+    weight = reference.dequantize_codes(packed, scales, mins, bits)
+    torch.testing.assert_close(weight, (codes.view(64, -1, 32) * scales[..., None] + mins[..., None]).flatten(1))
+    x = torch.randn(4, 1536, generator=g)
+    dense = x @ weight.T
+    # int8 activations: each element off by at most half a step of amax / 127
+    assert (reference.quant_linear(x, packed, scales, mins, bits) - dense).abs().max() < 0.01 * dense.abs().max()
+
+
+def test_quant_linear_module_keeps_batch_shape_bias_and_dtype():
+    g = torch.Generator().manual_seed(3)
+    codes, scales, mins = random_weight(40, 64, 4, True, g)
+    bias = torch.randn(40, generator=g)
+    layer = QuantLinear(codes, scales, mins, 4, bias)
+    x = torch.randn(2, 3, 64, generator=g)
+    y = layer(x.bfloat16())
+    assert y.shape == (2, 3, 40) and y.dtype == torch.bfloat16
+    expected = reference.quant_linear(x.bfloat16().float().view(6, 64), layer.codes, scales, mins, 4) + bias
+    torch.testing.assert_close(y.float().view(6, 40), expected, atol=2e-2, rtol=2e-2)
