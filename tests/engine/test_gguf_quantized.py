@@ -55,11 +55,10 @@ def _resolve(device="cpu", gguf="model.gguf", **config):
     return loader.resolve_quantization(EngineConfig(**config), source, SimpleNamespace(type=device))
 
 
-def test_quantization_defaults_to_gguf_for_a_gguf_file_on_cpu_without_dtype():
-    assert _resolve() == "gguf"
-    assert _resolve(dtype="float32") is None and _resolve(dtype="bfloat16") is None
+def test_quantized_weights_are_asked_for_and_dequantized_weights_stay_the_default():
+    assert _resolve(quantization="gguf") == "gguf"
+    assert _resolve() is None and _resolve(dtype="float32") is None
     assert _resolve(device="cuda") is None and _resolve(gguf=None) is None
-    assert _resolve(load_format="dummy") is None
 
 
 def test_quantization_gguf_is_refused_where_it_cannot_apply():
@@ -82,7 +81,7 @@ LOGPROB_TOLERANCE = 0.5
 def test_quantized_smollm2_logprobs_match_the_dequantized_model(smollm2_llm):
     from kvtool.engine.runtime.llm import LLM
 
-    quantized = LLM("smollm2", max_model_len=512, kv_cache_memory=64 << 20, seed=0)
+    quantized = LLM("smollm2", max_model_len=512, kv_cache_memory=64 << 20, seed=0, quantization="gguf")
     assert quantized.engine.config.quantization == "gguf"
     layers = quantized.engine.model_runner.model.model.layers
     assert type(layers[0].mlp.gate_up_proj).__name__ == "QuantLinear"

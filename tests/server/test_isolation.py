@@ -29,7 +29,7 @@ BAD_REQUESTS = [  # (path, body, the field the error must name)
     ("/tokenize", {"prompt": "a\ud800b"}, "prompt"),
     ("/v1/completions", {"prompt": "Hi", "top_k": -2}, "top_k"),
     ("/v1/completions", {"prompt": "Hi", "temperature": 2.5}, "temperature"),
-    ("/v1/completions", {"prompt": "Hi", "logit_bias": {"5": 1.0}}, "logit_bias"),
+    ("/v1/completions", {"prompt": "Hi", "logit_bias": {"1000000000": 1.0}}, "logit_bias"),
     ("/v1/completions", {"prompt": "Hi", "stream": "yes"}, "stream"),
     ("/detokenize", {"tokens": [False]}, "tokens.0"),
     ("/tokenize", {"prompt": "Hi", "add_generation_prompt": 0}, "add_generation_prompt"),
@@ -81,6 +81,7 @@ def test_vllm_wordings_name_the_field(kvtool_server):
         stop = http.post("/v1/completions", json={"prompt": "Hi", "stop_token_ids": [10**9]}).json()["error"]
         assert stop["message"] == (
             "token_id(s) [1000000000] in stop_token_ids contain out-of-vocab token ids. Vocabulary size: 49152"
+            " (parameter=stop_token_ids, value=[1000000000])"
         )
         assert http.post("/detokenize", json={"tokens": [49152]}).json()["error"]["message"] == (
             "Token id 49152 is out of vocabulary"

@@ -66,10 +66,12 @@ def load_hf_config(folder: Path):
 
 
 def resolve_quantization(config, source: ModelSource, device) -> str | None:
-    """ "gguf" (weights kept quantized) or None: by default a GGUF file on the CPU without --dtype."""
+    """ "gguf" (weights kept quantized) when asked for, else None (dequantized weights).
+
+    Not the default yet: the quantized path runs fp32 activations and an fp32 KV cache, which halves
+    the KV tokens that `kvtool plan` predicts for the same memory."""
     if config.quantization is None:
-        dense = config.dtype != "auto" or config.load_format == "dummy" or device.type != "cpu"
-        return None if source.gguf is None or dense else "gguf"
+        return None
     if source.gguf is None:
         raise UsageError(msg.QUANTIZATION_NEEDS_GGUF.format(model=config.model), fix="Pass a .gguf file as the model.")
     if device.type != "cpu":
