@@ -47,7 +47,8 @@ class GenerationJob:
         return self.state.engine.tokenizer
 
     def headers(self) -> dict[str, str]:
-        return {"x-request-id": self.header_id or self.id, **clamp_headers(self.max_tokens)}
+        echoed = header_safe(self.header_id or self.id)
+        return {**({"x-request-id": echoed} if echoed else {}), **clamp_headers(self.max_tokens)}
 
     def response(self, choices: list[dict], usage_: dict | None, chunk: bool = False) -> dict:
         return {
@@ -116,3 +117,11 @@ class GenerationJob:
                 await asyncio.gather(task, return_exceptions=True)
                 return Response(status_code=CLIENT_CLOSED_REQUEST)
         return JSONResponse(task.result(), headers=self.headers())
+
+
+def header_safe(request_id: str | None) -> str | None:
+    """A body `request_id` an HTTP header cannot carry (not Latin-1) is not echoed; the body still holds it."""
+    try:
+        return request_id and request_id.encode("latin-1") and request_id
+    except UnicodeEncodeError:
+        return None

@@ -113,3 +113,10 @@ def test_continuous_usage_stats_count_up_in_every_chunk(client):
     )
     counts = [chunk.usage.completion_tokens for chunk in stream]
     assert counts == sorted(counts) and counts[-1] == 4 and len(counts) >= 4
+
+
+def test_a_request_id_no_header_can_carry_is_answered_not_a_500(kvtool_server):
+    body = {"prompt": "Hi", "max_tokens": 2, "request_id": "请求-1"}
+    reply = httpx.post(f"{kvtool_server}/v1/completions", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    assert "请求-1" in reply.json()["id"] and "x-request-id" not in reply.headers
