@@ -238,10 +238,9 @@ ENGINE_DEAD_CLIENT = "The server had an error while processing your request."  #
 # kvtool's own: one request failed inside an engine step; the others go on.
 REQUEST_FAILED_IN_STEP = "Request {request_id} failed inside the engine step ({error}); the other requests continue."
 
-# kvtool's own: GGUF weights kept quantized (--quantization gguf, the CPU default for a GGUF file).
+# kvtool's own: GGUF weights kept quantized (--quantization gguf, on the CPU).
 GGUF_TYPE_UNSUPPORTED = "GGUF tensor {name} is {type}; --quantization gguf keeps only these types quantized: {types}."
-GGUF_TYPE_UNSUPPORTED_FIX = "Serve it with dequantized weights: pass --dtype float32 (or bfloat16)."
+GGUF_TYPE_UNSUPPORTED_FIX = "Serve it with dequantized weights: leave out --quantization gguf."
 GGUF_ARCH_UNKNOWN = "GGUF architecture {arch!r} is unknown to the gguf package."
 QUANTIZATION_NEEDS_GGUF = "--quantization gguf needs a .gguf model file, got {model!r}."
 QUANTIZATION_NEEDS_CPU = "--quantization gguf runs on the CPU only; the device is {device}."
-QUANTIZATION_WITH_DTYPE = "--quantization gguf keeps the GGUF weights quantized, which --dtype {dtype} contradicts."

@@ -96,7 +96,6 @@ LOG_LINES = {"KV_CACHE_SIZE_LOG", "V0_BLOCKS_LOG", "CONCURRENCY_LOG", "KV_TOKENS
 # Request validation outside memory and length (a bad temperature, an unknown token id): a 400 that names
 # the field, with no memory or length cause for diagnose to explain (it may still name another cause).
 NOT_MEMORY_OR_LENGTH = {
-    "QUANTIZATION_WITH_DTYPE",
     "QUANTIZATION_NEEDS_GGUF",
     "QUANTIZATION_NEEDS_CPU",
     "GGUF_TYPE_UNSUPPORTED",

@@ -24,7 +24,8 @@ class ModelSource:
 def resolve_model_source(model: str) -> ModelSource:
     """The HF folder behind `model`: the smollm2 alias, a folder, a .gguf file or a config.json."""
     if model.lower() in (alias.lower() for alias in SMOLLM2_ALIASES):
-        return ModelSource(converted_folder(smollm2_gguf()), "smollm2", smollm2_gguf())
+        gguf = smollm2_gguf()
+        return ModelSource(converted_folder(gguf), "smollm2", gguf)
     path = Path(model).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         return ModelSource(path, path.name)
@@ -80,8 +81,8 @@ def resolve_quantization(config, source: ModelSource, device) -> str | None:
 
 
 def torch_dtype(dtype: str, hf_config, device, quantization: str | None = None):
-    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it
-    (fp32 activations for quantized weights, whose kernel computes in fp32)."""
+    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it,
+    except for quantized weights, whose kernel computes in fp32 (plan does not model that path yet)."""
     import torch
 
     if quantization is not None and dtype == "auto":
