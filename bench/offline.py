@@ -1,8 +1,8 @@
 """`kvtool bench --offline`: the workload through the embedded engine in this process, no HTTP.
 
 Every request is submitted at once (rate inf); `--max-concurrency` becomes the engine's
-max_num_seqs. Latencies come from the engine's per-request timestamps (arrival, first token,
-last token); there are no chunks, so ITL is each request's mean gap (its TPOT).
+max_num_seqs, and `--dtype` / `--quantization` its own. Latencies come from the engine's per-request
+timestamps (arrival, first token, last token); there are no chunks, so ITL is each request's mean gap (its TPOT).
 With `--vs hf` the same prompts also run through HF transformers `generate` (see hf_baseline).
 """
 
@@ -29,6 +29,7 @@ def run_offline(config: BenchConfig, vs_hf: bool = False, llm=None) -> dict:
     result = {
         "engine": "kvtool",
         "model": llm.engine.model_name,
+        "dtype": llm.engine.spec.dtype,
         "summary": summarize(records, duration_s, config.slo, config.percentiles),
     }
     if vs_hf:
@@ -41,7 +42,7 @@ def _make_llm(config: BenchConfig):
     from kvtool.engine.runtime.llm import LLM
 
     engine_args = {"max_num_seqs": config.max_concurrency} if config.max_concurrency else {}
-    return LLM(model=config.model or "smollm2", seed=config.seed, **engine_args)
+    return LLM(model=config.model or "smollm2", seed=config.seed, **engine_args, **config.engine_args)
 
 
 def _record(index: int, output) -> RequestRecord:
@@ -85,7 +86,7 @@ def _hf_result(config: BenchConfig, llm, samples) -> dict:
 
 def offline_table(result: dict) -> Table:
     s = result["summary"]
-    table = Table(title=f"kvtool bench --offline: {result['model']}", title_justify="left")
+    table = Table(title=f"kvtool bench --offline: {result['model']}, {result['dtype']}", title_justify="left")
     for heading in ("engine", "requests", "out tokens", "seconds", "out tok/s", "mean TTFT ms", "mean TPOT ms"):
         table.add_column(heading, justify="right")
     table.add_row(

@@ -158,6 +158,15 @@ def bench(
         Baseline | None,
         typer.Option(help="Offline: also run the workload through HF transformers generate.", rich_help_panel=OFFLINE),
     ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Offline: the engine's dtype, as kvtool serve --dtype.", rich_help_panel=OFFLINE)
+    ] = None,
+    quantization: Annotated[
+        str | None,
+        typer.Option(
+            help="Offline: the engine's quantization, as kvtool serve --quantization.", rich_help_panel=OFFLINE
+        ),
+    ] = None,
 ) -> None:
     """Benchmark a server: TTFT, TPOT, ITL, E2E latency, throughput and goodput, vLLM's definitions.
 
@@ -178,6 +187,11 @@ def bench(
         )
     if chart and not sweep:
         raise UsageError("--chart plots a sweep.", fix="Add e.g. --sweep max-concurrency=1,8,32.")
+    if not (offline or vs) and (dtype or quantization):
+        raise UsageError(
+            "--dtype and --quantization set the embedded engine offline; a server keeps its own.",
+            fix="Add --offline, or set them on the server.",
+        )
     if (offline or vs) and extra_body:
         raise UsageError(
             "--extra-body is sent to a server, not to the engine offline.", fix="Drop it, or drop --offline."
@@ -210,6 +224,7 @@ def bench(
         percentiles=parse_percentiles(percentiles),
         request_timeout_s=request_timeout,
         sampling=sampling_fields(temperature, top_p, top_k, extra_body),
+        engine_args={k: v for k, v in (("dtype", dtype), ("quantization", quantization)) if v is not None},
     )
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)

@@ -244,3 +244,4 @@ GGUF_TYPE_UNSUPPORTED_FIX = "Serve it with dequantized weights: leave out --quan
 GGUF_ARCH_UNKNOWN = "GGUF architecture {arch!r} is unknown to the gguf package."
 QUANTIZATION_NEEDS_GGUF = "--quantization gguf needs a .gguf model file, got {model!r}."
 QUANTIZATION_NEEDS_CPU = "--quantization gguf runs on the CPU only; the device is {device}."
+QUANTIZATION_DTYPE = "--quantization gguf computes in float32; --dtype {dtype} asks for dequantized weights."

@@ -44,6 +44,8 @@ def test_bad_options_are_usage_errors():
         ["--request-rate", "0"],
         ["--chart", "x.png"],
         ["--offline", "--sweep", "max-tokens=1,2"],
+        ["--dtype", "float32"],
+        ["--offline", "--dtype", "float64"],
     )
     for args in bad:
         result = runner.invoke(app, ["bench", "-n", "1", *args])

@@ -50,10 +50,14 @@ def test_offline_cli_writes_json(smollm2_dir, tmp_path):
         "--output-len",
         "2",
         "--ignore-eos",
+        "--dtype",
+        "float32",
         "--json",
         str(out),
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text())["summary"]["total_output_tokens"] == 4
+    report = json.loads(out.read_text())
+    assert report["summary"]["total_output_tokens"] == 4
+    assert report["dtype"] == "float32"  # the engine ran in the dtype asked for
     assert "kvtool bench --offline" in result.output

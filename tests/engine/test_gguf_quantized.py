@@ -66,6 +66,9 @@ def test_quantization_gguf_is_refused_where_it_cannot_apply():
         _resolve(gguf=None, quantization="gguf")
     with pytest.raises(UsageError, match="CPU only"):
         _resolve(device="cuda", quantization="gguf")
+    with pytest.raises(UsageError, match="computes in float32; --dtype bfloat16 asks for dequantized"):
+        _resolve(dtype="bfloat16", quantization="gguf")
+    assert _resolve(dtype="float32", quantization="gguf") == "gguf"
     with pytest.raises(UsageError, match="Unknown quantization 'awq'"):
         EngineConfig(quantization="awq")
 

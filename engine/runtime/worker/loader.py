@@ -77,6 +77,11 @@ def resolve_quantization(config, source: ModelSource, device) -> str | None:
         raise UsageError(msg.QUANTIZATION_NEEDS_GGUF.format(model=config.model), fix="Pass a .gguf file as the model.")
     if device.type != "cpu":
         raise UsageError(msg.QUANTIZATION_NEEDS_CPU.format(device=device), fix="Use --device cpu.")
+    if config.dtype not in ("auto", "float32"):
+        raise UsageError(
+            msg.QUANTIZATION_DTYPE.format(dtype=config.dtype),
+            fix="Drop --quantization gguf for dequantized weights, or drop --dtype.",
+        )
     return config.quantization
 
 
