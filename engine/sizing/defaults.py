@@ -29,6 +29,7 @@ DEFAULT_TOOL_CALL_PARSER = "hermes"  # the <tool_call> JSON of Qwen, SmolLM and 
 LOAD_FORMATS = ("auto", "dummy")
 ENGINE_QUANTIZATIONS = ("gguf",)  # the embedded engine's --quantization: GGUF weights kept quantized (CPU)
 DEFAULT_MODEL = "smollm2"
+HUB_FACTS_FRESH_SECONDS = 24 * 3600  # a Hub model's cached facts answer plan without asking the Hub for a day
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_TOKENS = 16  # SamplingParams.max_tokens when a request does not set it

@@ -2,14 +2,18 @@
 for the exact element count of every dtype in the checkpoint.
 
 HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and the HF cache are honoured (read at call time). What a lookup
-learnt is kept in kvtool's cache folder, so that a later `plan` answers without importing the Hub client.
+learnt is kept in kvtool's cache folder, so that a later `plan` answers without importing the Hub client:
+offline, or online while the facts are younger than HUB_FACTS_FRESH_SECONDS (then the Hub is asked for the
+current revision again, and the facts are read anew when it moved).
 """
 
 import json
 import os
+import time
 from pathlib import Path
 
 from kvtool.cache import cache_dir
+from kvtool.engine.sizing.defaults import HUB_FACTS_FRESH_SECONDS
 from kvtool.errors import UsageError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -34,11 +38,14 @@ def hub_facts(repo_id: str) -> dict:
     cached = _read_facts(repo_id)
     if offline():
         return cached or _facts_from_hf_cache(repo_id)
+    if cached and _age_seconds(_facts_file(repo_id)) < HUB_FACTS_FRESH_SECONDS:
+        return cached
     from huggingface_hub import HfApi
 
     path = _download_config(repo_id)
     revision = Path(path).parent.name  # the snapshot folder is the commit hash
     if cached and cached.get("revision") == revision:
+        _write_facts(repo_id, cached)  # fresh again for a day
         return cached
     counts = None
     try:
@@ -121,6 +128,13 @@ def _hf_cache() -> str | None:
 def _facts_file(repo_id: str) -> Path:
     host = endpoint().split("://")[-1].replace("/", "_").replace(":", "_")
     return cache_dir() / "hub" / host / (repo_id.replace("/", "--") + ".json")
+
+
+def _age_seconds(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def _read_facts(repo_id: str) -> dict | None:

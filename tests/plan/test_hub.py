@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from hub_stand_in import HubStandIn, safetensors_file
@@ -160,6 +161,7 @@ def test_no_network_is_one_line_exit_2(hub, monkeypatch):
 
 PROBE = """
 import sys
+import time
 from kvtool.cli.app import app
 try:
     app(["plan", "--model", "some-org/some-model", "--gpu-mem", "8GiB", "--json"])
@@ -182,3 +184,17 @@ def test_the_cli_with_hf_endpoint_then_offline_imports_neither_torch_nor_transfo
     )
     assert offline.stdout == online.stdout
     assert "huggingface_hub" not in offline.stdout
+
+
+def test_cached_facts_answer_without_the_hub_for_a_day_then_the_revision_is_checked(hub, tmp_path):
+    code, first = plan("--model", "some-org/some-model", "--json")
+    asked = len(hub.requests)
+    code, again = plan("--model", "some-org/some-model", "--json")
+    assert code == 0 and again == first and len(hub.requests) == asked  # no request at all
+    (facts,) = (tmp_path / "kvtool" / "hub").rglob("some-org--some-model.json")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(facts, (two_days_ago, two_days_ago))
+    code, stale = plan("--model", "some-org/some-model", "--json")
+    assert code == 0 and stale == first
+    assert any(path.endswith("/config.json") for _, path in hub.requests[asked:])  # the revision asked again
+    assert facts.stat().st_mtime > two_days_ago + 24 * 3600  # and the facts are fresh for another day
