@@ -102,7 +102,8 @@ def main() -> None:
 
     folder = str(resolve_model_source(args.model).folder)
     threads = args.threads or len(os.sched_getaffinity(0))
-    print(f"{threads} threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, load average {_load()}")
+    omp = {name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    print(f"{threads} threads, {omp}, load average {_load()}")
     measure(folder, "float32", args.steps, threads, args.profile)
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         measure(folder, "bfloat16", args.steps, threads)

@@ -83,8 +83,8 @@ def serve(
     threads: Annotated[
         int | None,
         typer.Option(
-            help="CPU threads for the engine \\[default: the CPUs this process may use]. On a shared machine, "
-            "fewer threads than cores leave the rest to the other work.",
+            help="CPU threads for the engine \\[default: the CPUs this process may use, less those other "
+            "processes keep busy, re-measured every half second]. A number fixes the team.",
             rich_help_panel=ENGINE,
         ),
     ] = None,

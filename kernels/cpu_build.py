@@ -21,17 +21,20 @@ from kvtool.cache import cache_dir
 logger = logging.getLogger("kvtool.kernels")
 
 _ptr, _i64, _i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
-# The exported functions and their C argument types (see the .c files); all return void.
+# The exported functions and their C argument types (see the .c files); all return void but those in RETURNS.
 SIGNATURES = {
     "kvtool_paged_decode": [_ptr],
     "kvtool_rms_norm": [_ptr] * 5 + [_i64, _i64, ctypes.c_float, _i32, _i32],
     "kvtool_silu_and_mul": [_ptr, _ptr, _i64, _i64, _i32, _i32],
     "kvtool_rotary": [_ptr, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i64, _i64, _i32, _i32],
     "kvtool_quant_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
+    "kvtool_small_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32, _i32],
+    "kvtool_small_linear_vectorized": [],
 }
+RETURNS = {"kvtool_small_linear_vectorized": _i32}
 
 SOURCE_DIR = Path(__file__).parent / "cpu"
-SOURCES = ("paged_decode.c", "fused_ops.c", "quant_linear.c")
+SOURCES = ("paged_decode.c", "fused_ops.c", "quant_linear.c", "small_linear.c")
 # Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
 # semantics and does not switch the process to flush-to-zero.
 FLAGS = [
@@ -71,20 +74,22 @@ def compiled_library() -> ctypes.CDLL | None:
         return None
     for name, argtypes in SIGNATURES.items():
         function = getattr(library, name)
-        function.argtypes, function.restype = argtypes, None
+        function.argtypes, function.restype = argtypes, RETURNS.get(name)
     return library
 
 
-def build_library(compiler: str, folder: Path) -> Path:
-    """The shared library for this machine in `folder`, compiled unless an identical build is there."""
-    target = folder / f"kvtool_cpu-{_build_key(compiler)}.so"
+def build_library(compiler: str, folder: Path, extra_flags: tuple[str, ...] = ()) -> Path:
+    """The shared library for this machine in `folder`, compiled unless an identical build is there.
+    `extra_flags` (tests) can take instruction sets away, e.g. -mno-avx512f for the portable loops."""
+    flags = [*FLAGS, *extra_flags]
+    target = folder / f"kvtool_cpu-{_build_key(compiler, flags)}.so"
     if not target.exists():
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=folder) as scratch:
             built = Path(scratch) / target.name
             sources = [str(SOURCE_DIR / name) for name in SOURCES]
             subprocess.run(
-                [compiler, *FLAGS, *sources, "-o", str(built), "-lm"],
+                [compiler, *flags, *sources, "-o", str(built), "-lm"],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -94,11 +99,11 @@ def build_library(compiler: str, folder: Path) -> Path:
     return target
 
 
-def _build_key(compiler: str) -> str:
+def _build_key(compiler: str, flags: list[str]) -> str:
     digest = hashlib.sha256()
     for source in sorted(SOURCE_DIR.iterdir()):
         digest.update(source.name.encode() + source.read_bytes())
-    digest.update(" ".join([compiler, *FLAGS, _compiler_version(compiler), _cpu_flags()]).encode())
+    digest.update(" ".join([compiler, *flags, _compiler_version(compiler), _cpu_flags()]).encode())
     return digest.hexdigest()[:16]
 
 

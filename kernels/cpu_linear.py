@@ -5,25 +5,35 @@ on every call; for decode-sized batches the prepacked weight makes each matmul m
 docs/engine.md). bf16 is packed where oneDNN supports it (results are bit-identical); fp32 always
 (oneDNN's fp32 GEMM sums in another order than MKL's: results are one rounding step apart).
 `benchmarks/linear_bench.py` compares oneDNN's packing with MKL's packed GEMM at decode sizes.
+
+At up to SMALL_LINEAR_MAX_ROWS rows (batch-1 to batch-4 decode) a step is bound by streaming the
+weights, and the C kernel `cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its
+blocked one, where the CPU has AVX-512; there the plain weight is kept beside the packed one.
 """
 
 import torch
 from torch import nn
 
+from kvtool.kernels import cpu_ops
 from kvtool.kernels.cpu_build import cpu_kernels_enabled
 
 BATCH_HINT = 64  # the row count oneDNN tunes the layout for; any row count works
 
 
 class PackedLinear(nn.Module):
-    """y = x W^T + b with W held as an opaque oneDNN tensor."""
+    """y = x W^T + b with W held as an opaque oneDNN tensor (and plain, for the small-batch kernel)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         self.packed_weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
+        self.plain_weight = weight.detach().contiguous() if cpu_ops.small_linear_wins() else None
         self.bias = None if bias is None else bias.detach()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // x.shape[-1]
+        if self.plain_weight is not None and rows <= cpu_ops.SMALL_LINEAR_MAX_ROWS:
+            y = cpu_ops.small_linear(x.reshape(rows, -1), self.plain_weight, self.bias)
+            return y.view(*x.shape[:-1], y.shape[-1])
         return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")
 
 

@@ -21,10 +21,13 @@ __all__ = [
     "silu_and_mul",
     "fused_moe",
     "quant_linear",
+    "small_linear",
     "available",
 ]
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
+SMALL_LINEAR_MAX_ROWS = 4  # MAX_ROWS in cpu/small_linear.c
+SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 
 
 class DecodeArgs(ctypes.Structure):
@@ -197,6 +200,37 @@ def quant_linear(x, codes, scales, mins, bits):
         _ptr(scales),
         _ptr(mins),
         bits,
+        torch.get_num_threads(),
+    )
+    return out
+
+
+def small_linear_wins() -> bool:
+    """Whether the C kernel beats the GEMM library's packed weights at a few rows (it does with AVX-512)."""
+    library = load_library()
+    return library is not None and bool(library.kvtool_small_linear_vectorized())
+
+
+def small_linear(x, weight, bias=None):
+    """x [T, K] @ weight [N, K]^T + bias for at most SMALL_LINEAR_MAX_ROWS rows, streaming the plain weight once."""
+    if not (
+        _covered(x, weight, bias)
+        and 0 < len(x) <= SMALL_LINEAR_MAX_ROWS
+        and x.shape[-1] % SMALL_LINEAR_K_MULTIPLE == 0
+        and weight.is_contiguous()
+    ):
+        return reference.small_linear(x, weight, bias)
+    x = x.contiguous()
+    out = x.new_empty(len(x), weight.shape[0])
+    compiled_library().kvtool_small_linear(
+        _ptr(x),
+        _ptr(weight),
+        _ptr(bias),
+        _ptr(out),
+        len(x),
+        x.shape[1],
+        weight.shape[0],
+        DTYPE_CODES[x.dtype],
         torch.get_num_threads(),
     )
     return out

@@ -171,6 +171,12 @@ def silu_and_mul(x):
     return F.silu(gate) * up
 
 
+def small_linear(x, weight, bias=None):
+    """x [T, K] @ weight [N, K]^T + bias, summed in fp32 and rounded to x's dtype once."""
+    out = torch.nn.functional.linear(x.float(), weight.float(), None if bias is None else bias.float())
+    return out.to(x.dtype)
+
+
 def fused_moe(x, w13, w2, topk_weights, topk_ids):
     """x [T, H], w13 [E, 2I, H] (gate then up), w2 [E, H, I], topk_weights / topk_ids [T, K]
     -> sum over k of topk_weights[t, k] * down(silu(gate(x_t)) * up(x_t)) of expert topk_ids[t, k].

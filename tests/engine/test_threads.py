@@ -1,7 +1,10 @@
-"""CPU threads: the default is the CPUs this process may use, `threads` sets the team the engine
-steps with, and `kvtool serve --threads` reaches the EngineConfig."""
+"""CPU threads: the default is the CPUs this process may use, less those other processes keep busy;
+`threads` sets a fixed team, and `kvtool serve --threads` reaches the EngineConfig."""
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
@@ -59,3 +62,37 @@ def test_serve_help_documents_threads():
 
     result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "--threads" in result.output
+
+
+def test_the_team_shrinks_while_another_process_keeps_one_of_its_cpus_busy(restore_threads):
+    from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or not os.path.exists("/proc/stat"):
+        pytest.skip("needs two CPUs and /proc/stat")
+    team = CpuThreads(set(cpus[:2]), interval_s=0.3)
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "while True: pass"], preexec_fn=lambda: os.sched_setaffinity(0, {cpus[1]})
+    )
+    try:
+        time.sleep(0.6)
+        assert team.update() == 1 and torch.get_num_threads() == 1
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+def test_the_team_follows_the_cpu_time_others_take(restore_threads, monkeypatch):
+    from kvtool.engine.runtime.worker import cpu_threads
+
+    # (wall, busy seconds of our 4 CPUs, our own CPU seconds) at each sample
+    samples = iter(
+        [(0.0, 0, 0), (0.2, 0.8, 0.8), (1.0, 4.0, 4.0), (2.0, 8.0, 6.0), (3.0, 12.0, 9.0), (4.0, 15.5, 9.3)]
+    )
+    monkeypatch.setattr(cpu_threads, "_sample", lambda cpus: next(samples))
+    team = cpu_threads.CpuThreads({0, 1, 2, 3}, interval_s=0.5)
+    assert team.update() == 4  # too soon to tell: unchanged
+    assert team.update() == 4  # the whole machine was ours
+    assert team.update() == 2 and torch.get_num_threads() == 2  # others took two CPUs
+    assert team.update() == 3  # one
+    assert team.update() == 1  # others took 3.2 of the 4

@@ -17,6 +17,7 @@ from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
@@ -62,6 +63,8 @@ class ModelRunner:
         self.block_size = config.block_size
         self.ops = get_ops(device)
         self.memory_before_model = MemorySnapshot.take(device) if device.type == "cuda" else None
+        # a fixed `threads` is kept; by default the team follows what other processes leave free
+        self.cpu_threads = CpuThreads(os.sched_getaffinity(0)) if device.type == "cpu" and not config.threads else None
         if device.type == "cpu":
             # on the thread that runs the steps: torch and the C kernels size their team from it
             torch.set_num_threads(config.threads or default_cpu_threads())
@@ -144,6 +147,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute(self, scheduled: SchedulerOutput) -> ModelRunnerOutput:
+        if self.cpu_threads is not None:
+            self.cpu_threads.update()
         batch = self.prepare_inputs(scheduled)
         hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
         if not batch.sample_seqs:

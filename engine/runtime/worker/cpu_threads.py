@@ -1,0 +1,57 @@
+"""How many threads a CPU step runs with: the CPUs this process may use, less those other work keeps busy.
+
+A step is a few hundred parallel regions, and each waits at its barrier for the slowest thread of the
+team. When another process keeps one of our CPUs busy, the thread that shares that CPU gets a time
+slice now and then, and every barrier waits for it: two threads beside one busy process decode slower
+than one thread alone. So the team follows the CPU time that others take on our CPUs, measured from
+/proc/stat (the allowed CPUs' busy time) less this process's own CPU time, over the last interval.
+"""
+
+import os
+import time
+
+import torch
+
+# the busy fields of a /proc/stat cpuN line (user nice system idle iowait irq softirq steal guest guest_nice);
+# steal too: time the hypervisor gave to another machine is not ours either
+BUSY_FIELDS = (slice(0, 3), slice(5, 8))
+
+
+class CpuThreads:
+    """Call `update()` before each step on the thread that runs the steps; it re-measures every `interval_s`."""
+
+    def __init__(self, cpus: set[int], interval_s: float = 0.5):
+        self.cpus, self.interval_s = cpus, interval_s
+        self.threads = len(cpus)
+        self._last = _sample(cpus)
+
+    def update(self) -> int:
+        now = _sample(self.cpus)
+        if now is None or self._last is None or now[0] - self._last[0] < self.interval_s:
+            self._last = self._last or now
+            return self.threads
+        elapsed, others = now[0] - self._last[0], (now[1] - self._last[1]) - (now[2] - self._last[2])
+        self._last = now
+        threads = max(1, min(len(self.cpus), int(len(self.cpus) - others / elapsed + 0.5)))
+        if threads != self.threads:
+            torch.set_num_threads(threads)
+            self.threads = threads
+        return threads
+
+
+def _sample(cpus: set[int]) -> tuple[float, float, float] | None:
+    """(wall clock, busy seconds of `cpus`, this process's CPU seconds), or None where /proc/stat is not there."""
+    try:
+        with open("/proc/stat") as stat:
+            lines = stat.read().splitlines()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            fields = [int(v) for v in rest.split()]
+            busy += sum(sum(fields[part]) for part in BUSY_FIELDS)
+    own = os.times()
+    return time.monotonic(), busy / tick, own.user + own.system

@@ -1,0 +1,82 @@
+"""The small-batch linear kernel against its torch reference (the AVX-512 build and the portable loops),
+and PackedLinear's choice between it and oneDNN's packed weight."""
+
+import ctypes
+import platform
+
+import pytest
+import torch
+from paged_cases import one_rounding_step
+
+from kvtool.kernels import cpu_build, cpu_linear, cpu_ops, reference
+
+pytestmark = pytest.mark.skipif(not cpu_ops.available(), reason="no C compiler to build the CPU kernels")
+
+DTYPES = [torch.float32, torch.bfloat16]
+SHAPES = [(7, 48), (960, 576), (33, 1536)]  # n not a multiple of the 4-row tile; k with and without a 32 tail
+
+
+def case(rows, n, k, dtype, with_bias, seed=0):
+    g = torch.Generator().manual_seed(seed + rows * 1000 + n + k)
+    x = torch.randn(rows, k, generator=g).to(dtype)
+    weight = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
+    bias = torch.randn(n, generator=g).to(dtype) if with_bias else None
+    return x, weight, bias
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+@pytest.mark.parametrize("n,k", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_kernel_matches_reference(rows, n, k, dtype, with_bias):
+    x, weight, bias = case(rows, n, k, dtype, with_bias)
+    got = cpu_ops.small_linear(x, weight, bias)
+    assert got.dtype == dtype and got.shape == (rows, n)
+    torch.testing.assert_close(got, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
+
+
+@pytest.mark.parametrize("rows,k", [(5, 64), (2, 40)])  # too many rows; k not a multiple of 16
+def test_what_the_kernel_does_not_cover_goes_to_the_reference(rows, k):
+    x, weight, bias = case(rows, 24, k, torch.float32, True)
+    torch.testing.assert_close(
+        cpu_ops.small_linear(x, weight, bias), reference.small_linear(x, weight, bias), atol=0, rtol=0
+    )
+
+
+def portable_small_linear(tmp_path):
+    """The library built without AVX-512 (the loops an AVX2 or ARM machine runs)."""
+    compiler = cpu_build.shutil.which("cc") or cpu_build.shutil.which("gcc")
+    library = ctypes.CDLL(str(cpu_build.build_library(compiler, tmp_path, ("-mno-avx512f",))))
+    function = library.kvtool_small_linear
+    function.argtypes, function.restype = cpu_build.SIGNATURES["kvtool_small_linear"], None
+    return library, function
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="-mno-avx512f is an x86 flag")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_portable_loops_match_the_reference(tmp_path, dtype):
+    library, function = portable_small_linear(tmp_path)
+    assert library.kvtool_small_linear_vectorized() == 0  # so PackedLinear would keep to oneDNN there
+    for rows, (n, k) in zip([1, 3, 4], SHAPES):
+        x, weight, bias = case(rows, n, k, dtype, True, seed=5)
+        out = torch.empty(rows, n, dtype=dtype)
+        code = cpu_ops.DTYPE_CODES[dtype]
+        function(x.data_ptr(), weight.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, k, n, code, 2)
+        torch.testing.assert_close(out, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
+
+
+@pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="the small-batch kernel is used with AVX-512 only")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_packed_linear_streams_the_plain_weight_up_to_four_rows_and_packs_the_rest(dtype, monkeypatch):
+    if not cpu_linear.can_pack(torch.device("cpu"), dtype):
+        pytest.skip("no oneDNN packing for this dtype here")
+    linear = torch.nn.Linear(576, 160).to(dtype)
+    packed = cpu_linear.PackedLinear(linear.weight, linear.bias)
+    calls = []
+    original = cpu_ops.small_linear
+    monkeypatch.setattr(cpu_ops, "small_linear", lambda *a: calls.append(len(a[0])) or original(*a))
+    with torch.inference_mode():
+        for shape in [(1, 576), (2, 2, 576), (4, 576), (5, 576), (64, 576)]:
+            x = torch.randn(*shape).to(dtype)
+            torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(dtype))
+    assert calls == [1, 4, 4]  # rows, whatever the leading shape
