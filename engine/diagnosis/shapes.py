@@ -1,0 +1,28 @@
+"""A line's shape: its text with every ASCII digit read as 0.
+
+Lines that differ only in their numbers share a shape, and a regex with no digit and no
+backreference of its own (digit-blind) treats every digit alike: it matches a line exactly where it
+matches the line's shape, with the same spans. So what lines of one shape can give (which
+recognisers to run, whether the context or the stage tracker has anything in them) is worked out
+once per shape; a dense log has thousands of lines of each.
+"""
+
+import re
+
+MASK = bytes.maketrans(b"123456789", b"000000000")
+_NOT_ITS_OWN_DIGITS = re.compile(r"\\d|\{\d+(?:,\d*)?\}")  # a digit class and counted repeats
+
+
+def shape_of(text: str) -> bytes:
+    """The text's shape as UTF-8 (a digit is one byte there, and a lone surrogate passes)."""
+    return text.encode("utf-8", "surrogatepass").translate(MASK)
+
+
+def masked(text: str) -> str:
+    return shape_of(text).decode("utf-8", "surrogatepass")
+
+
+def digit_blind(regex: re.Pattern) -> bool:
+    """Whether `regex` treats every digit alike (no digit of its own, no backreference)."""
+    source = _NOT_ITS_OWN_DIGITS.sub("", regex.pattern)
+    return not re.search(r"\d", source) and "(?P=" not in source
