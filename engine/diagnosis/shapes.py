@@ -26,3 +26,17 @@ def digit_blind(regex: re.Pattern) -> bool:
     """Whether `regex` treats every digit alike (no digit of its own, no backreference)."""
     source = _NOT_ITS_OWN_DIGITS.sub("", regex.pattern)
     return not re.search(r"\d", source) and "(?P=" not in source
+
+
+MAX_SHAPES, MAX_SHAPE_CHARS = 4096, 2048  # a longer line is worked out each time
+
+
+class ShapeCache(dict):
+    """shape -> what was worked out for it; emptied when full."""
+
+    def keep(self, shape, value):
+        if len(shape) <= MAX_SHAPE_CHARS:
+            if len(self) >= MAX_SHAPES:
+                self.clear()
+            self[shape] = value
+        return value
