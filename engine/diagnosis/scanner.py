@@ -15,7 +15,7 @@ from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import Pattern
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.shapes import digit_blind, masked, shape_of
+from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
 from kvtool.engine.diagnosis.stage import LOOK_AHEAD, NO_MARKERS, Markers, StageTracker, shape_markers
 from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
 
@@ -46,8 +46,8 @@ ANCHORS = {
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
-# (pattern, whether its gate and regex are digit-blind: then it can match a line only if it matches its shape)
-_SCREENS = [(pattern, digit_blind(pattern.regex) and masked(pattern.gate) == pattern.gate) for pattern in PATTERNS]
+# (pattern, its gate masked, a digit-blind regex that matches a shape wherever the pattern matches a line of it)
+_SCREENS = [(pattern, masked(pattern.gate), screen(pattern.regex)) for pattern in PATTERNS]
 
 
 @dataclass(frozen=True)
@@ -61,19 +61,15 @@ class Plan:
 
     @classmethod
     def of(cls, shape: str) -> "Plan":
-        patterns = tuple(pattern for pattern, blind in _SCREENS if _may_match(pattern, blind, shape))
+        patterns = tuple(
+            pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
+        )
         requests = any(gate in shape for gate in truncation.GATES)
         return cls(patterns, bool(facts_in(shape)), shape_markers(shape), requests)
 
     @property
     def empty(self) -> bool:
         return not (self.patterns or self.facts or self.requests) and self.markers == NO_MARKERS
-
-
-def _may_match(pattern: Pattern, blind: bool, shape: str) -> bool:
-    if blind:
-        return pattern.gate in shape and pattern.regex.search(shape) is not None
-    return masked(pattern.gate) in shape
 
 
 class Scanner:
@@ -85,7 +81,7 @@ class Scanner:
         self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
-        self._plans: dict[bytes, Plan] = {}
+        self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
 
     def scan(self, lines: Iterable[str | tuple[str, str]]) -> "Scanner":
@@ -110,10 +106,7 @@ class Scanner:
     def _plan(self, text: str) -> Plan:
         shape = shape_of(text)
         if (plan := self._plans.get(shape)) is None:
-            plan = Plan.of(shape.decode("utf-8", "surrogatepass"))
-            if len(shape) <= MAX_CACHED_LINE:
-                self._plans = self._plans if len(self._plans) < MAX_CACHED_LINES else {}
-                self._plans[shape] = plan
+            plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
         return plan
 
     def _match(self, plan: Plan, text: str, original: str) -> None:

@@ -28,6 +28,37 @@ def digit_blind(regex: re.Pattern) -> bool:
     return not re.search(r"\d", source) and "(?P=" not in source
 
 
+def screen(regex: re.Pattern) -> re.Pattern | None:
+    """A digit-blind regex that matches a shape wherever `regex` matches a line of that shape: its digits
+    read as any digit, its backreferences as anything. None where that cannot be said so simply (a digit
+    escaped or in a class, a negative lookaround)."""
+    if digit_blind(regex):
+        return regex
+    if "(?!" in regex.pattern or "(?<!" in regex.pattern:
+        return None
+    pieces = []
+    for token in _TOKEN.findall(regex.pattern):
+        if token.startswith("(?P="):
+            token = r"[\s\S]*?"
+        elif len(token) == 1 and token in "0123456789":
+            token = r"\d"
+        elif re.search(r"\d", token.replace(r"\d", "")) and not _NOT_ITS_OWN_DIGITS.fullmatch(token):
+            return None
+        pieces.append(token)
+    try:
+        relaxed = re.compile("".join(pieces), regex.flags)
+    except re.error:
+        return None
+    return relaxed if digit_blind(relaxed) else None
+
+
+# an escape, a character class, a counted repeat, a named group or backreference, or one character
+_TOKEN = re.compile(
+    r"\\(?:x\w{2}|u\w{4}|U\w{8}|N\{[^}]*\}|\d+|.)|\[(?:\\.|[^\]])*\]|\{\d*(?:,\d*)?\}|\(\?P[<=]\w+[>)]|.",
+    re.DOTALL,
+)
+
+
 MAX_SHAPES, MAX_SHAPE_CHARS = 4096, 2048  # a longer line is worked out each time
 
 

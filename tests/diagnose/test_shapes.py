@@ -8,7 +8,7 @@ from kvtool.engine.diagnosis.context import facts_in
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.scanner import ANCHORS, Plan
-from kvtool.engine.diagnosis.shapes import digit_blind, masked
+from kvtool.engine.diagnosis.shapes import digit_blind, masked, screen
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.log"))
 ALL_MARKERS = (*stage._PHASES, *stage.RUNTIME_MARKERS, *stage.SERVED_MARKERS, *stage.CHAIN_MARKERS)
@@ -27,6 +27,14 @@ def test_digit_blindness_is_read_from_the_regex():
     assert not digit_blind(re.compile(r"max_tokens=16"))
     assert not digit_blind(re.compile(r"(?P<n>\d+) > (?P=n)"))
     assert not digit_blind(re.compile(r"usage: (?:9\d|100)\."))
+
+
+def test_a_screen_matches_a_shape_wherever_its_regex_matches_a_line():
+    backreference = re.compile(r"(?P<n>\d+) > (?P=n) tokens \(at least 1\)")
+    assert screen(backreference).search(masked("42 > 42 tokens (at least 1)"))
+    assert not screen(backreference).search(masked("42 > 42 tokens (at most 1)"))
+    assert screen(re.compile(r"[0-9]x")) is None and screen(re.compile(r"(?!16)\d+")) is None
+    assert screen(re.compile(r"\x31 up")) is None
 
 
 def test_a_marker_with_a_digit_overlaps_no_other_marker():
