@@ -117,7 +117,7 @@ class Scanner:
             self.context.apply(facts)
         else:
             facts = self.context.read(text) if plan.facts else {}
-            observations = self._observations_in(plan.patterns, text, original)
+            observations = self._observations_in(plan.patterns, text, original) if plan.patterns else []
             if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
