@@ -6,7 +6,8 @@ prefixes), quoted in Markdown, escaped inside a JSON string or a Python repr, or
 `logical_lines` turns physical lines into logical ones: each piece of text stripped of what sits in
 front of it, escapes undone, wrapped lines joined back with one space. The same text joined with
 newlines is the original as pasted, kept for the evidence (both have the same length, so a match's
-span is the same in both).
+span is the same in both). Where a physical line's prefix ends and whether it opens a record is
+worked out once per shape (shapes.py): lines that differ only in their numbers are cut alike.
 """
 
 import html

@@ -2,9 +2,9 @@
 
 The log is read in chunks of whole lines. Each chunk is scanned once per anchor with `bytes.find`
 (in C, about 1 GB/s); a hit counts only if one of the anchor's refinements (longer words that
-contain it) surrounds it, when it has any. Only lines with a hit are decoded and cleaned.
-Few coarse anchors keep the scan fast; refinements keep busy lines (request logs full of
-`max_tokens=...`) away from the regexes. A hit brings its neighbours along (NEIGHBOURS lines on
+contain it) surrounds it, when it has any. Only the stretches around hits are decoded and cleaned,
+each at once. Few coarse anchors keep the scan fast; refinements keep busy lines (request logs full
+of `max_tokens=...`) away from the regexes. A hit brings its neighbours along (NEIGHBOURS lines on
 each side, merged where they overlap), because a wrapped message has its numbers on other lines
 than its anchor; normalize.py then joins them back. A line longer than LONG_LINE is cut to a window
 around each hit, so a 10 MB line costs no more than a short one.
