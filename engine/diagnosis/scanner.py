@@ -2,7 +2,7 @@
 
 What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
 it states facts, its stage markers, whether the truncation trackers want it. A line whose plan is
-empty is only counted.
+empty is only counted (and kept in the line cache).
 """
 
 import re
@@ -16,7 +16,7 @@ from kvtool.engine.diagnosis.patterns import Pattern
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
-from kvtool.engine.diagnosis.stage import LOOK_AHEAD, NO_MARKERS, Markers, StageTracker, shape_markers
+from kvtool.engine.diagnosis.stage import LOOK_AHEAD, Markers, StageTracker, shape_markers
 from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
 
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
@@ -66,10 +66,6 @@ class Plan:
         )
         requests = any(gate in shape for gate in truncation.GATES)
         return cls(patterns, bool(facts_in(shape)), shape_markers(shape), requests)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.patterns or self.facts or self.requests) and self.markers == NO_MARKERS
 
 
 class Scanner:

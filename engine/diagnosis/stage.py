@@ -75,7 +75,6 @@ _ANY_MARKER = re.compile("|".join(re.escape(m) for m in (*_PHASES, *RUNTIME_MARK
 _DIGIT_SERVED = tuple(marker for marker in SERVED_MARKERS if re.search(r"\d", marker))
 _MASKED_SERVED = tuple(map(masked, _DIGIT_SERVED))
 Markers = tuple[tuple[str, str | None] | None, bool, bool | None, bool]
-NO_MARKERS: Markers = (None, False, False, False)
 
 
 def shape_markers(shape: str) -> Markers:
