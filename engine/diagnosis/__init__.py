@@ -3,7 +3,8 @@
 reader     -> only the stretches that can matter, cleaned (streamed, bounded memory)
 normalize  -> logical lines: prefixes stripped, escapes undone, wrapped lines joined
 scanner    -> the log's context, the stage of an OOM (stage) and what each line matches
-              (recognisers: derived from wordings by patterns, plus truncation)
+              (recognisers: derived from wordings by patterns, plus truncation); what a line can
+              give is planned once per shape, its digits masked (shapes)
 explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache) and fixes
 """
 

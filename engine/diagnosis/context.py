@@ -77,12 +77,7 @@ class LogContext:
 
     def read(self, line: str) -> dict:
         """Take every fact `line` states (later lines win); returns them for `apply` to replay."""
-        facts = {}
-        if any(marker in line for marker in _LAUNCH_MARKERS):
-            self._read_keys(line, facts)
-        self._read_model(line, facts)
-        self._read_readings(line, facts)
-        self._read_stage(line, facts)
+        facts = facts_in(line)
         self.apply(facts)
         return facts
 
@@ -93,36 +88,48 @@ class LogContext:
             else:
                 setattr(self, name, value)
 
-    def _read_keys(self, line: str, facts: dict) -> None:
-        for match in _KEY_VALUE.finditer(line):
-            key = match.group(1).replace("-", "_")
-            _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
-        if "-enable-chunked-prefill" in line:
-            facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
-
-    def _read_model(self, line: str, facts: dict) -> None:
-        if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
-            facts["model"] = match.group(1)
-        if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
-            facts["version"] = match.group(1) or match.group(2)
-
-    def _read_readings(self, line: str, facts: dict) -> None:
-        for gate, pattern, name in _READINGS:
-            if gate in line and (match := pattern.search(line)):
-                _convert_into(facts, name, match.group(match.lastindex))
-                facts["line:" + name] = line
-                if name == "max_concurrency":
-                    _convert_into(facts, "max_model_len", match.group(1))
-
-    def _read_stage(self, line: str, facts: dict) -> None:
-        if any(marker in line for marker in _SERVER_UP):
-            facts["server_up"] = True
-
     def update(self, **facts) -> None:
         """Facts from the command line override the log."""
         for name, value in facts.items():
             if value is not None:
                 setattr(self, name, value)
+
+
+def facts_in(line: str) -> dict:
+    """Every fact `line` states. The regexes are digit-blind (shapes.py) and a number converts whatever its
+    digits, so a line states facts exactly when its shape does."""
+    facts = {}
+    if any(marker in line for marker in _LAUNCH_MARKERS):
+        _read_keys(line, facts)
+    _read_model(line, facts)
+    _read_readings(line, facts)
+    if any(marker in line for marker in _SERVER_UP):
+        facts["server_up"] = True
+    return facts
+
+
+def _read_keys(line: str, facts: dict) -> None:
+    for match in _KEY_VALUE.finditer(line):
+        key = match.group(1).replace("-", "_")
+        _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
+    if "-enable-chunked-prefill" in line:
+        facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
+
+
+def _read_model(line: str, facts: dict) -> None:
+    if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
+        facts["model"] = match.group(1)
+    if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
+        facts["version"] = match.group(1) or match.group(2)
+
+
+def _read_readings(line: str, facts: dict) -> None:
+    for gate, pattern, name in _READINGS:
+        if gate in line and (match := pattern.search(line)):
+            _convert_into(facts, name, match.group(match.lastindex))
+            facts["line:" + name] = line
+            if name == "max_concurrency":
+                _convert_into(facts, "max_model_len", match.group(1))
 
 
 def _convert_into(facts: dict, name: str, text: str) -> None:

@@ -6,13 +6,16 @@ prefixes), quoted in Markdown, escaped inside a JSON string or a Python repr, or
 `logical_lines` turns physical lines into logical ones: each piece of text stripped of what sits in
 front of it, escapes undone, wrapped lines joined back with one space. The same text joined with
 newlines is the original as pasted, kept for the evidence (both have the same length, so a match's
-span is the same in both).
+span is the same in both). Where a physical line's prefix ends and whether it opens a record is
+worked out once per shape (shapes.py): lines that differ only in their numbers are cut alike.
 """
 
 import html
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+
+from kvtool.engine.diagnosis.shapes import ShapeCache, masked
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _STAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
@@ -90,34 +93,70 @@ def _unescape_one(match: re.Match) -> str:
 
 def logical_lines(physical: Iterable[str]) -> Iterator[tuple[str, str]]:
     """(text joined with spaces, the same joined with newlines) for each logical line, in order."""
+    return _joined((line, masked(line)) for line in physical)
+
+
+def stretch_lines(stretches: Iterable[list[str]]) -> Iterator[tuple[str, str]]:
+    """The same for the lines of the reader's stretches, whose shapes are masked a stretch at a time."""
+    return _joined(pair for lines in stretches for pair in zip(lines, masked("\n".join(lines)).split("\n")))
+
+
+def _joined(lines: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """Logical lines from (physical line, its shape)."""
     pieces: list[str] = []
-    last: tuple[str, int] = ("", 0)  # the previous line's prefix and length
-    for line in physical:
-        for part in unescape(line):
-            fence = ("```" in part or "~~~" in part) and FENCE.match(part)
-            prefix, content = ("", "") if fence else strip_prefix(part)
-            if pieces and content and _continues(last, prefix, content, len(pieces)):
+    last: tuple[str, int, int] = ("", 0, 0)  # the previous part's prefix, length and indent
+    for line, shape in lines:
+        for prefix, content, indent, opens in _parts(line, shape):
+            if pieces and content and not opens and _continues(last, prefix, indent, len(pieces)):
                 pieces.append(content)
             else:
-                yield from _flush(pieces)
+                if pieces:
+                    yield _flushed(pieces)
                 if content:
                     pieces.append(content)
-            last = (prefix, len(content))
-    yield from _flush(pieces)
+            last = (prefix, len(content), indent)
+    if pieces:
+        yield _flushed(pieces)
 
 
-def _continues(last: tuple[str, int], prefix: str, content: str, joined: int) -> bool:
-    """Whether `content` is the wrapped rest of the line before it."""
-    last_prefix, last_length = last
+Part = tuple[str, str, int, bool]  # (prefix, content, the prefix's indent, whether content opens a record)
+_LAYOUTS = ShapeCache()  # shape -> (prefix end, content end, indent, opens a record), or None: escaped
+# PREFIX, TRAILING_FRAME, FENCE and RECORD_START are digit-blind: a line is laid out as its shape is.
+
+
+def _parts(line: str, shape: str) -> tuple[Part, ...]:
+    """The parts of a physical line (escaped line breaks make several), each cut from what sits in front."""
+    layout = _LAYOUTS.get(shape, False)
+    if layout is False:
+        escaped = "\\" in shape or ("&" in shape and ";" in shape)
+        layout = _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape)))
+    if layout is None:
+        return tuple(map(_part, unescape(line)))
+    cut, end, indent, opens = layout
+    return ((line[:cut], line[cut:end], indent, opens),)
+
+
+def _part(part: str) -> Part:
+    fence = ("```" in part or "~~~" in part) and FENCE.match(part)
+    prefix, content = ("", "") if fence else strip_prefix(part)
+    return prefix, content, _indent(prefix), bool(RECORD_START.match(content))
+
+
+def _layout(part: Part) -> tuple[int, int, int, bool]:
+    prefix, content, indent, opens = part
+    return len(prefix), len(prefix) + len(content), indent, opens
+
+
+def _continues(last: tuple[str, int, int], prefix: str, indent: int, joined: int) -> bool:
+    """Whether a part that opens no record is the wrapped rest of the line before it."""
+    last_prefix, last_length, last_indent = last
     if last_length < JOIN_MIN_CHARS or joined >= MAX_JOINED_LINES:
         return False
-    quote, record = _parts(prefix)
-    last_quote, last_record = _parts(last_prefix)
+    quote, record = _quote_and_record(prefix)
+    last_quote, last_record = _quote_and_record(last_prefix)
     if quote != last_quote or (record and record != last_record):
         return False  # a new log record (a prefix that is not the one before)
-    if _indent(prefix) > _indent(last_prefix):
-        return False  # traceback frames and code are indented under their record
-    return not RECORD_START.match(content)
+    return indent <= last_indent  # traceback frames and code are indented under their record
 
 
 def _indent(prefix: str) -> int:
@@ -125,7 +164,7 @@ def _indent(prefix: str) -> int:
 
 
 @lru_cache(maxsize=1024)
-def _parts(prefix: str) -> tuple[str, str]:
+def _quote_and_record(prefix: str) -> tuple[str, str]:
     """(the quote marks, the log prefix) without whitespace: a wrapped line repeats the quote marks and
     either repeats the log prefix or has none."""
     bare = "".join(prefix.split())
@@ -133,8 +172,7 @@ def _parts(prefix: str) -> tuple[str, str]:
     return bare[: len(bare) - len(record)], record
 
 
-def _flush(pieces: list[str]) -> Iterator[tuple[str, str]]:
-    if pieces:
-        original = "\n".join(pieces)[:MAX_LOGICAL_CHARS]
-        pieces.clear()
-        yield original.replace("\n", " "), original
+def _flushed(pieces: list[str]) -> tuple[str, str]:
+    original = "\n".join(pieces)[:MAX_LOGICAL_CHARS]
+    pieces.clear()
+    return original.replace("\n", " "), original

@@ -2,9 +2,9 @@
 
 The log is read in chunks of whole lines. Each chunk is scanned once per anchor with `bytes.find`
 (in C, about 1 GB/s); a hit counts only if one of the anchor's refinements (longer words that
-contain it) surrounds it, when it has any. Only lines with a hit are decoded and cleaned.
-Few coarse anchors keep the scan fast; refinements keep busy lines (request logs full of
-`max_tokens=...`) away from the regexes. A hit brings its neighbours along (NEIGHBOURS lines on
+contain it) surrounds it, when it has any. Only the stretches around hits are decoded and cleaned,
+each at once. Few coarse anchors keep the scan fast; refinements keep busy lines (request logs full
+of `max_tokens=...`) away from the regexes. A hit brings its neighbours along (NEIGHBOURS lines on
 each side, merged where they overlap), because a wrapped message has its numbers on other lines
 than its anchor; normalize.py then joins them back. A line longer than LONG_LINE is cut to a window
 around each hit, so a 10 MB line costs no more than a short one.
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import BinaryIO
 
-from kvtool.engine.diagnosis.normalize import logical_lines
+from kvtool.engine.diagnosis.normalize import stretch_lines
 
 Anchors = dict[
     bytes, tuple[bytes, ...] | re.Pattern | None
@@ -82,11 +82,8 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
     spans, windows = set(), 0
     for anchor, refinements in anchors.items():
         around = _refinements(anchor, refinements)
-        hit = chunk.find(anchor)
+        hit = _next_hit(chunk, anchor, around, 0)
         while hit >= 0:
-            if around is not None and not around.match(chunk, hit):
-                hit = chunk.find(anchor, hit + 1)
-                continue
             start = chunk.rfind(b"\n", 0, hit) + 1
             end = chunk.find(b"\n", hit)
             end = len(chunk) if end < 0 else end
@@ -98,8 +95,16 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
                 spans.add((start, end, False))
             else:  # a sign of serving needs no neighbours
                 spans.add((start, end, refinements is not None))
-            hit = -1 if refinements is None else chunk.find(anchor, end + 1)
+            hit = -1 if refinements is None else _next_hit(chunk, anchor, around, end + 1)
     return _merged(sorted(spans), chunk)
+
+
+def _next_hit(chunk: bytes, anchor: bytes, around: re.Pattern | None, start: int) -> int:
+    """Where the next anchor with one of its refinements (which all start with it) is, or -1."""
+    if around is None:
+        return chunk.find(anchor, start)
+    match = around.search(chunk, start)
+    return match.start() if match else -1
 
 
 @lru_cache(maxsize=256)
@@ -111,66 +116,108 @@ def _refinements(anchor: bytes, refinements: tuple[bytes, ...] | None) -> re.Pat
     return re.compile(b"|".join(re.escape(word).replace(b"\\ ", WRAP) for word in refinements))
 
 
-def _with_neighbours(chunk: bytes, start: int, end: int) -> tuple[int, int]:
-    low, high = max(0, start - NEIGHBOUR_BYTES), min(len(chunk), end + NEIGHBOUR_BYTES)
+def _merged(spans: list[tuple[int, int, bool]], chunk: bytes) -> list[tuple[int, int]]:
+    """Overlapping or adjacent stretches as one, each widened by its neighbours once (hits are often dense).
+    A widening is walked only as far as it decides something: the walks are monotonic, so where the next
+    stretch starts within one, the next one's widening reaches at least as far."""
+    groups: list[list] = []
+    for start, end, widen in spans:
+        if groups and start <= groups[-1][1] + 1:
+            groups[-1][1], groups[-1][2] = max(end, groups[-1][1]), groups[-1][2] or widen
+        else:
+            groups.append([start, end, widen])
+    out: list[list[int]] = []
+    reach = None  # the widening of out[-1]'s end, while not walked to its end
+    for start, end, widen in groups:
+        if reach is not None:
+            out[-1][1] = max(out[-1][1], reach.walk(chunk, start - 1))
+        if widen and not (out and start <= out[-1][1] + 1):
+            start = _reach_back(chunk, start, out[-1][1] + 1 if out else 0)
+        if out and start <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], end)
+        else:  # any earlier widening has been walked to its end
+            out.append([start, end])
+            reach = None
+        if widen:
+            reach = _Reach(chunk, end)
+    if reach is not None:
+        out[-1][1] = max(out[-1][1], reach.walk(chunk, len(chunk)))
+    return [(start, end) for start, end in out]
+
+
+def _reach_back(chunk: bytes, start: int, stop: int) -> int:
+    """`start` moved back by NEIGHBOURS lines (at most NEIGHBOUR_BYTES), or less once at or before `stop`."""
+    low = max(0, start - NEIGHBOUR_BYTES)
     for _ in range(NEIGHBOURS):
-        if start <= low:
+        if start <= low or start <= stop:
             break
         start = chunk.rfind(b"\n", low, start - 1) + 1 or low
-    for _ in range(NEIGHBOURS):
-        if end >= high:
-            break
-        found = chunk.find(b"\n", end + 1, high)
-        end = high if found < 0 else found
-    return start, end
+    return start
 
 
-def _merged(spans: list[tuple[int, int, bool]], chunk: bytes) -> list[tuple[int, int]]:
-    """Overlapping or adjacent stretches as one, each widened by its neighbours once (hits are often dense)."""
-    merged: list[list] = []
-    for start, end, widen in spans:
-        if merged and start <= merged[-1][1] + 1:
-            merged[-1][1], merged[-1][2] = max(end, merged[-1][1]), merged[-1][2] or widen
-        else:
-            merged.append([start, end, widen])
-    widened = [_with_neighbours(chunk, start, end) if widen else (start, end) for start, end, widen in merged]
-    out: list[tuple[int, int]] = []
-    for start, end in widened:
-        if out and start <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(end, out[-1][1]))
-        else:
-            out.append((start, end))
-    return out
+class _Reach:
+    """An end moved on by NEIGHBOURS lines (at most NEIGHBOUR_BYTES), walked as far as asked."""
+
+    def __init__(self, chunk: bytes, end: int):
+        self.end, self.steps, self.limit = end, NEIGHBOURS, min(len(chunk), end + NEIGHBOUR_BYTES)
+
+    def walk(self, chunk: bytes, stop: int) -> int:
+        """How far it reaches, walked on until at or past `stop` or to its end."""
+        while self.steps and self.end < min(self.limit, stop):
+            found = chunk.find(b"\n", self.end + 1, self.limit)
+            self.end = self.limit if found < 0 else found
+            self.steps -= 1
+        return self.end
 
 
-@lru_cache(maxsize=4096)  # repeated lines are common: retry storms, periodic warnings
 def clean(raw: bytes) -> tuple[str, ...]:
     """Decoded text without colours or carriage returns; one entry per \\r-piece."""
+    return _pieces(_decoded(raw))
+
+
+def _decoded(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace")
     if "\x1b" in text:
         text = ANSI_ESCAPE.sub("", text)
     if "\x00" in text:
         text = text.replace("\x00", "")
-    pieces = (piece.rstrip() for piece in text.split("\r"))
+    return text
+
+
+def _pieces(line: str) -> tuple[str, ...]:
+    pieces = (piece.rstrip() for piece in line.split("\r"))
     return tuple(piece for piece in pieces if piece)
 
 
-def physical_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[str]:
-    """The cleaned lines of `stream` near one of `anchors`, in log order; an empty string between
-    stretches that are not adjacent, so nothing is joined across a gap."""
+def _cleaned(raw: bytes) -> list[str]:
+    """The cleaned lines of a stretch, decoded at once (no escape sequence or invalid UTF-8 spans a line
+    break); a line that cleans to nothing is a blank line, which ends a paragraph."""
+    text = _decoded(raw)
+    lines = text.split("\n")
+    if raw.endswith(b"\n"):
+        lines.pop()
+    if "\r" not in text:
+        return [line.rstrip() for line in lines]
+    return [piece for line in lines for piece in _pieces(line) or ("",)]
+
+
+def stretches(stream: BinaryIO, anchors: Anchors) -> Iterator[list[str]]:
+    """The cleaned lines of each stretch of `stream` near one of `anchors`, in log order; one that does not
+    continue the stretch before it starts with an empty line, so nothing is joined across a gap."""
     touching = False  # the last stretch ran to the end of its chunk
     for chunk in read_chunks(stream):
         for start, end in line_spans(chunk, anchors):
-            if not (touching and start == 0):
-                yield ""
-            lines = chunk[start:end].split(b"\n")
-            if len(lines) > 1 and not lines[-1]:
-                lines.pop()
-            for line in lines:
-                yield from clean(line) or ("",)  # a blank line ends a paragraph
+            lines = _cleaned(chunk[start:end])
+            yield lines if touching and start == 0 else ["", *lines]
             touching = end >= len(chunk) - 1
+
+
+def physical_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[str]:
+    """The lines of every stretch, one after the other."""
+    for lines in stretches(stream, anchors):
+        yield from lines
 
 
 def candidate_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[tuple[str, str]]:
     """Logical lines (text, original) around every anchor of `stream`, normalised, in log order."""
-    return logical_lines(physical_lines(stream, anchors))
+    return stretch_lines(stretches(stream, anchors))

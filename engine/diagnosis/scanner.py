@@ -1,14 +1,22 @@
-"""One pass over the logical lines: collect the log's context and every recognised failure."""
+"""One pass over the logical lines: collect the log's context and every recognised failure.
+
+What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
+it states facts, its stage markers, whether the truncation trackers want it. A line whose plan is
+empty is only counted (and kept in the line cache).
+"""
 
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis import truncation
+from kvtool.engine.diagnosis.context import LogContext, facts_in
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.patterns import Pattern
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.stage import LOOK_AHEAD, StageTracker
+from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
+from kvtool.engine.diagnosis.stage import LOOK_AHEAD, Markers, StageTracker, shape_markers
 from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
 
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
@@ -38,6 +46,26 @@ ANCHORS = {
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
+# (pattern, its gate masked, a digit-blind regex that matches a shape wherever the pattern matches a line of it)
+_SCREENS = [(pattern, masked(pattern.gate), screen(pattern.regex)) for pattern in PATTERNS]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the lines of one shape can give."""
+
+    patterns: tuple[Pattern, ...]  # those that may match, in PATTERNS' order
+    facts: bool  # whether the line states facts for the context
+    markers: Markers  # for the stage tracker
+    requests: bool  # whether the truncation trackers want it
+
+    @classmethod
+    def of(cls, shape: str) -> "Plan":
+        patterns = tuple(
+            pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
+        )
+        requests = any(gate in shape for gate in truncation.GATES)
+        return cls(patterns, bool(facts_in(shape)), shape_markers(shape), requests)
 
 
 class Scanner:
@@ -49,6 +77,7 @@ class Scanner:
         self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
+        self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
 
     def scan(self, lines: Iterable[str | tuple[str, str]]) -> "Scanner":
@@ -59,12 +88,32 @@ class Scanner:
     def feed(self, line: str | tuple[str, str]) -> None:
         text, original = line if isinstance(line, tuple) else (line, line)
         self.line_index += 1
-        self.stage.feed(text)
+        plan = self._plan(text)
+        self.stage.feed(text, plan.markers)
+        self._match(plan, text, original)
+        if plan.requests or self.offline_defaults.in_call:
+            if observation := self.truncated_responses.feed(text, self.line_index):
+                self._add(observation)
+            if observation := self.offline_defaults.feed(original):
+                self._add(observation)
+        if self._pending:
+            self._resolve(self.line_index - LOOK_AHEAD)
+
+    def _plan(self, text: str) -> Plan:
+        shape = shape_of(text)
+        if (plan := self._plans.get(shape)) is None:
+            plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
+        return plan
+
+    def _match(self, plan: Plan, text: str, original: str) -> None:
+        # Every line goes through the cache, whatever its plan: a cached line keeps the evidence of the
+        # first original seen (its line breaks), so when the cache is emptied decides what is shown.
         if (seen := self._seen.get(text)) is not None:
             facts, observations = seen
             self.context.apply(facts)
         else:
-            facts, observations = self.context.read(text), self._observations_in(text, original)
+            facts = self.context.read(text) if plan.facts else {}
+            observations = self._observations_in(plan.patterns, text, original) if plan.patterns else []
             if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
@@ -73,21 +122,16 @@ class Scanner:
                 self._pending.append((self.line_index, observation))
             else:
                 self._add(observation)
-        if observation := self.truncated_responses.feed(text, self.line_index):
-            self._add(observation)
-        if observation := self.offline_defaults.feed(original):
-            self._add(observation)
-        self._resolve(self.line_index - LOOK_AHEAD)
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
         return self
 
     @staticmethod
-    def _observations_in(text: str, original: str) -> list[Observation]:
-        """Every match of every pattern; where matches of one category overlap, the one that read the most
+    def _observations_in(patterns: Iterable[Pattern], text: str, original: str) -> list[Observation]:
+        """Every match of `patterns`; where matches of one category overlap, the one that read the most
         numbers, then the longest (an older wording is often the start of a newer one)."""
-        found = [(pattern, *match) for pattern in PATTERNS if pattern.gate in text for match in pattern.read_all(text)]
+        found = [(pattern, *match) for pattern in patterns for match in pattern.read_all(text)]
         found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))  # most numbers, then longest
         observations, taken = [], {}
         for pattern, numbers, span, detail in found:

@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kvtool.engine.diagnosis.shapes import masked
+
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("_dummy_sampler_run", "sampler warm-up"),
     ("warming up sampler", "sampler warm-up"),
@@ -64,10 +66,24 @@ SERVED_MARKERS = (
     "Added request",
 )
 CHAIN_MARKERS = ("During handling of the above exception", "The above exception was the direct cause")
+TRACEBACK = "Traceback (most recent call last)"
 LOOK_BACK, LOOK_AHEAD = 80, 30  # lines
 _PHASES = dict(STARTUP_MARKERS)
 _CHAINS, _SERVED, _RUNTIME = set(CHAIN_MARKERS), set(SERVED_MARKERS), set(RUNTIME_MARKERS)
 _ANY_MARKER = re.compile("|".join(re.escape(m) for m in (*_PHASES, *RUNTIME_MARKERS, *SERVED_MARKERS, *CHAIN_MARKERS)))
+# A shape masks their digit: the line itself says whether it holds one (no other marker can overlap them).
+_DIGIT_SERVED = tuple(marker for marker in SERVED_MARKERS if re.search(r"\d", marker))
+_MASKED_SERVED = tuple(map(masked, _DIGIT_SERVED))
+Markers = tuple[tuple[str, str | None] | None, bool, bool | None, bool]
+
+
+def shape_markers(shape: str) -> Markers:
+    """What every line of this shape marks: (the frame kind and phase, whether it chains exceptions, whether
+    it shows serving, whether it opens a traceback); "shows serving" is None where only the line can say."""
+    marker, chained, served = _read_markers(shape)
+    if not served and any(m in shape for m in _MASKED_SERVED):
+        served = None
+    return marker, chained, served, shape.startswith(TRACEBACK)
 
 
 @lru_cache(maxsize=4096)  # tracebacks and retry storms repeat the same lines
@@ -105,17 +121,18 @@ class StageTracker:
         self.index = 0
         self._chained = False
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str, markers: Markers | None = None) -> None:
+        """`markers`: shape_markers of the line's shape, where the caller has them."""
         self.index += 1
-        marker, chained, served = _read_markers(line)
-        if line.startswith("Traceback (most recent call last)") and not self._chained:
+        marker, chained, served, opens = markers or shape_markers(masked(line))
+        if opens and not self._chained:
             self.frames.clear()
         self._chained = chained
         if marker:
             self.frames.append((self.index, *marker, line))
         while self.frames and self.frames[0][0] < self.index - LOOK_AHEAD - LOOK_BACK:
             self.frames.popleft()  # a dense log holds thousands of frames: keep the search short
-        if self.served is None and served:
+        if self.served is None and (served or served is None and any(m in line for m in _DIGIT_SERVED)):
             self.served = (self.index, line)
 
     def decide(self, at: int) -> Stage:

@@ -15,6 +15,13 @@ MAX_CALL_LINES = 20  # a call spread over more lines than this is not followed
 SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
 PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
 PAIRING_LINES = 40  # how far apart the two may be
+# A line with none of these (and no call still open) leaves both trackers as they were.
+GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
+    "finish_reason",
+    "completion_tokens",
+    "prompt_tokens",
+    "SamplingParams(",
+)
 
 
 class TruncatedResponses:
@@ -28,11 +35,11 @@ class TruncatedResponses:
 
     def feed(self, line: str, index: int) -> Observation | None:
         """An observation once both halves have been seen within PAIRING_LINES lines."""
-        if "finish_reason" in line and FINISH_REASON_LENGTH.search(line):
+        if FINISH_GATE in line and FINISH_REASON_LENGTH.search(line):
             self._length_at = index
-        if "completion_tokens" in line and (match := SIXTEEN_COMPLETION_TOKENS.search(line)):
+        if COMPLETION_GATE in line and (match := SIXTEEN_COMPLETION_TOKENS.search(line)):
             self._sixteen_at, self._usage_line, self._usage_span = index, line, match.span()
-        if "prompt_tokens" in line and (match := PROMPT_TOKENS.search(line)):
+        if PROMPT_GATE in line and (match := PROMPT_TOKENS.search(line)):
             self._prompt_tokens = int(match.group("prompt_tokens"))
         if min(self._length_at, self._sixteen_at) < 0 or abs(self._length_at - self._sixteen_at) > PAIRING_LINES:
             return None
@@ -51,9 +58,13 @@ class OfflineDefaults:
         self._call: list[str] = []
         self._depth = 0
 
+    @property
+    def in_call(self) -> bool:
+        return bool(self._call)
+
     def feed(self, line: str) -> Observation | None:
         if not self._call:
-            if "SamplingParams(" not in line or not (match := SAMPLING_PARAMS_CALL.search(line)):
+            if CALL_GATE not in line or not (match := SAMPLING_PARAMS_CALL.search(line)):
                 return None
             line = line[match.start() :]
         self._call.append(line)
