@@ -86,9 +86,7 @@ def test_the_team_follows_the_cpu_time_others_take(restore_threads, monkeypatch)
     from kvtool.engine.runtime.worker import cpu_threads
 
     # (wall, busy seconds of our 4 CPUs, our own CPU seconds) at each sample
-    samples = iter(
-        [(0.0, 0, 0), (0.2, 0.8, 0.8), (1.0, 4.0, 4.0), (2.0, 8.0, 6.0), (3.0, 12.0, 9.0), (4.0, 15.5, 9.3)]
-    )
+    samples = iter([(0.0, 0, 0), (0.2, 0.8, 0.8), (1.0, 4.0, 4.0), (2.0, 8.0, 6.0), (3.0, 12.0, 9.0), (4.0, 15.5, 9.3)])
     monkeypatch.setattr(cpu_threads, "_sample", lambda cpus: next(samples))
     team = cpu_threads.CpuThreads({0, 1, 2, 3}, interval_s=0.5)
     assert team.update() == 4  # too soon to tell: unchanged
