@@ -85,12 +85,16 @@ def test_the_team_shrinks_while_another_process_keeps_one_of_its_cpus_busy(resto
 def test_the_team_follows_the_cpu_time_others_take(restore_threads, monkeypatch):
     from kvtool.engine.runtime.worker import cpu_threads
 
-    # (wall, busy seconds of our 4 CPUs, our own CPU seconds) at each sample
-    samples = iter([(0.0, 0, 0), (0.2, 0.8, 0.8), (1.0, 4.0, 4.0), (2.0, 8.0, 6.0), (3.0, 12.0, 9.0), (4.0, 15.5, 9.3)])
+    # (time, busy seconds of our 4 CPUs, our own CPU seconds) at each sample
+    samples = iter([(0.0, 0, 0), (1.0, 4.0, 4.0), (2.0, 8.0, 6.0), (3.0, 12.0, 9.0), (4.0, 15.5, 9.3)])
+    clock = [0.0]
     monkeypatch.setattr(cpu_threads, "_sample", lambda cpus: next(samples))
+    monkeypatch.setattr(cpu_threads, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    torch.set_num_threads(4)  # as the model runner starts it
     team = cpu_threads.CpuThreads({0, 1, 2, 3}, interval_s=0.5)
-    assert team.update() == 4  # too soon to tell: unchanged
-    assert team.update() == 4  # the whole machine was ours
-    assert team.update() == 2 and torch.get_num_threads() == 2  # others took two CPUs
-    assert team.update() == 3  # one
-    assert team.update() == 1  # others took 3.2 of the 4
+    clock[0] = 0.2
+    assert team.update() == 4  # too soon to measure: no sample taken
+    for now, expected in [(1.0, 4), (2.0, 2), (3.0, 3), (4.0, 1)]:
+        clock[0] = now
+        assert team.update() == expected and torch.get_num_threads() == expected
+    # others took none of the 4 CPUs, then two, one, and 3.2

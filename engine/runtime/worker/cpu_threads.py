@@ -23,13 +23,12 @@ class CpuThreads:
     def __init__(self, cpus: set[int], interval_s: float = 0.5):
         self.cpus, self.interval_s = cpus, interval_s
         self.threads = len(cpus)
-        self._last = _sample(cpus)
+        self._last = _sample(cpus)  # (monotonic time, busy seconds of the CPUs, our CPU seconds); None: no /proc/stat
 
     def update(self) -> int:
-        now = _sample(self.cpus)
-        if now is None or self._last is None or now[0] - self._last[0] < self.interval_s:
-            self._last = self._last or now
+        if self._last is None or time.monotonic() - self._last[0] < self.interval_s:
             return self.threads
+        now = _sample(self.cpus)
         elapsed, others = now[0] - self._last[0], (now[1] - self._last[1]) - (now[2] - self._last[2])
         self._last = now
         threads = max(1, min(len(self.cpus), int(len(self.cpus) - others / elapsed + 0.5)))
@@ -40,7 +39,7 @@ class CpuThreads:
 
 
 def _sample(cpus: set[int]) -> tuple[float, float, float] | None:
-    """(wall clock, busy seconds of `cpus`, this process's CPU seconds), or None where /proc/stat is not there."""
+    """(monotonic time, busy seconds of `cpus`, this process's CPU seconds), or None without /proc/stat."""
     try:
         with open("/proc/stat") as stat:
             lines = stat.read().splitlines()
