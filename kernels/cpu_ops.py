@@ -10,7 +10,7 @@ import torch
 
 from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import compiled_library, load_library
-from kvtool.kernels.reference import fused_moe, prefill_attention, store_kv
+from kvtool.kernels.reference import fused_moe, prefill_attention
 
 __all__ = [
     "store_kv",
@@ -55,6 +55,33 @@ class DecodeArgs(ctypes.Structure):
 
 def available() -> bool:
     return load_library() is not None
+
+
+def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.0) -> None:
+    """Write each token's K and V at its slot; fp8 caches (which quantize) go to the reference."""
+    if not (
+        _covered(key, value, k_cache, v_cache)
+        and _rows_of_heads(key)
+        and _rows_of_heads(value)
+        and key.shape[1:] == value.shape[1:] == k_cache.shape[2:] == v_cache.shape[2:]
+        and k_cache.is_contiguous()
+        and v_cache.is_contiguous()
+        and slot_mapping.device.type == "cpu"
+    ):
+        return reference.store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)
+    slots = slot_mapping.to(torch.int64).contiguous()
+    compiled_library().kvtool_store_kv(
+        _ptr(key),
+        _ptr(value),
+        key.stride(0),
+        value.stride(0),
+        _ptr(k_cache),
+        _ptr(v_cache),
+        _ptr(slots),
+        len(key),
+        key.shape[1] * key.shape[2],
+        DTYPE_CODES[key.dtype],
+    )
 
 
 def paged_decode_attention(

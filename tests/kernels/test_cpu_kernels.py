@@ -22,8 +22,8 @@ def tolerance(dtype):
 def test_get_ops_on_cpu_takes_the_c_kernels_and_the_references_for_the_rest():
     ops = get_ops("cpu")
     assert ops.backend == "cpu"
-    assert ops.paged_decode_attention is cpu_ops.paged_decode_attention
-    assert ops.store_kv is reference.store_kv and ops.prefill_attention is reference.prefill_attention
+    assert ops.paged_decode_attention is cpu_ops.paged_decode_attention and ops.store_kv is cpu_ops.store_kv
+    assert ops.prefill_attention is reference.prefill_attention
 
 
 def test_kvtool_cpu_kernels_0_keeps_plain_torch(monkeypatch):
@@ -32,6 +32,22 @@ def test_kvtool_cpu_kernels_0_keeps_plain_torch(monkeypatch):
     assert ops.backend == "torch" and ops.rms_norm is reference.rms_norm
     assert not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16)
     assert not cpu_linear.can_pack(torch.device("cpu"), torch.float32)
+
+
+@pytest.mark.parametrize("cache_dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn])
+def test_store_kv_writes_what_the_reference_writes(cache_dtype):
+    g = torch.Generator().manual_seed(3)
+    dtype = torch.float32 if cache_dtype == torch.float8_e4m3fn else cache_dtype
+    qkv = torch.randn(5, 6 * 64, generator=g).to(dtype)  # k and v as views of a fused projection, as the model has them
+    key, value = qkv[:, 128:256].view(5, 2, 64), qkv[:, 256:].view(5, 2, 64)
+    slots = torch.tensor([3, -1, 17, 0, 31])
+    caches = [torch.zeros(2, 16, 2, 64, dtype=cache_dtype) for _ in range(4)]
+    cpu_ops.store_kv(key, value, caches[0], caches[1], slots, 0.5, 2.0)
+    reference.store_kv(key, value, caches[2], caches[3], slots, 0.5, 2.0)
+    for got, expected in zip(caches[:2], caches[2:]):
+        assert torch.equal(got.view(torch.uint8), expected.view(torch.uint8))  # plain copies, bit for bit
+    written = caches[0].flatten(0, 1).float().abs().sum((1, 2))
+    assert written[17] > 0 and written[1] == 0  # slot -1 wrote nothing
 
 
 @pytest.mark.parametrize("num_heads,num_kv_heads,head_dim", [(4, 4, 64), (9, 3, 64), (6, 2, 128), (8, 1, 64)])
