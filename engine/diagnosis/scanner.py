@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from kvtool.engine.diagnosis import truncation
 from kvtool.engine.diagnosis.context import LogContext, facts_in
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.diagnosis.patterns import Pattern
+from kvtool.engine.diagnosis.patterns import Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
@@ -55,6 +55,8 @@ class Plan:
     """What the lines of one shape can give."""
 
     patterns: tuple[Pattern, ...]  # those that may match, in PATTERNS' order
+    # each match of theirs in the shape, the same in every line of it, where they are all digit-blind
+    matches: tuple[tuple[Pattern, Where], ...] | None
     facts: bool  # whether the line states facts for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
@@ -64,8 +66,10 @@ class Plan:
         patterns = tuple(
             pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
         )
+        blind = all(pattern.digit_blind for pattern in patterns)
+        matches = tuple((pattern, where) for pattern in patterns for where in pattern.matches(shape)) if blind else None
         requests = any(gate in shape for gate in truncation.GATES)
-        return cls(patterns, bool(facts_in(shape)), shape_markers(shape), requests)
+        return cls(patterns, matches, bool(facts_in(shape)), shape_markers(shape), requests)
 
 
 class Scanner:
@@ -113,7 +117,7 @@ class Scanner:
             self.context.apply(facts)
         else:
             facts = self.context.read(text) if plan.facts else {}
-            observations = self._observations_in(plan.patterns, text, original) if plan.patterns else []
+            observations = self._observations_in(plan, text, original) if plan.patterns else []
             if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
@@ -128,10 +132,14 @@ class Scanner:
         return self
 
     @staticmethod
-    def _observations_in(patterns: Iterable[Pattern], text: str, original: str) -> list[Observation]:
-        """Every match of `patterns`; where matches of one category overlap, the one that read the most
-        numbers, then the longest (an older wording is often the start of a newer one)."""
-        found = [(pattern, *match) for pattern in patterns for match in pattern.read_all(text)]
+    def _observations_in(plan: Plan, text: str, original: str) -> list[Observation]:
+        """Every match of the plan's patterns; where matches of one category overlap, the one that read the
+        most numbers, then the longest (an older wording is often the start of a newer one)."""
+        if plan.matches is None:
+            found = [(pattern, *match) for pattern in plan.patterns for match in pattern.read_all(text)]
+        else:  # the regexes ran on the shape: read the numbers where they are
+            readings = ((pattern, pattern.reading(text, where)) for pattern, where in plan.matches)
+            found = [(pattern, *reading) for pattern, reading in readings if reading is not None]
         found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))  # most numbers, then longest
         observations, taken = [], {}
         for pattern, numbers, span, detail in found:

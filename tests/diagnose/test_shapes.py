@@ -52,6 +52,9 @@ def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
         matching = {p.regex.pattern for p in PATTERNS if any(p.read_all(line))}
         assert matching <= {p.regex.pattern for p in plan.patterns}, line
         assert plan.facts == bool(facts_in(line)), line
+        if plan.matches is not None:
+            readings = [pattern.reading(line, where) for pattern, where in plan.matches]
+            assert [r for r in readings if r] == [r for p in plan.patterns for r in p.read_all(line)], line
         tracker, direct = stage.StageTracker(), stage.StageTracker()
         tracker.feed(line, plan.markers)
         direct.feed(line, (*stage._read_markers(line), line.startswith(stage.TRACEBACK)))
