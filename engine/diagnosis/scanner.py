@@ -57,6 +57,7 @@ class Plan:
     patterns: tuple[Pattern, ...]  # those that may match, in PATTERNS' order
     # each match of theirs in the shape, the same in every line of it, where they are all digit-blind
     matches: tuple[tuple[Pattern, Where], ...] | None
+    settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
     facts: bool  # whether the line states facts for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
@@ -66,10 +67,43 @@ class Plan:
         patterns = tuple(
             pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
         )
-        blind = all(pattern.digit_blind for pattern in patterns)
-        matches = tuple((pattern, where) for pattern in patterns for where in pattern.matches(shape)) if blind else None
+        matches, settled = _matches(patterns, shape)
         requests = any(gate in shape for gate in truncation.GATES)
-        return cls(patterns, matches, bool(facts_in(shape)), shape_markers(shape), requests)
+        return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests)
+
+
+def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple[tuple[Pattern, Where], ...] | None, bool]:
+    """The matches of `patterns` in `shape` where every line of it has them, and whether those chosen among
+    them are the same in every line too: the counts of numbers read and the spans are the shape's."""
+    if not all(pattern.digit_blind for pattern in patterns):
+        return None, False
+    matches = tuple((pattern, where) for pattern in patterns for where in pattern.matches(shape))
+    if any(pattern.accept for pattern, _ in matches):
+        return matches, False
+    found = [(pattern, *pattern.reading(shape, where), where) for pattern, where in matches]
+    return tuple((pattern, where) for pattern, *_, where in _chosen(found, shape)), True
+
+
+def _chosen(found: list[tuple], original: str) -> list[tuple]:
+    """Of (pattern, numbers, span, ...) found in a line: where matches of one category overlap, the one that
+    read the most numbers, then the longest (an older wording is often the start of a newer one); in the
+    order they are reported."""
+    found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))
+    chosen, taken = [], {}
+    for item in found:
+        span, spans = item[2], taken.setdefault(item[0].category, [])
+        if not any(span[0] < end and start < span[1] for start, end in spans):
+            spans.append(span)
+            chosen.append(item)
+    chosen.sort(key=lambda item: (CATEGORY_ORDER.get(item[0].category, 0), evidence_window(original, item[2])[1][0]))
+    return chosen
+
+
+def _observation(original: str, pattern: Pattern, numbers: dict, span: tuple[int, int], detail) -> Observation:
+    evidence, window = evidence_window(original, span)
+    if pattern.category == "cuda_oom_startup":
+        detail = f"{detail} warm-up"
+    return Observation(pattern.category, pattern.stage, numbers, evidence, window, detail)
 
 
 class Scanner:
@@ -133,26 +167,15 @@ class Scanner:
 
     @staticmethod
     def _observations_in(plan: Plan, text: str, original: str) -> list[Observation]:
-        """Every match of the plan's patterns; where matches of one category overlap, the one that read the
-        most numbers, then the longest (an older wording is often the start of a newer one)."""
+        """What the plan's patterns find in the line, as chosen by `_chosen`."""
         if plan.matches is None:
             found = [(pattern, *match) for pattern in plan.patterns for match in pattern.read_all(text)]
-        else:  # the regexes ran on the shape: read the numbers where they are
+        elif plan.settled:  # read the numbers where the shape has them
+            return [_observation(original, pattern, *pattern.reading(text, where)) for pattern, where in plan.matches]
+        else:
             readings = ((pattern, pattern.reading(text, where)) for pattern, where in plan.matches)
             found = [(pattern, *reading) for pattern, reading in readings if reading is not None]
-        found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))  # most numbers, then longest
-        observations, taken = [], {}
-        for pattern, numbers, span, detail in found:
-            spans = taken.setdefault(pattern.category, [])
-            if any(span[0] < end and start < span[1] for start, end in spans):
-                continue
-            spans.append(span)
-            evidence, window = evidence_window(original, span)
-            if pattern.category == "cuda_oom_startup":
-                detail = f"{detail} warm-up"
-            observations.append(Observation(pattern.category, pattern.stage, numbers, evidence, window, detail))
-        observations.sort(key=lambda obs: (CATEGORY_ORDER.get(obs.category, 0), obs.span[0]))
-        return observations
+        return [_observation(original, *item) for item in _chosen(found, original)]
 
     def _resolve(self, up_to: int) -> None:
         """Decide the stage of the out-of-memory errors read at or before line `up_to`."""
@@ -160,14 +183,9 @@ class Scanner:
             at, observation = self._pending.pop(0)
             stage = self.stage.decide(at)
             category = "cuda_oom_runtime" if stage.stage == "runtime" else "cuda_oom_startup"
+            numbers, evidence, span = observation.numbers, observation.evidence, observation.span
             self._add(
-                replace(
-                    observation,
-                    category=category,
-                    stage=stage.stage,
-                    detail=stage.phase,
-                    stage_evidence=stage.evidence or None,
-                )
+                Observation(category, stage.stage, numbers, evidence, span, stage.phase, 1, stage.evidence or None)
             )
 
     def _add(self, observation: Observation) -> None:
