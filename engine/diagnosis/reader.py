@@ -189,7 +189,11 @@ class _Reach:
 
     def walk(self, chunk: bytes, stop: int) -> int:
         """How far it reaches, walked on until at or past `stop` or to its end."""
-        while self.steps and self.end < min(self.limit, stop):
+        target = min(self.limit, stop)
+        if self.steps and self.end < target and (passed := chunk.count(b"\n", self.end + 1, target)) < self.steps:
+            found = chunk.find(b"\n", target, self.limit)  # the line breaks passed, then the one at or after `stop`
+            self.end, self.steps = self.limit if found < 0 else found, self.steps - passed - 1
+        while self.steps and self.end < target:
             found = chunk.find(b"\n", self.end + 1, self.limit)
             self.end = self.limit if found < 0 else found
             self.steps -= 1
