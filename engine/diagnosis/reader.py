@@ -1,13 +1,14 @@
 """Stream a log of any size and hand back only the lines worth a regex.
 
 The log is read in chunks of whole lines. Each chunk is scanned once per anchor with `bytes.find`
-(in C, about 1 GB/s); a hit counts only if one of the anchor's refinements (longer words that
-contain it) surrounds it, when it has any. Only the stretches around hits are decoded and cleaned,
-each at once. Few coarse anchors keep the scan fast; refinements keep busy lines (request logs full
-of `max_tokens=...`) away from the regexes. A hit brings its neighbours along (NEIGHBOURS lines on
-each side, merged where they overlap), because a wrapped message has its numbers on other lines
-than its anchor; normalize.py then joins them back. A line longer than LONG_LINE is cut to a window
-around each hit, so a 10 MB line costs no more than a short one.
+(in C, about 1 GB/s), or until its stretches keep every line (line_spans); a hit counts only if one
+of the anchor's refinements (longer words that contain it) surrounds it, when it has any. Only the
+stretches around hits are decoded and cleaned, each at once. Few coarse anchors keep the scan fast;
+refinements keep busy lines (request logs full of `max_tokens=...`) away from the regexes. A hit
+brings its neighbours along (NEIGHBOURS lines on each side, merged where they overlap), because a
+wrapped message has its numbers on other lines than its anchor; normalize.py then joins them back.
+A line longer than LONG_LINE is cut to a window around each hit, so a 10 MB line costs no more than
+a short one.
 """
 
 import codecs
@@ -86,17 +87,14 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
     reaches back at least as far as any widened line after it, so no line can be dropped."""
     short = not _may_hold_long_line(chunk)
     spans, windows, check_at = set(), 0, max(1, len(chunk) // (2 * NEIGHBOUR_BYTES))
-    for anchor, refinements in sorted(anchors.items(), key=_widened) if short else anchors.items():
+    order = sorted(anchors.items(), key=lambda item: item[1] is not None) if short else anchors.items()
+    for anchor, refinements in order:
         windows = _add_hits(spans, chunk, anchor, refinements, windows)
         if short and refinements is not None and len(spans) >= check_at:
             if (merged := _merged(sorted(spans), chunk)) == [(0, len(chunk))]:
                 return merged
             check_at = 2 * len(spans)  # the merges checked cost at most twice the last
     return _merged(sorted(spans), chunk)
-
-
-def _widened(anchor: tuple[bytes, object]) -> bool:
-    return anchor[1] is not None
 
 
 def _may_hold_long_line(chunk: bytes) -> bool:

@@ -1,8 +1,9 @@
 """One pass over the logical lines: collect the log's context and every recognised failure.
 
 What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
-it states facts, its stage markers, whether the truncation trackers want it. A line whose plan is
-empty is only counted (and kept in the line cache).
+it states facts, its stage markers, whether the truncation trackers want it, and where its recognisers
+are all digit-blind, their matches (a line of the shape only converts its numbers there). A line whose
+plan is empty is only counted (and kept in the line cache).
 """
 
 import re
