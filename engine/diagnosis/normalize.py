@@ -152,6 +152,8 @@ def _continues(last: tuple[str, int, int], prefix: str, indent: int, joined: int
     last_prefix, last_length, last_indent = last
     if last_length < JOIN_MIN_CHARS or joined >= MAX_JOINED_LINES:
         return False
+    if prefix == last_prefix:  # the same quote marks, log prefix and indent
+        return True
     quote, record = _quote_and_record(prefix)
     last_quote, last_record = _quote_and_record(last_prefix)
     if quote != last_quote or (record and record != last_record):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from string import Formatter
 
 from kvtool.engine.diagnosis.findings import Number
+from kvtool.engine.diagnosis.shapes import digit_blind
 
 _UNITS_IN_GIB = {"bytes": 1 / (1 << 30), "KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0, "GB": 1.0, "TiB": 1024.0}
 _SIZE = re.compile(r"(-?[\d.]+) ?(bytes|KiB|MiB|GiB|GB|TiB)")
@@ -50,6 +51,8 @@ ALIASES = {
 MAX_MATCHES_PER_LINE = 64
 LEAD_CHARS = 20
 TAIL_CHARS = 80
+# a match: its span, (name, start, end) of each number it reads (its extras' too, in order), its detail's span
+Where = tuple[tuple[int, int], tuple[tuple[str, int, int], ...], tuple[int, int] | None]
 
 
 @dataclass(frozen=True)
@@ -72,16 +75,36 @@ class Pattern:
         """The same for every match in `line` (several messages may share a logical line)."""
         if self.gate not in line:
             return
-        for count, match in enumerate(self.regex.finditer(line)):
+        for where in self.matches(line):
+            if (reading := self.reading(line, where)) is not None:
+                yield reading
+
+    def matches(self, text: str) -> Iterator[Where]:
+        """Where each match in `text` is and where it reads its numbers and detail."""
+        for count, match in enumerate(self.regex.finditer(text)):
             if count >= MAX_MATCHES_PER_LINE:
                 return
-            numbers = {**self.constants, **numbers_from(match)}
+            numbers = _number_spans(match)
             for extra in self.extras:
-                if found := extra.search(line, match.start()):
-                    numbers.update(numbers_from(found))
-            if self.accept and not self.accept(numbers):
-                continue
-            yield numbers, match.span(), self.label or (match.group(self.detail) if self.detail else None)
+                if found := extra.search(text, match.start()):
+                    numbers += _number_spans(found)
+            detail = match.span(self.detail) if self.detail and match.group(self.detail) is not None else None
+            yield match.span(), numbers, detail
+
+    def reading(self, line: str, where: Where) -> tuple[dict[str, Number], tuple[int, int], str | None] | None:
+        """(numbers, span, detail) read from `line` where a match is, or None if they are not accepted."""
+        span, number_spans, detail = where
+        numbers = dict(self.constants)
+        for name, start, end in number_spans:
+            _read_number(numbers, name, line[start:end])
+        if self.accept and not self.accept(numbers):
+            return None
+        return numbers, span, self.label or (line[detail[0] : detail[1]] if detail else None)
+
+    @property
+    def digit_blind(self) -> bool:
+        """Whether it matches a line exactly where it matches the line's shape (shapes.py), at the same spans."""
+        return not re.search(r"\d", self.gate) and all(map(digit_blind, (self.regex, *self.extras)))
 
 
 def compile_(text: str) -> re.Pattern:
@@ -160,16 +183,20 @@ def _gate(text: str) -> str:
     return max(words, key=len) if words else text.split()[0]
 
 
-def numbers_from(match: re.Match) -> dict[str, Number]:
-    numbers = {}
-    for name, text in match.groupdict().items():
-        if text is None or name in TEXT:
-            continue
-        if name.endswith("_bytes") and (value := to_number(text)) is not None:
+def _number_spans(match: re.Match) -> tuple[tuple[str, int, int], ...]:
+    """(name, start, end) of each number group that took part in the match, in the regex's order."""
+    return tuple(
+        (name, *match.span(name)) for name, text in match.groupdict().items() if text is not None and name not in TEXT
+    )
+
+
+def _read_number(numbers: dict[str, Number], name: str, text: str) -> None:
+    """Put the number `text` holds under `name` (a size in bytes becomes GiB); nothing if it holds none."""
+    if name.endswith("_bytes"):
+        if (value := to_number(text)) is not None:
             numbers[name[:-6] + "_gib"] = round(value / (1 << 30), 4)
-        elif (value := to_number(text, in_gib=name.endswith("_gib"))) is not None:
-            numbers[name] = value
-    return numbers
+    elif (value := to_number(text, in_gib=name.endswith("_gib"))) is not None:
+        numbers[name] = value
 
 
 def to_number(text: str, in_gib: bool = False) -> Number | None:

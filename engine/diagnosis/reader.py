@@ -1,13 +1,14 @@
 """Stream a log of any size and hand back only the lines worth a regex.
 
 The log is read in chunks of whole lines. Each chunk is scanned once per anchor with `bytes.find`
-(in C, about 1 GB/s); a hit counts only if one of the anchor's refinements (longer words that
-contain it) surrounds it, when it has any. Only the stretches around hits are decoded and cleaned,
-each at once. Few coarse anchors keep the scan fast; refinements keep busy lines (request logs full
-of `max_tokens=...`) away from the regexes. A hit brings its neighbours along (NEIGHBOURS lines on
-each side, merged where they overlap), because a wrapped message has its numbers on other lines
-than its anchor; normalize.py then joins them back. A line longer than LONG_LINE is cut to a window
-around each hit, so a 10 MB line costs no more than a short one.
+(in C, about 1 GB/s), or until its stretches keep every line (line_spans); a hit counts only if one
+of the anchor's refinements (longer words that contain it) surrounds it, when it has any. Only the
+stretches around hits are decoded and cleaned, each at once. Few coarse anchors keep the scan fast;
+refinements keep busy lines (request logs full of `max_tokens=...`) away from the regexes. A hit
+brings its neighbours along (NEIGHBOURS lines on each side, merged where they overlap), because a
+wrapped message has its numbers on other lines than its anchor; normalize.py then joins them back.
+A line longer than LONG_LINE is cut to a window around each hit, so a 10 MB line costs no more than
+a short one.
 """
 
 import codecs
@@ -78,25 +79,48 @@ def read_chunks(stream: BinaryIO) -> Iterator[bytes]:
 
 def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
     """(start, end) of every stretch of `chunk` around a line that holds an anchor and one of its
-    refinements, merged, in order."""
-    spans, windows = set(), 0
-    for anchor, refinements in anchors.items():
-        around = _refinements(anchor, refinements)
-        hit = _next_hit(chunk, anchor, around, 0)
-        while hit >= 0:
-            start = chunk.rfind(b"\n", 0, hit) + 1
-            end = chunk.find(b"\n", hit)
-            end = len(chunk) if end < 0 else end
-            if end - start > LONG_LINE:
-                windows += 1
-                if windows > MAX_WINDOWS:  # a line made of matches: enough has been seen
-                    break
-                start, end = max(start, hit - WINDOW), min(end, hit + WINDOW)
-                spans.add((start, end, False))
-            else:  # a sign of serving needs no neighbours
-                spans.add((start, end, refinements is not None))
-            hit = -1 if refinements is None else _next_hit(chunk, anchor, around, end + 1)
+    refinements, merged, in order.
+
+    In a chunk with no line longer than LONG_LINE (no window is cut) the order of the anchors does not
+    matter: the serving signs go first, then once the stretches so far keep every line of the chunk, the
+    other anchors are not searched for. Their hits could only add widened short lines, and a widened line
+    reaches back at least as far as any widened line after it, so no line can be dropped."""
+    short = not _may_hold_long_line(chunk)
+    spans, windows, check_at = set(), 0, max(1, len(chunk) // (2 * NEIGHBOUR_BYTES))
+    order = sorted(anchors.items(), key=lambda item: item[1] is not None) if short else anchors.items()
+    for anchor, refinements in order:
+        windows = _add_hits(spans, chunk, anchor, refinements, windows)
+        if short and refinements is not None and len(spans) >= check_at:
+            if (merged := _merged(sorted(spans), chunk)) == [(0, len(chunk))]:
+                return merged
+            check_at = 2 * len(spans)  # the merges checked cost at most twice the last
     return _merged(sorted(spans), chunk)
+
+
+def _may_hold_long_line(chunk: bytes) -> bool:
+    """Whether some line may be longer than LONG_LINE: such a line spans a whole block of half that."""
+    block = LONG_LINE // 2
+    return any(chunk.find(b"\n", start, start + block) < 0 for start in range(0, len(chunk) - block + 1, block))
+
+
+def _add_hits(spans: set, chunk: bytes, anchor: bytes, refinements, windows: int) -> int:
+    """Add the stretch of each hit of `anchor` to `spans`; returns the windows cut from long lines so far."""
+    around = _refinements(anchor, refinements)
+    hit = _next_hit(chunk, anchor, around, 0)
+    while hit >= 0:
+        start = chunk.rfind(b"\n", 0, hit) + 1
+        end = chunk.find(b"\n", hit)
+        end = len(chunk) if end < 0 else end
+        if end - start > LONG_LINE:
+            windows += 1
+            if windows > MAX_WINDOWS:  # a line made of matches: enough has been seen
+                break
+            start, end = max(start, hit - WINDOW), min(end, hit + WINDOW)
+            spans.add((start, end, False))
+        else:  # a sign of serving needs no neighbours
+            spans.add((start, end, refinements is not None))
+        hit = -1 if refinements is None else _next_hit(chunk, anchor, around, end + 1)
+    return windows
 
 
 def _next_hit(chunk: bytes, anchor: bytes, around: re.Pattern | None, start: int) -> int:
@@ -163,7 +187,11 @@ class _Reach:
 
     def walk(self, chunk: bytes, stop: int) -> int:
         """How far it reaches, walked on until at or past `stop` or to its end."""
-        while self.steps and self.end < min(self.limit, stop):
+        target = min(self.limit, stop)
+        if self.steps and self.end < target and (passed := chunk.count(b"\n", self.end + 1, target)) < self.steps:
+            found = chunk.find(b"\n", target, self.limit)  # the line breaks passed, then the one at or after `stop`
+            self.end, self.steps = self.limit if found < 0 else found, self.steps - passed - 1
+        while self.steps and self.end < target:
             found = chunk.find(b"\n", self.end + 1, self.limit)
             self.end = self.limit if found < 0 else found
             self.steps -= 1

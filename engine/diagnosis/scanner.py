@@ -1,8 +1,9 @@
 """One pass over the logical lines: collect the log's context and every recognised failure.
 
 What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
-it states facts, its stage markers, whether the truncation trackers want it. A line whose plan is
-empty is only counted (and kept in the line cache).
+it states facts, its stage markers, whether the truncation trackers want it, and where its recognisers
+are all digit-blind, their matches (a line of the shape only converts its numbers there). A line whose
+plan is empty is only counted (and kept in the line cache).
 """
 
 import re
@@ -12,7 +13,7 @@ from dataclasses import dataclass, replace
 from kvtool.engine.diagnosis import truncation
 from kvtool.engine.diagnosis.context import LogContext, facts_in
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.diagnosis.patterns import Pattern
+from kvtool.engine.diagnosis.patterns import Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
@@ -55,6 +56,9 @@ class Plan:
     """What the lines of one shape can give."""
 
     patterns: tuple[Pattern, ...]  # those that may match, in PATTERNS' order
+    # each match of theirs in the shape, the same in every line of it, where they are all digit-blind
+    matches: tuple[tuple[Pattern, Where], ...] | None
+    settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
     facts: bool  # whether the line states facts for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
@@ -64,8 +68,43 @@ class Plan:
         patterns = tuple(
             pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
         )
+        matches, settled = _matches(patterns, shape)
         requests = any(gate in shape for gate in truncation.GATES)
-        return cls(patterns, bool(facts_in(shape)), shape_markers(shape), requests)
+        return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests)
+
+
+def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple[tuple[Pattern, Where], ...] | None, bool]:
+    """The matches of `patterns` in `shape` where every line of it has them, and whether those chosen among
+    them are the same in every line too: the counts of numbers read and the spans are the shape's."""
+    if not all(pattern.digit_blind for pattern in patterns):
+        return None, False
+    matches = tuple((pattern, where) for pattern in patterns for where in pattern.matches(shape))
+    if any(pattern.accept for pattern, _ in matches):
+        return matches, False
+    found = [(pattern, *pattern.reading(shape, where), where) for pattern, where in matches]
+    return tuple((pattern, where) for pattern, *_, where in _chosen(found, shape)), True
+
+
+def _chosen(found: list[tuple], original: str) -> list[tuple]:
+    """Of (pattern, numbers, span, ...) found in a line: where matches of one category overlap, the one that
+    read the most numbers, then the longest (an older wording is often the start of a newer one); in the
+    order they are reported."""
+    found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))
+    chosen, taken = [], {}
+    for item in found:
+        span, spans = item[2], taken.setdefault(item[0].category, [])
+        if not any(span[0] < end and start < span[1] for start, end in spans):
+            spans.append(span)
+            chosen.append(item)
+    chosen.sort(key=lambda item: (CATEGORY_ORDER.get(item[0].category, 0), evidence_window(original, item[2])[1][0]))
+    return chosen
+
+
+def _observation(original: str, pattern: Pattern, numbers: dict, span: tuple[int, int], detail) -> Observation:
+    evidence, window = evidence_window(original, span)
+    if pattern.category == "cuda_oom_startup":
+        detail = f"{detail} warm-up"
+    return Observation(pattern.category, pattern.stage, numbers, evidence, window, detail)
 
 
 class Scanner:
@@ -113,7 +152,7 @@ class Scanner:
             self.context.apply(facts)
         else:
             facts = self.context.read(text) if plan.facts else {}
-            observations = self._observations_in(plan.patterns, text, original) if plan.patterns else []
+            observations = self._observations_in(plan, text, original) if plan.patterns else []
             if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
@@ -128,23 +167,16 @@ class Scanner:
         return self
 
     @staticmethod
-    def _observations_in(patterns: Iterable[Pattern], text: str, original: str) -> list[Observation]:
-        """Every match of `patterns`; where matches of one category overlap, the one that read the most
-        numbers, then the longest (an older wording is often the start of a newer one)."""
-        found = [(pattern, *match) for pattern in patterns for match in pattern.read_all(text)]
-        found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))  # most numbers, then longest
-        observations, taken = [], {}
-        for pattern, numbers, span, detail in found:
-            spans = taken.setdefault(pattern.category, [])
-            if any(span[0] < end and start < span[1] for start, end in spans):
-                continue
-            spans.append(span)
-            evidence, window = evidence_window(original, span)
-            if pattern.category == "cuda_oom_startup":
-                detail = f"{detail} warm-up"
-            observations.append(Observation(pattern.category, pattern.stage, numbers, evidence, window, detail))
-        observations.sort(key=lambda obs: (CATEGORY_ORDER.get(obs.category, 0), obs.span[0]))
-        return observations
+    def _observations_in(plan: Plan, text: str, original: str) -> list[Observation]:
+        """What the plan's patterns find in the line, as chosen by `_chosen`."""
+        if plan.matches is None:
+            found = [(pattern, *match) for pattern in plan.patterns for match in pattern.read_all(text)]
+        elif plan.settled:  # read the numbers where the shape has them
+            return [_observation(original, pattern, *pattern.reading(text, where)) for pattern, where in plan.matches]
+        else:
+            readings = ((pattern, pattern.reading(text, where)) for pattern, where in plan.matches)
+            found = [(pattern, *reading) for pattern, reading in readings if reading is not None]
+        return [_observation(original, *item) for item in _chosen(found, original)]
 
     def _resolve(self, up_to: int) -> None:
         """Decide the stage of the out-of-memory errors read at or before line `up_to`."""
@@ -152,14 +184,9 @@ class Scanner:
             at, observation = self._pending.pop(0)
             stage = self.stage.decide(at)
             category = "cuda_oom_runtime" if stage.stage == "runtime" else "cuda_oom_startup"
+            numbers, evidence, span = observation.numbers, observation.evidence, observation.span
             self._add(
-                replace(
-                    observation,
-                    category=category,
-                    stage=stage.stage,
-                    detail=stage.phase,
-                    stage_evidence=stage.evidence or None,
-                )
+                Observation(category, stage.stage, numbers, evidence, span, stage.phase, 1, stage.evidence or None)
             )
 
     def _add(self, observation: Observation) -> None:

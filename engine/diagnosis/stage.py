@@ -15,9 +15,12 @@ A start-up frame decides over a run-time one in the same traceback (v0 profiles 
 """
 
 import re
+from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
+from operator import itemgetter
 
 from kvtool.engine.diagnosis.shapes import masked
 
@@ -75,6 +78,7 @@ _ANY_MARKER = re.compile("|".join(re.escape(m) for m in (*_PHASES, *RUNTIME_MARK
 _DIGIT_SERVED = tuple(marker for marker in SERVED_MARKERS if re.search(r"\d", marker))
 _MASKED_SERVED = tuple(map(masked, _DIGIT_SERVED))
 Markers = tuple[tuple[str, str | None] | None, bool, bool | None, bool]
+_LINE = itemgetter(0)  # a frame's line
 
 
 def shape_markers(shape: str) -> Markers:
@@ -115,8 +119,8 @@ class StageTracker:
     """Fed every logical line in order; says where an out-of-memory error belongs."""
 
     def __init__(self):
-        # (line, kind, phase, text) in this traceback, only those an error still waiting could look back at
-        self.frames: deque[tuple[int, str, str | None, str]] = deque()
+        # kind -> (line, phase, text) of the frames of that kind in this traceback, in order
+        self.frames: dict[str, deque[tuple[int, str | None, str]]] = {"startup": deque(), "runtime": deque()}
         self.served: tuple[int, str] | None = None  # (line, text) of the first sign the server was serving
         self.index = 0
         self._chained = False
@@ -126,28 +130,34 @@ class StageTracker:
         self.index += 1
         marker, chained, served, opens = markers or shape_markers(masked(line))
         if opens and not self._chained:
-            self.frames.clear()
+            for frames in self.frames.values():
+                frames.clear()
         self._chained = chained
         if marker:
-            self.frames.append((self.index, *marker, line))
-        while self.frames and self.frames[0][0] < self.index - LOOK_AHEAD - LOOK_BACK:
-            self.frames.popleft()  # a dense log holds thousands of frames: keep the search short
+            frames = self.frames[marker[0]]
+            frames.append((self.index, marker[1], line))
+            while frames[0][0] < self.index - LOOK_AHEAD - LOOK_BACK:
+                frames.popleft()  # a dense log holds thousands of frames: only keep those an error can look at
         if self.served is None and (served or served is None and any(m in line for m in _DIGIT_SERVED)):
             self.served = (self.index, line)
 
     def decide(self, at: int) -> Stage:
-        """The stage of an error read at line `at`, from the lines seen up to now."""
+        """The stage of an error read at line `at`, from the lines seen up to now: the frames before it (down
+        to the first sign of serving), then those from its own line on."""
         served_at = self.served[0] if self.served and self.served[0] <= at else None
-        before = [f for f in self.frames if max(at - LOOK_BACK, served_at or 0) <= f[0] < at]
-        after = [f for f in self.frames if at <= f[0] <= at + LOOK_AHEAD]  # from the error's own line on
-        for frames in (before, after):
-            startup = [f for f in frames if f[1] == "startup"]
-            if startup:
-                specific = [f for f in startup if f[2] != "start-up"] or startup
-                chosen = specific[-1] if frames is before else specific[0]
-                return Stage("startup", None if chosen[2] == "start-up" else chosen[2], chosen[3])
-            if runtime := [f for f in frames if f[1] == "runtime"]:
-                return Stage("runtime", None, runtime[-1][3])
+        for first, last in ((max(at - LOOK_BACK, served_at or 0), at - 1), (at, at + LOOK_AHEAD)):
+            if startup := _between(self.frames["startup"], first, last):
+                specific = [f for f in startup if f[1] != "start-up"] or startup
+                chosen = specific[-1] if last < at else specific[0]
+                return Stage("startup", None if chosen[1] == "start-up" else chosen[1], chosen[2])
+            if runtime := _between(self.frames["runtime"], first, last)[-1:]:
+                return Stage("runtime", None, runtime[0][2])
         if served_at is not None:
             return Stage("runtime", None, self.served[1])
         return Stage("startup", None, "")
+
+
+def _between(frames: deque, first: int, last: int) -> list:
+    """The frames read from line `first` to line `last`."""
+    low, high = bisect_left(frames, first, key=_LINE), bisect_right(frames, last, key=_LINE)
+    return list(islice(frames, low, high))

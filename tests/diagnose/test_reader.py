@@ -3,6 +3,7 @@ then normalised into logical lines."""
 
 import codecs
 import io
+import random
 
 from kvtool.engine.diagnosis import reader
 from kvtool.engine.diagnosis.reader import candidate_lines, clean, physical_lines, read_chunks
@@ -81,3 +82,21 @@ def test_utf16_with_a_byte_order_mark_is_read_as_text():
     text = "INFO start\r\nERROR KV broke \u00e9\r\n"
     assert "ERROR KV broke \u00e9" in lines_of(text.encode("utf-16"))
     assert "ERROR KV broke \u00e9" in lines_of(codecs.BOM_UTF16_BE + text.encode("utf-16-be"))
+
+
+def test_stopping_once_every_line_is_kept_gives_the_stretches_every_anchor_gives():
+    from kvtool.engine.diagnosis.scanner import ANCHORS
+
+    words = (b"out of memory", b"max model len", b"POST /v1/", b"Added request", b"preempted", b"an ordinary line")
+    rng = random.Random(7)
+    for _ in range(300):
+        density = rng.random()
+        lines = [
+            rng.choice(words) if rng.random() < density else b"line %d" % rng.randrange(10**6) * rng.randrange(1, 9)
+            for _ in range(rng.randrange(1, 300))
+        ]
+        chunk = b"\n".join(lines) + b"\n"
+        spans, windows = set(), 0
+        for anchor, refinements in ANCHORS.items():
+            windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
+        assert reader.line_spans(chunk, ANCHORS) == reader._merged(sorted(spans), chunk)

@@ -1,5 +1,6 @@
 """Plans made from a line's shape (its digits masked) give what the line itself gives."""
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -7,7 +8,7 @@ from kvtool.engine.diagnosis import stage
 from kvtool.engine.diagnosis.context import facts_in
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.scanner import ANCHORS, Plan
+from kvtool.engine.diagnosis.scanner import ANCHORS, Plan, Scanner
 from kvtool.engine.diagnosis.shapes import digit_blind, masked, screen
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.log"))
@@ -52,6 +53,8 @@ def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
         matching = {p.regex.pattern for p in PATTERNS if any(p.read_all(line))}
         assert matching <= {p.regex.pattern for p in plan.patterns}, line
         assert plan.facts == bool(facts_in(line)), line
+        by_line = dataclasses.replace(plan, matches=None, settled=False)  # every regex run on the line itself
+        assert Scanner._observations_in(plan, line, line) == Scanner._observations_in(by_line, line, line), line
         tracker, direct = stage.StageTracker(), stage.StageTracker()
         tracker.feed(line, plan.markers)
         direct.feed(line, (*stage._read_markers(line), line.startswith(stage.TRACEBACK)))
