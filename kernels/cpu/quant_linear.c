@@ -46,7 +46,10 @@ INLINE float min_term(const float *mins, const float *xsum, int64_t groups) {
     return acc;
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#include "quant_linear_avx512.h"
+
+#elif defined(__AVX2__)
 #include <immintrin.h>
 
 INLINE __m256i load_codes(const uint8_t *codes, int bits) {

@@ -141,7 +141,7 @@ def _linear_parts(model):
     for module_name, module in model.named_modules():
         if isinstance(module, nn.Linear):
             prefix, _, last = module_name.rpartition(".")
-            yield module_name, [f"{prefix}.{part}" for part in PACKED_PARTS.get(last, (last,))]
+            yield module_name, [f"{prefix}.{part}" if prefix else part for part in PACKED_PARTS.get(last, (last,))]
 
 
 def _gguf_name(names, hf_name: str, tensors) -> str | None:
