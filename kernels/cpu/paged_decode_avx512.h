@@ -39,6 +39,18 @@ INLINE __m512 transpose_sum16(const __m512 v[16]) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xdd));
 }
 
+/* asks for the cache lines of token t's row (all its KV heads) `AHEAD` tokens ahead: a sequence's
+ * blocks lie anywhere in the cache, and the hardware prefetcher starts anew at each */
+enum { AHEAD = 8 };
+
+INLINE void prefetch_token(const DecodeArgs *a, const void *cache, const int32_t *table, int64_t first, int64_t t,
+                           int64_t ctx) {
+    if (t >= ctx) return;
+    int64_t element = a->dtype == DTYPE_F32 ? 4 : 2, bytes = a->num_kv_heads * a->head_dim * element;
+    const char *row = (const char *)cache + row_of(a, table, first + t) * a->head_dim * element;
+    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+}
+
 /* scores[h * stride + t] = scale * q_h . k_t for one tile of n <= 16 tokens starting at t0 */
 INLINE void score_tile(const DecodeArgs *a, const int32_t *table, int64_t first, const float *q, float *k_tile, int64_t t0,
                        int n, float *scores, int64_t stride, int dtype, int chunks) {
@@ -113,6 +125,7 @@ INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t firs
     __m512 acc[group * chunks];
     for (int64_t i = 0; i < group * chunks; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t t = 0; t < ctx; t++) {
+        if (kh == 0) prefetch_token(a, a->v_cache, table, first, t + AHEAD, ctx);
         int64_t base = (row_of(a, table, first + t) + kh) * d;
         __m512 v[chunks];
         for (int c = 0; c < chunks; c++) v[c] = load16(a->v_cache, base + c * 16, dtype);
@@ -138,6 +151,7 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int dty
     for (int64_t i = 0; i < hq * d && !direct_bf16; i++) q[i] = load_scalar(a->query, b * hq * d + i, dtype) * a->scale;
     for (int64_t t0 = 0; t0 < ctx; t0 += TILE) {
         int n = ctx - t0 < TILE ? (int)(ctx - t0) : TILE;
+        for (int j = 0; j < TILE; j++) prefetch_token(a, a->k_cache, table, first, t0 + AHEAD + j, ctx);
         if (direct_bf16)
             score_tile_bf16(a, table, first, (const uint16_t *)a->query + b * hq * d, t0, n, s, stride, chunks / 2);
         else
