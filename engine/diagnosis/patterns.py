@@ -55,8 +55,10 @@ TAIL_CHARS = 80
 # a match: its span, (name, start, end) of each number it reads (its extras' too, in order), its detail's span
 Where = tuple[tuple[int, int], tuple[tuple[str, int, int], ...], tuple[int, int] | None]
 NumberReader = tuple[str, Callable[[str], "Number | None"]]  # (the key a number goes under, its conversion)
-# the shape of a number that int() or float() reads as to_number does (int() refuses thousands of digits)
+# the shape of a number that int() or float() reads as to_number does (int() refuses thousands of digits),
+# and of a size in GiB whose number is one of those
 _PLAIN = re.compile(r"0{1,20}(\.0+)?")
+_PLAIN_SIZE = re.compile(r"(0{1,20}(?:\.0+)?) ?(" + "|".join(_UNITS_IN_GIB) + ")")
 
 
 @dataclass(frozen=True)
@@ -209,10 +211,20 @@ def number_reader(name: str, shape: str | None = None) -> NumberReader:
     """(the key, the conversion) of a number read under `name`: a size in bytes goes under its name in GiB;
     one whose text has the shape `shape` of plain digits needs only int() or float()."""
     plain = shape is not None and _PLAIN.fullmatch(shape)
-    convert = (float if plain.group(1) else int) if plain else partial(to_number, in_gib=name.endswith("_gib"))
+    size = name.endswith("_gib") and shape is not None and _PLAIN_SIZE.fullmatch(shape)
+    if plain:
+        convert = float if plain.group(1) else int
+    elif size:
+        convert = partial(_size_in_gib, len(size.group(1)), _UNITS_IN_GIB[size.group(2)])
+    else:
+        convert = partial(to_number, in_gib=name.endswith("_gib"))
     if name.endswith("_bytes"):
         return name[:-6] + "_gib", partial(_bytes_in_gib, convert)
     return name, convert
+
+
+def _size_in_gib(digits: int, unit_in_gib: float, text: str) -> float:
+    return round(float(text[:digits]) * unit_in_gib, 4)
 
 
 def _bytes_in_gib(convert: Callable[[str], Number | None], text: str) -> Number | None:
