@@ -2,7 +2,7 @@
 wrapped message has its numbers on other lines than its anchor)."""
 
 import operator
-from itertools import accumulate, repeat
+from itertools import repeat
 
 NEIGHBOURS, NEIGHBOUR_BYTES = 12, 3 << 10  # lines (and at most this many bytes) kept on each side of a hit
 
@@ -68,25 +68,22 @@ class _Reach:
 def keeps_every_line(spans: set, chunk: bytes) -> bool:
     """Whether the stretches of a chunk with no long line surely keep all of it, as `merged` would say (in C):
     the lines before the first widened one follow on from the chunk's start, that one's widening reaches back
-    to them, and each later gap (and the chunk's end) is within the widening of the last widened line before
-    it: fewer than NEIGHBOURS line breaks and NEIGHBOUR_BYTES on."""
-    lines = {(start, end): widen for start, end, widen in sorted(spans)}  # widened where any of its hits is
-    bounds, widened = list(lines), list(lines.values())
-    if True not in widened:
+    to them, and each widened line's widening reaches the next widened line (or the chunk's end): fewer than
+    NEIGHBOURS line breaks and NEIGHBOUR_BYTES on. A line that is not widened widens no gap next to it."""
+    starts = sorted(start for start, _, widen in spans if widen)  # whole lines: their ends in the same order
+    if not starts:
         return False
-    first, reached = widened.index(True), 0
-    for start, end in bounds[:first]:  # a line that is not widened widens no gap next to it
+    reached = 0
+    for start, end, _ in sorted(span for span in spans if not span[2] and span[0] < starts[0]):
         if start != reached:
             return False
         reached = end + 1
-    start = bounds[first][0]
-    if start > reached and not (
-        start - reached <= NEIGHBOUR_BYTES and chunk.count(b"\n", reached, start - 1) < NEIGHBOURS
+    if starts[0] > reached and not (
+        starts[0] - reached <= NEIGHBOUR_BYTES and chunk.count(b"\n", reached, starts[0] - 1) < NEIGHBOURS
     ):
         return False
-    ends = accumulate((end if widen else -1 for (_, end), widen in zip(bounds[first:], widened[first:])), max)
-    after = [end + 1 for end in ends]
-    before = [start - 1 for start, _ in bounds[first + 1 :]] + [len(chunk)]
+    after = [end + 1 for end in sorted(end for _, end, widen in spans if widen)]
+    before = [start - 1 for start in starts[1:]] + [len(chunk)]
     return (
         max(map(operator.sub, before, after)) < NEIGHBOUR_BYTES
         and max(map(chunk.count, repeat(b"\n"), after, before)) < NEIGHBOURS
