@@ -2,8 +2,8 @@
 
 What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
 it states facts, its stage markers, whether the truncation trackers want it, and where its recognisers
-are all digit-blind, their matches (a line of the shape only converts its numbers there). A line whose
-plan is empty is only counted (and kept in the line cache).
+are all digit-blind, their matches (a line of the shape only converts its numbers there, each as
+chosen for the shape). A line whose plan is empty is only counted (and kept in the line cache).
 """
 
 import re
