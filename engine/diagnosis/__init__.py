@@ -1,6 +1,7 @@
 """`kvtool diagnose`: failure text in, cause and computed fixes out.
 
-reader     -> only the stretches that can matter, cleaned (streamed, bounded memory)
+reader     -> only the stretches that can matter, cleaned (streamed, bounded memory; widening: the
+              stretches around a chunk's hits, merged, and whether they keep every line)
 normalize  -> logical lines: prefixes stripped, escapes undone, wrapped lines joined
 scanner    -> the log's context, the stage of an OOM (stage) and what each line matches
               (recognisers: derived from wordings by patterns, plus truncation); what a line can

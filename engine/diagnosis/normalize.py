@@ -14,6 +14,7 @@ import html
 import re
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from itertools import chain
 
 from kvtool.engine.diagnosis.shapes import ShapeCache, masked
 
@@ -98,7 +99,7 @@ def logical_lines(physical: Iterable[str]) -> Iterator[tuple[str, str]]:
 
 def stretch_lines(stretches: Iterable[list[str]]) -> Iterator[tuple[str, str]]:
     """The same for the lines of the reader's stretches, whose shapes are masked a stretch at a time."""
-    return _joined(pair for lines in stretches for pair in zip(lines, masked("\n".join(lines)).split("\n")))
+    return _joined(chain.from_iterable(zip(lines, masked("\n".join(lines)).split("\n")) for lines in stretches))
 
 
 def _joined(lines: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:

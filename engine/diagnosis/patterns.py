@@ -11,6 +11,7 @@ recognisable when a paste lost its first characters.
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from string import Formatter
 
 from kvtool.engine.diagnosis.findings import Number
@@ -53,6 +54,11 @@ LEAD_CHARS = 20
 TAIL_CHARS = 80
 # a match: its span, (name, start, end) of each number it reads (its extras' too, in order), its detail's span
 Where = tuple[tuple[int, int], tuple[tuple[str, int, int], ...], tuple[int, int] | None]
+NumberReader = tuple[str, Callable[[str], "Number | None"]]  # (the key a number goes under, its conversion)
+# the shape of a number that int() or float() reads as to_number does (int() refuses thousands of digits),
+# and of a size in GiB whose number is one of those
+_PLAIN = re.compile(r"0{1,20}(\.0+)?")
+_PLAIN_SIZE = re.compile(r"(0{1,20}(?:\.0+)?) ?(" + "|".join(_UNITS_IN_GIB) + ")")
 
 
 @dataclass(frozen=True)
@@ -91,15 +97,25 @@ class Pattern:
             detail = match.span(self.detail) if self.detail and match.group(self.detail) is not None else None
             yield match.span(), numbers, detail
 
-    def reading(self, line: str, where: Where) -> tuple[dict[str, Number], tuple[int, int], str | None] | None:
-        """(numbers, span, detail) read from `line` where a match is, or None if they are not accepted."""
+    def reading(
+        self, line: str, where: Where, readers: tuple[NumberReader, ...] | None = None
+    ) -> tuple[dict[str, Number], tuple[int, int], str | None] | None:
+        """(numbers, span, detail) read from `line` where a match is, or None if they are not accepted.
+        `readers`: each number's key and conversion, where already chosen for the line's shape."""
         span, number_spans, detail = where
         numbers = dict(self.constants)
-        for name, start, end in number_spans:
-            _read_number(numbers, name, line[start:end])
+        readers = readers or [number_reader(name) for name, _, _ in number_spans]
+        for (_, start, end), (key, convert) in zip(number_spans, readers):
+            if (value := convert(line[start:end])) is not None:
+                numbers[key] = value
         if self.accept and not self.accept(numbers):
             return None
         return numbers, span, self.label or (line[detail[0] : detail[1]] if detail else None)
+
+    @staticmethod
+    def readers(shape: str, where: Where) -> tuple[NumberReader, ...]:
+        """How each number of a match in `shape` is read in every line of that shape."""
+        return tuple(number_reader(name, shape[start:end]) for name, start, end in where[1])
 
     @property
     def digit_blind(self) -> bool:
@@ -190,13 +206,29 @@ def _number_spans(match: re.Match) -> tuple[tuple[str, int, int], ...]:
     )
 
 
-def _read_number(numbers: dict[str, Number], name: str, text: str) -> None:
-    """Put the number `text` holds under `name` (a size in bytes becomes GiB); nothing if it holds none."""
+@lru_cache(maxsize=1024)
+def number_reader(name: str, shape: str | None = None) -> NumberReader:
+    """(the key, the conversion) of a number read under `name`: a size in bytes goes under its name in GiB;
+    one whose text has the shape `shape` of plain digits needs only int() or float()."""
+    plain = shape is not None and _PLAIN.fullmatch(shape)
+    size = name.endswith("_gib") and shape is not None and _PLAIN_SIZE.fullmatch(shape)
+    if plain:
+        convert = float if plain.group(1) else int
+    elif size:
+        convert = partial(_size_in_gib, len(size.group(1)), _UNITS_IN_GIB[size.group(2)])
+    else:
+        convert = partial(to_number, in_gib=name.endswith("_gib"))
     if name.endswith("_bytes"):
-        if (value := to_number(text)) is not None:
-            numbers[name[:-6] + "_gib"] = round(value / (1 << 30), 4)
-    elif (value := to_number(text, in_gib=name.endswith("_gib"))) is not None:
-        numbers[name] = value
+        return name[:-6] + "_gib", partial(_bytes_in_gib, convert)
+    return name, convert
+
+
+def _size_in_gib(digits: int, unit_in_gib: float, text: str) -> float:
+    return round(float(text[:digits]) * unit_in_gib, 4)
+
+
+def _bytes_in_gib(convert: Callable[[str], Number | None], text: str) -> Number | None:
+    return None if (value := convert(text)) is None else round(value / (1 << 30), 4)
 
 
 def to_number(text: str, in_gib: bool = False) -> Number | None:

@@ -5,8 +5,9 @@ The log is read in chunks of whole lines. Each chunk is scanned once per anchor 
 of the anchor's refinements (longer words that contain it) surrounds it, when it has any. Only the
 stretches around hits are decoded and cleaned, each at once. Few coarse anchors keep the scan fast;
 refinements keep busy lines (request logs full of `max_tokens=...`) away from the regexes. A hit
-brings its neighbours along (NEIGHBOURS lines on each side, merged where they overlap), because a
-wrapped message has its numbers on other lines than its anchor; normalize.py then joins them back.
+brings its neighbours along (NEIGHBOURS lines on each side, merged where they overlap: widening.py),
+because a wrapped message has its numbers on other lines than its anchor; normalize.py then joins
+them back.
 A line longer than LONG_LINE is cut to a window around each hit, so a 10 MB line costs no more than
 a short one.
 """
@@ -18,6 +19,7 @@ from functools import lru_cache
 from typing import BinaryIO
 
 from kvtool.engine.diagnosis.normalize import stretch_lines
+from kvtool.engine.diagnosis.widening import NEIGHBOUR_BYTES, keeps_every_line, merged
 
 Anchors = dict[
     bytes, tuple[bytes, ...] | re.Pattern | None
@@ -32,7 +34,6 @@ WINDOW = 4 << 10
 MAX_WINDOWS = 64  # per chunk, for lines longer than LONG_LINE
 # a space, a line break and the next line's prefix, or a line break escaped in JSON
 WRAP = rb"(?:[ \t]*\r?\n[^\n]{0,120}?\s|[ \t]*\\n\s*|\s+)"
-NEIGHBOURS, NEIGHBOUR_BYTES = 12, 3 << 10  # lines (and at most this many bytes) kept on each side of a hit
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
@@ -82,8 +83,9 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
     refinements, merged, in order.
 
     In a chunk with no line longer than LONG_LINE (no window is cut) the order of the anchors does not
-    matter: the serving signs go first, then once the stretches so far keep every line of the chunk, the
-    other anchors are not searched for. Their hits could only add widened short lines, and a widened line
+    matter: the serving signs go first, then once the stretches so far surely keep every line of the chunk
+    (keeps_every_line: a test that may say no where they do, never yes where they do not), the other
+    anchors are not searched for. Their hits could only add widened short lines, and a widened line
     reaches back at least as far as any widened line after it, so no line can be dropped."""
     short = not _may_hold_long_line(chunk)
     spans, windows, check_at = set(), 0, max(1, len(chunk) // (2 * NEIGHBOUR_BYTES))
@@ -91,10 +93,10 @@ def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
     for anchor, refinements in order:
         windows = _add_hits(spans, chunk, anchor, refinements, windows)
         if short and refinements is not None and len(spans) >= check_at:
-            if (merged := _merged(sorted(spans), chunk)) == [(0, len(chunk))]:
-                return merged
-            check_at = 2 * len(spans)  # the merges checked cost at most twice the last
-    return _merged(sorted(spans), chunk)
+            if keeps_every_line(spans, chunk):
+                return [(0, len(chunk))]
+            check_at = 2 * len(spans)  # the checks cost at most twice the last
+    return merged(sorted(spans), chunk)
 
 
 def _may_hold_long_line(chunk: bytes) -> bool:
@@ -138,64 +140,6 @@ def _refinements(anchor: bytes, refinements: tuple[bytes, ...] | None) -> re.Pat
     if not refinements or isinstance(refinements, re.Pattern):
         return refinements or None
     return re.compile(b"|".join(re.escape(word).replace(b"\\ ", WRAP) for word in refinements))
-
-
-def _merged(spans: list[tuple[int, int, bool]], chunk: bytes) -> list[tuple[int, int]]:
-    """Overlapping or adjacent stretches as one, each widened by its neighbours once (hits are often dense).
-    A widening is walked only as far as it decides something: the walks are monotonic, so where the next
-    stretch starts within one, the next one's widening reaches at least as far."""
-    groups: list[list] = []
-    for start, end, widen in spans:
-        if groups and start <= groups[-1][1] + 1:
-            groups[-1][1], groups[-1][2] = max(end, groups[-1][1]), groups[-1][2] or widen
-        else:
-            groups.append([start, end, widen])
-    out: list[list[int]] = []
-    reach = None  # the widening of out[-1]'s end, while not walked to its end
-    for start, end, widen in groups:
-        if reach is not None:
-            out[-1][1] = max(out[-1][1], reach.walk(chunk, start - 1))
-        if widen and not (out and start <= out[-1][1] + 1):
-            start = _reach_back(chunk, start, out[-1][1] + 1 if out else 0)
-        if out and start <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], end)
-        else:  # any earlier widening has been walked to its end
-            out.append([start, end])
-            reach = None
-        if widen:
-            reach = _Reach(chunk, end)
-    if reach is not None:
-        out[-1][1] = max(out[-1][1], reach.walk(chunk, len(chunk)))
-    return [(start, end) for start, end in out]
-
-
-def _reach_back(chunk: bytes, start: int, stop: int) -> int:
-    """`start` moved back by NEIGHBOURS lines (at most NEIGHBOUR_BYTES), or less once at or before `stop`."""
-    low = max(0, start - NEIGHBOUR_BYTES)
-    for _ in range(NEIGHBOURS):
-        if start <= low or start <= stop:
-            break
-        start = chunk.rfind(b"\n", low, start - 1) + 1 or low
-    return start
-
-
-class _Reach:
-    """An end moved on by NEIGHBOURS lines (at most NEIGHBOUR_BYTES), walked as far as asked."""
-
-    def __init__(self, chunk: bytes, end: int):
-        self.end, self.steps, self.limit = end, NEIGHBOURS, min(len(chunk), end + NEIGHBOUR_BYTES)
-
-    def walk(self, chunk: bytes, stop: int) -> int:
-        """How far it reaches, walked on until at or past `stop` or to its end."""
-        target = min(self.limit, stop)
-        if self.steps and self.end < target and (passed := chunk.count(b"\n", self.end + 1, target)) < self.steps:
-            found = chunk.find(b"\n", target, self.limit)  # the line breaks passed, then the one at or after `stop`
-            self.end, self.steps = self.limit if found < 0 else found, self.steps - passed - 1
-        while self.steps and self.end < target:
-            found = chunk.find(b"\n", self.end + 1, self.limit)
-            self.end = self.limit if found < 0 else found
-            self.steps -= 1
-        return self.end
 
 
 def clean(raw: bytes) -> tuple[str, ...]:

@@ -2,8 +2,8 @@
 
 What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
 it states facts, its stage markers, whether the truncation trackers want it, and where its recognisers
-are all digit-blind, their matches (a line of the shape only converts its numbers there). A line whose
-plan is empty is only counted (and kept in the line cache).
+are all digit-blind, their matches (a line of the shape only converts its numbers there, each as
+chosen for the shape). A line whose plan is empty is only counted (and kept in the line cache).
 """
 
 import re
@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from kvtool.engine.diagnosis import truncation
 from kvtool.engine.diagnosis.context import LogContext, facts_in
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.diagnosis.patterns import Pattern, Where
+from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
@@ -56,8 +56,9 @@ class Plan:
     """What the lines of one shape can give."""
 
     patterns: tuple[Pattern, ...]  # those that may match, in PATTERNS' order
-    # each match of theirs in the shape, the same in every line of it, where they are all digit-blind
-    matches: tuple[tuple[Pattern, Where], ...] | None
+    # each match of theirs in the shape, the same in every line of it, where they are all digit-blind,
+    # with how its numbers are read (Pattern.readers)
+    matches: tuple[tuple[Pattern, Where, tuple[NumberReader, ...]], ...] | None
     settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
     facts: bool  # whether the line states facts for the context
     markers: Markers  # for the stage tracker
@@ -73,16 +74,17 @@ class Plan:
         return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests)
 
 
-def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple[tuple[Pattern, Where], ...] | None, bool]:
+def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
     """The matches of `patterns` in `shape` where every line of it has them, and whether those chosen among
     them are the same in every line too: the counts of numbers read and the spans are the shape's."""
     if not all(pattern.digit_blind for pattern in patterns):
         return None, False
-    matches = tuple((pattern, where) for pattern in patterns for where in pattern.matches(shape))
-    if any(pattern.accept for pattern, _ in matches):
+    wheres = ((pattern, where) for pattern in patterns for where in pattern.matches(shape))
+    matches = tuple((pattern, where, pattern.readers(shape, where)) for pattern, where in wheres)
+    if any(pattern.accept for pattern, *_ in matches):
         return matches, False
-    found = [(pattern, *pattern.reading(shape, where), where) for pattern, where in matches]
-    return tuple((pattern, where) for pattern, *_, where in _chosen(found, shape)), True
+    found = [(match[0], *match[0].reading(shape, *match[1:]), match) for match in matches]
+    return tuple(match for *_, match in _chosen(found, shape)), True
 
 
 def _chosen(found: list[tuple], original: str) -> list[tuple]:
@@ -135,7 +137,7 @@ class Scanner:
                 self._add(observation)
             if observation := self.offline_defaults.feed(original):
                 self._add(observation)
-        if self._pending:
+        if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)
 
     def _plan(self, text: str) -> Plan:
@@ -172,9 +174,9 @@ class Scanner:
         if plan.matches is None:
             found = [(pattern, *match) for pattern in plan.patterns for match in pattern.read_all(text)]
         elif plan.settled:  # read the numbers where the shape has them
-            return [_observation(original, pattern, *pattern.reading(text, where)) for pattern, where in plan.matches]
+            return [_observation(original, pattern, *pattern.reading(text, *read)) for pattern, *read in plan.matches]
         else:
-            readings = ((pattern, pattern.reading(text, where)) for pattern, where in plan.matches)
+            readings = ((pattern, pattern.reading(text, *read)) for pattern, *read in plan.matches)
             found = [(pattern, *reading) for pattern, reading in readings if reading is not None]
         return [_observation(original, *item) for item in _chosen(found, original)]
 

@@ -5,8 +5,27 @@ import codecs
 import io
 import random
 
-from kvtool.engine.diagnosis import reader
+from kvtool.engine.diagnosis import reader, widening
 from kvtool.engine.diagnosis.reader import candidate_lines, clean, physical_lines, read_chunks
+
+
+def test_the_cheap_every_line_check_never_keeps_a_chunk_the_merge_would_cut():
+    from kvtool.engine.diagnosis.scanner import ANCHORS
+
+    words = (b"out of memory", b"max model len", b"POST /v1/", b"Added request", b"", b"an ordinary line")
+    rng = random.Random(11)
+    for _ in range(300):
+        density = rng.random()
+        lines = [
+            rng.choice(words) if rng.random() < density else b"line %d" % rng.randrange(10**6) * rng.randrange(1, 60)
+            for _ in range(rng.randrange(1, 300))
+        ]
+        chunk = b"\n".join(lines) + b"\n" * rng.randrange(2)
+        spans, windows = set(), 0
+        for anchor, refinements in ANCHORS.items():
+            windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
+            if spans and widening.keeps_every_line(spans, chunk):
+                assert widening.merged(sorted(spans), chunk) == [(0, len(chunk))]
 
 
 def lines_of(data: bytes, anchors=None) -> list[str]:
@@ -18,8 +37,8 @@ def test_only_the_neighbourhood_of_an_anchor_is_decoded():
     far = b"".join(b"boring line %d\n" % i for i in range(100))
     decoded = [line for line in physical_lines(io.BytesIO(far + b"the KV line\n" + far), {b"KV": ()}) if line]
     assert "the KV line" in decoded
-    assert len(decoded) == 2 * reader.NEIGHBOURS + 1
-    assert decoded[0] == f"boring line {100 - reader.NEIGHBOURS}"
+    assert len(decoded) == 2 * widening.NEIGHBOURS + 1
+    assert decoded[0] == f"boring line {100 - widening.NEIGHBOURS}"
 
 
 def test_stretches_come_back_in_order_and_are_not_joined_across_a_gap():
@@ -99,4 +118,4 @@ def test_stopping_once_every_line_is_kept_gives_the_stretches_every_anchor_gives
         spans, windows = set(), 0
         for anchor, refinements in ANCHORS.items():
             windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
-        assert reader.line_spans(chunk, ANCHORS) == reader._merged(sorted(spans), chunk)
+        assert reader.line_spans(chunk, ANCHORS) == widening.merged(sorted(spans), chunk)
