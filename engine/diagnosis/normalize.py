@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from itertools import chain
 
-from kvtool.engine.diagnosis.shapes import ShapeCache, masked
+from kvtool.engine.diagnosis.shapes import ShapeCache, shape_of
 
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _STAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
@@ -94,15 +94,15 @@ def _unescape_one(match: re.Match) -> str:
 
 def logical_lines(physical: Iterable[str]) -> Iterator[tuple[str, str]]:
     """(text joined with spaces, the same joined with newlines) for each logical line, in order."""
-    return _joined((line, masked(line)) for line in physical)
+    return _joined((line, shape_of(line)) for line in physical)
 
 
 def stretch_lines(stretches: Iterable[list[str]]) -> Iterator[tuple[str, str]]:
     """The same for the lines of the reader's stretches, whose shapes are masked a stretch at a time."""
-    return _joined(chain.from_iterable(zip(lines, masked("\n".join(lines)).split("\n")) for lines in stretches))
+    return _joined(chain.from_iterable(zip(lines, shape_of("\n".join(lines)).split(b"\n")) for lines in stretches))
 
 
-def _joined(lines: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+def _joined(lines: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, str]]:
     """Logical lines from (physical line, its shape)."""
     pieces: list[str] = []
     last: tuple[str, int, int] = ("", 0, 0)  # the previous part's prefix, length and indent
@@ -121,16 +121,17 @@ def _joined(lines: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
 
 
 Part = tuple[str, str, int, bool]  # (prefix, content, the prefix's indent, whether content opens a record)
-_LAYOUTS = ShapeCache()  # shape -> (prefix end, content end, indent, opens a record), or None: escaped
+# shape (UTF-8, decoded only when first seen) -> (prefix end, content end, indent, opens a record), or None: escaped
+_LAYOUTS = ShapeCache()
 # PREFIX, TRAILING_FRAME, FENCE and RECORD_START are digit-blind: a line is laid out as its shape is.
 
 
-def _parts(line: str, shape: str) -> tuple[Part, ...]:
+def _parts(line: str, shape: bytes) -> tuple[Part, ...]:
     """The parts of a physical line (escaped line breaks make several), each cut from what sits in front."""
     layout = _LAYOUTS.get(shape, False)
     if layout is False:
-        escaped = "\\" in shape or ("&" in shape and ";" in shape)
-        layout = _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape)))
+        escaped = b"\\" in shape or (b"&" in shape and b";" in shape)
+        layout = _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape.decode("utf-8", "surrogatepass"))))
     if layout is None:
         return tuple(map(_part, unescape(line)))
     cut, end, indent, opens = layout
