@@ -9,18 +9,25 @@ from kvtool.engine.diagnosis import reader, widening
 from kvtool.engine.diagnosis.reader import candidate_lines, clean, physical_lines, read_chunks
 
 
+def random_chunks(seed: int, words: tuple[bytes, ...], repeats: int, final_breaks: tuple[int, ...]):
+    """300 chunks of up to 300 lines, anchor words among filler lines at a random density each."""
+    rng = random.Random(seed)
+    for _ in range(300):
+        density = rng.random()
+        lines = [
+            rng.choice(words)
+            if rng.random() < density
+            else b"line %d" % rng.randrange(10**6) * rng.randrange(1, repeats)
+            for _ in range(rng.randrange(1, 300))
+        ]
+        yield b"\n".join(lines) + b"\n" * rng.choice(final_breaks)
+
+
 def test_the_cheap_every_line_check_never_keeps_a_chunk_the_merge_would_cut():
     from kvtool.engine.diagnosis.scanner import ANCHORS
 
     words = (b"out of memory", b"max model len", b"POST /v1/", b"Added request", b"", b"an ordinary line")
-    rng = random.Random(11)
-    for _ in range(300):
-        density = rng.random()
-        lines = [
-            rng.choice(words) if rng.random() < density else b"line %d" % rng.randrange(10**6) * rng.randrange(1, 60)
-            for _ in range(rng.randrange(1, 300))
-        ]
-        chunk = b"\n".join(lines) + b"\n" * rng.randrange(2)
+    for chunk in random_chunks(11, words, repeats=60, final_breaks=(0, 1)):
         spans, windows = set(), 0
         for anchor, refinements in ANCHORS.items():
             windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
@@ -107,14 +114,7 @@ def test_stopping_once_every_line_is_kept_gives_the_stretches_every_anchor_gives
     from kvtool.engine.diagnosis.scanner import ANCHORS
 
     words = (b"out of memory", b"max model len", b"POST /v1/", b"Added request", b"preempted", b"an ordinary line")
-    rng = random.Random(7)
-    for _ in range(300):
-        density = rng.random()
-        lines = [
-            rng.choice(words) if rng.random() < density else b"line %d" % rng.randrange(10**6) * rng.randrange(1, 9)
-            for _ in range(rng.randrange(1, 300))
-        ]
-        chunk = b"\n".join(lines) + b"\n"
+    for chunk in random_chunks(7, words, repeats=9, final_breaks=(1,)):
         spans, windows = set(), 0
         for anchor, refinements in ANCHORS.items():
             windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
