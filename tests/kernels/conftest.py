@@ -6,6 +6,7 @@ TRITON_INTERPRET must be set before any kernel module is imported (kernels are d
 import os
 import sys
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
@@ -13,3 +14,23 @@ if not torch.cuda.is_available():
 
 # Test modules import the shared case builders in paged_cases.py (pytest runs with importlib mode).
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture(scope="session")
+def portable_library(tmp_path_factory):
+    """The CPU kernels built without AVX-512 (the loops an AVX2 or ARM machine runs), once per session."""
+    import ctypes
+    import platform
+
+    from kvtool.kernels import cpu_build
+
+    compiler = cpu_build.shutil.which("cc") or cpu_build.shutil.which("gcc")
+    if platform.machine() != "x86_64" or compiler is None:
+        pytest.skip("-mno-avx512f needs an x86 C compiler")
+    library = ctypes.CDLL(
+        str(cpu_build.build_library(compiler, tmp_path_factory.mktemp("portable"), ("-mno-avx512f",)))
+    )
+    for name in ("kvtool_small_linear", "kvtool_quant_linear"):
+        getattr(library, name).argtypes, getattr(library, name).restype = cpu_build.SIGNATURES[name], None
+    library.kvtool_small_linear_vectorized.restype = cpu_build.RETURNS["kvtool_small_linear_vectorized"]
+    return library

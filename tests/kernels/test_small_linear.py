@@ -1,14 +1,11 @@
 """The small-batch linear kernel against its torch reference (the AVX-512 build and the portable loops),
 and PackedLinear's choice between it and oneDNN's packed weight."""
 
-import ctypes
-import platform
-
 import pytest
 import torch
 from paged_cases import one_rounding_step
 
-from kvtool.kernels import cpu_build, cpu_linear, cpu_ops, reference
+from kvtool.kernels import cpu_linear, cpu_ops, reference
 
 pytestmark = pytest.mark.skipif(not cpu_ops.available(), reason="no C compiler to build the CPU kernels")
 
@@ -43,25 +40,16 @@ def test_what_the_kernel_does_not_cover_goes_to_the_reference(rows, k):
     )
 
 
-def portable_small_linear(tmp_path):
-    """The library built without AVX-512 (the loops an AVX2 or ARM machine runs)."""
-    compiler = cpu_build.shutil.which("cc") or cpu_build.shutil.which("gcc")
-    library = ctypes.CDLL(str(cpu_build.build_library(compiler, tmp_path, ("-mno-avx512f",))))
-    function = library.kvtool_small_linear
-    function.argtypes, function.restype = cpu_build.SIGNATURES["kvtool_small_linear"], None
-    return library, function
-
-
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="-mno-avx512f is an x86 flag")
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_portable_loops_match_the_reference(tmp_path, dtype):
-    library, function = portable_small_linear(tmp_path)
-    assert library.kvtool_small_linear_vectorized() == 0  # so PackedLinear would keep to oneDNN there
+def test_the_portable_loops_match_the_reference(portable_library, dtype):
+    assert portable_library.kvtool_small_linear_vectorized() == 0  # so PackedLinear would keep to oneDNN there
     for rows, (n, k) in zip([1, 3, 4], SHAPES):
         x, weight, bias = case(rows, n, k, dtype, True, seed=5)
         out = torch.empty(rows, n, dtype=dtype)
         code = cpu_ops.DTYPE_CODES[dtype]
-        function(x.data_ptr(), weight.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, k, n, code, 2)
+        portable_library.kvtool_small_linear(
+            x.data_ptr(), weight.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, k, n, code, 2
+        )
         torch.testing.assert_close(out, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
