@@ -13,18 +13,10 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "paged_decode.h"
 
 enum { TILE = 16 };
 
-typedef struct {
-    const void *query, *k_cache, *v_cache;
-    const int32_t *block_tables, *context_lens;
-    void *out;
-    int64_t num_seqs, num_heads, num_kv_heads, head_dim, block_size, table_stride;
-    float scale;
-    int32_t dtype, num_threads;
-    int64_t sliding_window;   /* 0: the whole context; else only its last sliding_window tokens */
-} DecodeArgs;
 
 /* the first token a sequence of ctx tokens attends to */
 static int64_t first_visible(const DecodeArgs *a, int64_t ctx) {

@@ -126,9 +126,12 @@ class LlamaModel(nn.Module):
             for i in range(config.num_hidden_layers)
         )
         self.norm = norm_class(config.hidden_size, config.rms_norm_eps, ops)
+        self.fused_decode = None  # set by the model runner where every layer can run in one C call
 
     def forward(self, input_ids, positions, meta):
         x, residual = self.embed_tokens(input_ids), None
+        if self.fused_decode is not None and self.fused_decode.applies(x, meta):
+            return self.fused_decode(x, positions, meta)
         for layer in self.layers:
             x, residual = layer(positions, x, residual, meta)
         return x + residual  # the final norm runs in compute_logits, on the rows that need logits

@@ -14,6 +14,7 @@ import torch
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
@@ -82,6 +83,7 @@ class ModelRunner:
         )
         if can_pack(device, dtype):
             pack_linears(self.model)
+            self.model.model.fused_decode = FusedDecode.for_model(self.model)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
         self.kv_cache: torch.Tensor | None = None
         self.kv_cache_layout = kv_cache_layout(

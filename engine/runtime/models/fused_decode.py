@@ -1,0 +1,153 @@
+"""All the decoder layers of a small decode step in one C call (kernels/cpu/decode_step.c).
+
+The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
+bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
+for a plain Llama-family model on the CPU kernels with the plain weights kept for small batches
+(AVX-512), a KV cache in the model's dtype, one KV cache group, and a step of at most
+SMALL_LINEAR_MAX_ROWS decodes; every other step runs the layers.
+"""
+
+import ctypes
+
+import torch
+
+from kvtool.engine.runtime.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP
+from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.kernels import cpu_ops
+from kvtool.kernels.cpu_build import compiled_library
+from kvtool.kernels.cpu_linear import PackedLinear
+
+_p, _i64, _i32, _f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+K_MULTIPLE = cpu_ops.SMALL_LINEAR_K_MULTIPLE
+
+
+class Layer(ctypes.Structure):
+    """Mirrors `Layer` in cpu/decode_step.c."""
+
+    _fields_ = [(name, _p) for name in ("input_norm", "post_norm", "qkv", "qkv_bias", "o", "o_bias")]
+    _fields_ += [(name, _p) for name in ("gate_up", "gate_up_bias", "down", "down_bias", "k_cache", "v_cache")]
+    _fields_ += [("cos_sin", _p), ("sliding_window", _i64)]
+
+
+class Step(ctypes.Structure):
+    """Mirrors `Step` in cpu/decode_step.c."""
+
+    _fields_ = [("layers", _p)]
+    _fields_ += [(name, _i64) for name in ("num_layers", "rows", "hidden", "num_heads", "num_kv_heads", "head_dim")]
+    _fields_ += [("intermediate", _i64), ("block_size", _i64), ("table_stride", _i64), ("eps", _f), ("scale", _f)]
+    _fields_ += [("dtype", _i32), ("num_threads", _i32)]
+    _fields_ += [(name, _p) for name in ("positions", "slot_mapping", "block_tables", "context_lens", "x", "residual")]
+    _fields_ += [(name, _p) for name in ("normed", "qkv", "q_rot", "k_rot", "attn", "gate_up", "act")]
+
+
+class FusedDecode:
+    def __init__(self, model: LlamaForCausalLM):
+        self.layers = list(model.model.layers)
+        first = self.layers[0]
+        self.attn, self.mlp = first.self_attn, first.mlp
+        self.dtype = first.input_layernorm.weight.dtype
+        self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
+
+    @classmethod
+    def for_model(cls, model) -> "FusedDecode | None":
+        """A FusedDecode where the model is one it gives the same results for, else None."""
+        if type(model) is not LlamaForCausalLM or compiled_library() is None:
+            return None
+        return cls(model) if all(_plain_layer(layer) for layer in model.model.layers) else None
+
+    def applies(self, x: torch.Tensor, meta: AttentionMetadata) -> bool:
+        cache = self.layers[0].self_attn.attn.k_cache
+        return (
+            meta.num_prefills == 0
+            and 0 < meta.num_decodes <= cpu_ops.SMALL_LINEAR_MAX_ROWS
+            and not meta.group_metadata
+            and cache is not None
+            and cache.dtype == x.dtype == self.dtype
+        )
+
+    def __call__(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """x + residual after every layer, for the embeddings `x` of a decode step (x is overwritten)."""
+        rows, hidden = x.shape
+        residual = torch.empty_like(x)
+        # held here until the call returns: the C code reads them through their addresses
+        inputs = [
+            positions.to(torch.int64).contiguous(),
+            meta.slot_mapping.to(torch.int64).contiguous(),
+            meta.decode_block_tables.to(torch.int32).contiguous(),
+            meta.decode_context_lens.to(torch.int32).contiguous(),
+            x,
+            residual,
+            *self._scratch(rows),
+        ]
+        step = Step(
+            ctypes.addressof(self._layer_structs()),
+            len(self.layers),
+            rows,
+            hidden,
+            self.attn.num_heads,
+            self.attn.num_kv_heads,
+            self.attn.head_dim,
+            self.mlp.shard_sizes[0],
+            self.attn.attn.k_cache.shape[1],
+            inputs[2].shape[1],
+            self.layers[0].input_layernorm.eps,
+            self.attn.attn.scale,
+            cpu_ops.DTYPE_CODES[x.dtype],
+            torch.get_num_threads(),
+            *(t.data_ptr() for t in inputs),
+        )
+        compiled_library().kvtool_decode_step(ctypes.addressof(step))
+        return x + residual
+
+    def _scratch(self, rows: int) -> list[torch.Tensor]:
+        attn, hidden = self.attn, self.layers[0].input_layernorm.weight.shape[0]
+        q, kv = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
+        sizes = (hidden, q + 2 * kv, q, kv, q, 2 * self.mlp.shard_sizes[0], self.mlp.shard_sizes[0])
+        return [torch.empty(rows, size, dtype=self.dtype) for size in sizes]
+
+    def _layer_structs(self) -> ctypes.Array:
+        """The Layer structs, made again when the KV cache was (re)allocated."""
+        address = self.layers[0].self_attn.attn.k_cache.data_ptr()
+        if self._bound is None or self._bound[0] != address:
+            self._bound = address, (Layer * len(self.layers))(*(_layer(layer) for layer in self.layers))
+        return self._bound[1]
+
+
+def _plain_layer(layer) -> bool:
+    """A Llama layer as llama.py has it, every linear with its plain weight kept, shapes the kernels take."""
+    attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+    if type(layer) is not LlamaDecoderLayer or type(attn) is not LlamaAttention or type(mlp) is not LlamaMLP:
+        return False
+    linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+    if not all(isinstance(linear, PackedLinear) and linear.plain_weight is not None for linear in linears):
+        return False
+    return (
+        all(linear.plain_weight.shape[1] % K_MULTIPLE == 0 for linear in linears)
+        and attn.rotary_dim == attn.head_dim
+        and attn.head_dim % K_MULTIPLE == 0
+        and attn.attn.logits_soft_cap is None
+        and attn.cos_sin_cache.dtype == torch.float32
+        and attn.cos_sin_cache.is_contiguous()
+        and attn.ops.backend == "cpu"
+        and layer.input_layernorm.weight.dtype in cpu_ops.DTYPE_CODES
+    )
+
+
+def _layer(layer) -> Layer:
+    attn, mlp = layer.self_attn, layer.mlp
+    tensors = (
+        layer.input_layernorm.weight,
+        layer.post_attention_layernorm.weight,
+        attn.qkv_proj.plain_weight,
+        attn.qkv_proj.bias,
+        attn.o_proj.plain_weight,
+        attn.o_proj.bias,
+        mlp.gate_up_proj.plain_weight,
+        mlp.gate_up_proj.bias,
+        mlp.down_proj.plain_weight,
+        mlp.down_proj.bias,
+        attn.attn.k_cache,
+        attn.attn.v_cache,
+        attn.cos_sin_cache,
+    )
+    return Layer(*(None if t is None else t.data_ptr() for t in tensors), attn.attn.sliding_window or 0)

@@ -1,0 +1,80 @@
+/* Every decoder layer of a Llama-family model for a decode step of a few sequences, in one call.
+ *
+ * At batch 1 a layer's own work is a few tens of microseconds per kernel, and calling each kernel
+ * from Python cost about as much again. This runs the same kernels, in the same order, on the same
+ * buffers as the Python layers do (RMSNorm, qkv, rotary, the KV write, decode attention, o, RMSNorm,
+ * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. Contract: kernels/cpu_decode.py.
+ */
+#include "common.h"
+#include "paged_decode.h"
+
+typedef struct {
+    const void *input_norm, *post_norm;           /* [hidden] */
+    const void *qkv, *qkv_bias, *o, *o_bias;      /* plain weights [n, k]; biases [n] or NULL */
+    const void *gate_up, *gate_up_bias, *down, *down_bias;
+    void *k_cache, *v_cache;
+    const float *cos_sin;                         /* [max_positions, head_dim] */
+    int64_t sliding_window;
+} Layer;
+
+typedef struct {
+    const Layer *layers;
+    int64_t num_layers, rows, hidden, num_heads, num_kv_heads, head_dim, intermediate;
+    int64_t block_size, table_stride;
+    float eps, scale;
+    int32_t dtype, num_threads;
+    const int64_t *positions, *slot_mapping;
+    const int32_t *block_tables, *context_lens;
+    void *x, *residual;                           /* [rows, hidden]: the embeddings in, the last layer's out */
+    void *normed, *qkv, *q_rot, *k_rot, *attn, *gate_up, *act;  /* scratch, sized for `rows` */
+} Step;
+
+void kvtool_rms_norm(const void *, const void *, const void *, void *, void *, int64_t, int64_t, float, int32_t, int32_t);
+void kvtool_small_linear(const void *, const void *, const void *, void *, int64_t, int64_t, int64_t, int32_t, int32_t);
+void kvtool_rotary(const int64_t *, const void *, int64_t, const void *, int64_t, const float *, void *, void *,
+                   int64_t, int64_t, int64_t, int64_t, int32_t, int32_t);
+void kvtool_store_kv(const void *, const void *, int64_t, int64_t, void *, void *, const int64_t *, int64_t, int64_t,
+                     int32_t);
+void kvtool_silu_and_mul(const void *, void *, int64_t, int64_t, int32_t, int32_t);
+
+static void attention(const Step *s, const Layer *l, int64_t element) {
+    int64_t q = s->num_heads * s->head_dim, kv = s->num_kv_heads * s->head_dim, width = q + 2 * kv;
+    int32_t dt = s->dtype, threads = s->num_threads;
+    kvtool_small_linear(s->normed, l->qkv, l->qkv_bias, s->qkv, s->rows, s->hidden, width, dt, threads);
+    const char *qkv = s->qkv;
+    kvtool_rotary(s->positions, qkv, width, qkv + q * element, width, l->cos_sin, s->q_rot, s->k_rot, s->rows,
+                  s->num_heads, s->num_kv_heads, s->head_dim, dt, threads);
+    kvtool_store_kv(s->k_rot, qkv + (q + kv) * element, kv, width, l->k_cache, l->v_cache, s->slot_mapping, s->rows,
+                    kv, dt);
+    DecodeArgs args = {s->q_rot, l->k_cache, l->v_cache, s->block_tables, s->context_lens, s->attn,
+                       s->rows, s->num_heads, s->num_kv_heads, s->head_dim, s->block_size, s->table_stride,
+                       s->scale, dt, threads, l->sliding_window};
+    kvtool_paged_decode(&args);
+    kvtool_small_linear(s->attn, l->o, l->o_bias, s->x, s->rows, q, s->hidden, dt, threads);
+}
+
+static void mlp(const Step *s, const Layer *l) {
+    int32_t dt = s->dtype, threads = s->num_threads;
+    kvtool_small_linear(s->normed, l->gate_up, l->gate_up_bias, s->gate_up, s->rows, s->hidden, 2 * s->intermediate,
+                        dt, threads);
+    kvtool_silu_and_mul(s->gate_up, s->act, s->rows, s->intermediate, dt, threads);
+    kvtool_small_linear(s->act, l->down, l->down_bias, s->x, s->rows, s->intermediate, s->hidden, dt, threads);
+}
+
+/* x holds the embeddings on entry; on return x and residual are the last layer's (the model adds them) */
+void kvtool_decode_step(const Step *s) {
+    int64_t element = s->dtype == DTYPE_F32 ? 4 : 2;
+    int32_t dt = s->dtype, threads = s->num_threads;
+    memcpy(s->residual, s->x, s->rows * s->hidden * element);  /* the first layer: residual = x, x = norm(x) */
+    kvtool_rms_norm(s->x, NULL, s->layers[0].input_norm, s->normed, NULL, s->rows, s->hidden, s->eps, dt, threads);
+    for (int64_t i = 0; i < s->num_layers; i++) {
+        const Layer *l = &s->layers[i];
+        if (i > 0)
+            kvtool_rms_norm(s->x, s->residual, l->input_norm, s->normed, s->residual, s->rows, s->hidden, s->eps, dt,
+                            threads);
+        attention(s, l, element);
+        kvtool_rms_norm(s->x, s->residual, l->post_norm, s->normed, s->residual, s->rows, s->hidden, s->eps, dt,
+                        threads);
+        mlp(s, l);
+    }
+}

@@ -1,0 +1,85 @@
+"""A decode step in one C call against the Python layers: the same kernels in the same order give the
+same numbers, bit for bit; models and steps it does not cover run the layers."""
+
+import pytest
+import torch
+
+from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.llm import LLM
+from kvtool.kernels import cpu_ops
+
+pytestmark = pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="needs the AVX-512 small-batch kernel")
+
+
+def first_decode_both_ways(llm, prompts):
+    """The hidden states of the first all-decode step, fused and through the layers, from one KV cache state."""
+    model = llm.engine.model_runner.model.model
+    fused, seen, forward = model.fused_decode, {}, model.forward
+
+    def capture(input_ids, positions, meta):
+        if meta.num_prefills == 0 and not seen:
+            caches = [
+                (layer.self_attn.attn.k_cache.clone(), layer.self_attn.attn.v_cache.clone()) for layer in model.layers
+            ]
+            seen["fused"] = fused(model.embed_tokens(input_ids), positions, meta)
+            for layer, (k, v) in zip(model.layers, caches):
+                layer.self_attn.attn.k_cache.copy_(k)
+                layer.self_attn.attn.v_cache.copy_(v)
+            model.fused_decode = None
+            seen["layers"] = forward(input_ids, positions, meta)
+            model.fused_decode = fused
+        return forward(input_ids, positions, meta)
+
+    model.forward = capture
+    try:
+        llm.generate(prompts, SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True), use_tqdm=False)
+    finally:
+        del model.forward
+    return seen["fused"], seen["layers"]
+
+
+PROMPTS = [[1, 2, 3, 4, 5, 6, 7], list(range(100, 140)), list(range(300, 310))]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
+    assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
+    fused, layers = first_decode_both_ways(smollm2_llm, PROMPTS[:rows])
+    assert fused.shape == (rows, 576) and torch.equal(fused, layers)
+
+
+@pytest.mark.slow
+def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
+    llm = LLM(str(smollm2_dir), dtype="bfloat16", max_model_len=1024, kv_cache_memory=64 << 20, seed=0)
+    fused, layers = first_decode_both_ways(llm, PROMPTS)
+    assert fused.dtype == torch.bfloat16 and torch.equal(fused, layers)
+
+
+def test_qkv_biases_and_a_step_of_more_rows_than_it_takes(tiny_qwen2, monkeypatch):
+    """Qwen2's q/k/v biases go through the C step too; six sequences decode through the layers until no
+    more than four are left; the tokens are those of an engine that never fuses."""
+    from kvtool.engine.runtime.models.fused_decode import FusedDecode
+
+    rows_fused = []
+    original = FusedDecode.__call__
+    monkeypatch.setattr(FusedDecode, "__call__", lambda self, x, *a: rows_fused.append(len(x)) or original(self, x, *a))
+    prompts = [list(range(5 + i, 20 + 3 * i)) for i in range(6)]
+    params = [SamplingParams(max_tokens=4 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
+    outputs = []
+    for fused in (True, False):
+        llm = LLM(str(tiny_qwen2[0]), dtype="float32", kv_cache_memory=1 << 20)
+        model = llm.engine.model_runner.model.model
+        assert model.fused_decode is not None
+        if not fused:
+            model.fused_decode = None
+        outputs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
+    assert outputs[0] == outputs[1]
+    assert rows_fused and max(rows_fused) <= cpu_ops.SMALL_LINEAR_MAX_ROWS < 6
+
+
+def test_families_it_does_not_cover_run_their_layers(tiny_family, tiny_llama, monkeypatch):
+    qwen3 = LLM(str(tiny_family("qwen3")[0]), dtype="float32", kv_cache_memory=1 << 20)  # q/k norms
+    assert qwen3.engine.model_runner.model.model.fused_decode is None
+    monkeypatch.setenv("KVTOOL_CPU_KERNELS", "0")  # plain torch: nothing packed, nothing fused
+    plain = LLM(str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20)
+    assert plain.engine.model_runner.model.model.fused_decode is None
