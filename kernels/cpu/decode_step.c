@@ -6,6 +6,7 @@
  * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. Contract: kernels/cpu_decode.py.
  */
 #include "common.h"
+#include "layer_ops.h"
 #include "paged_decode.h"
 
 typedef struct {
@@ -28,14 +29,6 @@ typedef struct {
     void *x, *residual;                           /* [rows, hidden]: the embeddings in, the last layer's out */
     void *normed, *qkv, *q_rot, *k_rot, *attn, *gate_up, *act;  /* scratch, sized for `rows` */
 } Step;
-
-void kvtool_rms_norm(const void *, const void *, const void *, void *, void *, int64_t, int64_t, float, int32_t, int32_t);
-void kvtool_small_linear(const void *, const void *, const void *, void *, int64_t, int64_t, int64_t, int32_t, int32_t);
-void kvtool_rotary(const int64_t *, const void *, int64_t, const void *, int64_t, const float *, void *, void *,
-                   int64_t, int64_t, int64_t, int64_t, int32_t, int32_t);
-void kvtool_store_kv(const void *, const void *, int64_t, int64_t, void *, void *, const int64_t *, int64_t, int64_t,
-                     int32_t);
-void kvtool_silu_and_mul(const void *, void *, int64_t, int64_t, int32_t, int32_t);
 
 static void attention(const Step *s, const Layer *l, int64_t element) {
     int64_t q = s->num_heads * s->head_dim, kv = s->num_kv_heads * s->head_dim, width = q + 2 * kv;

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "common.h"
+#include "layer_ops.h"
 
 /* small inputs stay on the calling thread: waking the others costs more than the work */
 static int threads_for(int64_t elements, int32_t num_threads) {

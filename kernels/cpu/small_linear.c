@@ -8,6 +8,7 @@
  * it is in registers (x, a few KiB, stays in L1).
  */
 #include "common.h"
+#include "layer_ops.h"
 
 /* PREFETCH_AHEAD: how far ahead in W each load asks for its cache line (the hardware prefetcher alone
  * leaves about a third of the bandwidth unused on these short rows) */

@@ -6,6 +6,7 @@
  * caches [num_blocks * block_size, row]; slot -1 is skipped. Plain copies: no rounding, no threads.
  */
 #include "common.h"
+#include "layer_ops.h"
 
 void kvtool_store_kv(const void *key, const void *value, int64_t key_stride, int64_t value_stride, void *k_cache,
                      void *v_cache, const int64_t *slot_mapping, int64_t tokens, int64_t row, int32_t dtype) {
