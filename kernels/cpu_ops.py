@@ -28,6 +28,7 @@ __all__ = [
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 SMALL_LINEAR_MAX_ROWS = 4  # MAX_ROWS in cpu/small_linear.c
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
+DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
 
 
 class DecodeArgs(ctypes.Structure):
@@ -100,7 +101,7 @@ def paged_decode_attention(
     place from the paged cache; soft-capped logits go to the reference."""
     if not (
         _covered(query, k_cache)
-        and query.shape[-1] % 16 == 0
+        and query.shape[-1] % DECODE_HEAD_DIM_MULTIPLE == 0
         and k_cache.is_contiguous()
         and len(query)
         and logits_soft_cap is None

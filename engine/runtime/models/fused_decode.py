@@ -18,7 +18,6 @@ from kvtool.kernels.cpu_build import compiled_library
 from kvtool.kernels.cpu_linear import PackedLinear
 
 _p, _i64, _i32, _f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
-K_MULTIPLE = cpu_ops.SMALL_LINEAR_K_MULTIPLE
 
 
 class Layer(ctypes.Structure):
@@ -62,6 +61,7 @@ class FusedDecode:
             and 0 < meta.num_decodes <= cpu_ops.SMALL_LINEAR_MAX_ROWS
             and not meta.group_metadata
             and cache is not None
+            and cache.is_contiguous()
             and cache.dtype == x.dtype == self.dtype
         )
 
@@ -122,9 +122,9 @@ def _plain_layer(layer) -> bool:
     if not all(isinstance(linear, PackedLinear) and linear.plain_weight is not None for linear in linears):
         return False
     return (
-        all(linear.plain_weight.shape[1] % K_MULTIPLE == 0 for linear in linears)
+        all(linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0 for linear in linears)
         and attn.rotary_dim == attn.head_dim
-        and attn.head_dim % K_MULTIPLE == 0
+        and attn.head_dim % cpu_ops.DECODE_HEAD_DIM_MULTIPLE == 0
         and attn.attn.logits_soft_cap is None
         and attn.cos_sin_cache.dtype == torch.float32
         and attn.cos_sin_cache.is_contiguous()
