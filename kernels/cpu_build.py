@@ -65,7 +65,7 @@ def load_library() -> ctypes.CDLL | None:
 @functools.cache
 def compiled_library() -> ctypes.CDLL | None:
     """The compiled kernels whatever KVTOOL_CPU_KERNELS says (the ops' own lookup), or None."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    compiler = c_compiler()
     if compiler is None:
         logger.info("no C compiler found; CPU attention runs on the torch reference")
         return None
@@ -74,10 +74,20 @@ def compiled_library() -> ctypes.CDLL | None:
     except (OSError, subprocess.SubprocessError) as error:
         logger.warning("CPU kernels unavailable (%s); the torch references run instead", _first_line(error))
         return None
+    return with_signatures(library)
+
+
+def with_signatures(library: ctypes.CDLL) -> ctypes.CDLL:
+    """`library` with the argument and return types of every exported function set."""
     for name, argtypes in SIGNATURES.items():
         function = getattr(library, name)
         function.argtypes, function.restype = argtypes, RETURNS.get(name)
     return library
+
+
+def c_compiler() -> str | None:
+    """$CC, else the system's cc or gcc."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
 def build_library(compiler: str, folder: Path, extra_flags: tuple[str, ...] = ()) -> Path:

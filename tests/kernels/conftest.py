@@ -24,13 +24,8 @@ def portable_library(tmp_path_factory):
 
     from kvtool.kernels import cpu_build
 
-    compiler = cpu_build.shutil.which("cc") or cpu_build.shutil.which("gcc")
+    compiler = cpu_build.c_compiler()
     if platform.machine() != "x86_64" or compiler is None:
         pytest.skip("-mno-avx512f needs an x86 C compiler")
-    library = ctypes.CDLL(
-        str(cpu_build.build_library(compiler, tmp_path_factory.mktemp("portable"), ("-mno-avx512f",)))
-    )
-    for name in ("kvtool_small_linear", "kvtool_quant_linear"):
-        getattr(library, name).argtypes, getattr(library, name).restype = cpu_build.SIGNATURES[name], None
-    library.kvtool_small_linear_vectorized.restype = cpu_build.RETURNS["kvtool_small_linear_vectorized"]
-    return library
+    folder = tmp_path_factory.mktemp("portable")
+    return cpu_build.with_signatures(ctypes.CDLL(str(cpu_build.build_library(compiler, folder, ("-mno-avx512f",)))))

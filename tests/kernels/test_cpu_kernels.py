@@ -181,7 +181,7 @@ def test_pack_linears_swaps_every_linear_of_a_tied_model_and_keeps_its_logits():
 
 
 def test_the_build_is_cached_per_source_and_flags(tmp_path):
-    compiler = cpu_build.shutil.which("cc") or cpu_build.shutil.which("gcc")
+    compiler = cpu_build.c_compiler()
     first = cpu_build.build_library(compiler, tmp_path)
     stamp = first.stat().st_mtime_ns
     assert cpu_build.build_library(compiler, tmp_path) == first and first.stat().st_mtime_ns == stamp
