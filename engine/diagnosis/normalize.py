@@ -92,13 +92,9 @@ def _unescape_one(match: re.Match) -> str:
     return _ESCAPED.get(match.group(3), match.group(0))
 
 
-def logical_lines(physical: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(text joined with spaces, the same joined with newlines) for each logical line, in order."""
-    return _joined((line, shape_of(line)) for line in physical)
-
-
-def stretch_lines(stretches: Iterable[list[str]]) -> Iterator[tuple[str, str]]:
-    """The same for the lines of the reader's stretches, whose shapes are masked a stretch at a time."""
+def logical_lines(stretches: Iterable[list[str]]) -> Iterator[tuple[str, str]]:
+    """(text joined with spaces, the same joined with newlines) for each logical line of the stretches'
+    physical lines, in order; their shapes are masked a stretch at a time."""
     return _joined(chain.from_iterable(zip(lines, shape_of("\n".join(lines)).split(b"\n")) for lines in stretches))
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import BinaryIO
 
-from kvtool.engine.diagnosis.normalize import stretch_lines
+from kvtool.engine.diagnosis.normalize import logical_lines
 from kvtool.engine.diagnosis.widening import NEIGHBOUR_BYTES, keeps_every_line, merged
 
 Anchors = dict[
@@ -142,11 +142,6 @@ def _refinements(anchor: bytes, refinements: tuple[bytes, ...] | None) -> re.Pat
     return re.compile(b"|".join(re.escape(word).replace(b"\\ ", WRAP) for word in refinements))
 
 
-def clean(raw: bytes) -> tuple[str, ...]:
-    """Decoded text without colours or carriage returns; one entry per \\r-piece."""
-    return _pieces(_decoded(raw))
-
-
 def _decoded(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace")
     if "\x1b" in text:
@@ -161,7 +156,7 @@ def _pieces(line: str) -> tuple[str, ...]:
     return tuple(piece for piece in pieces if piece)
 
 
-def _cleaned(raw: bytes) -> list[str]:
+def clean(raw: bytes) -> list[str]:
     """The cleaned lines of a stretch, decoded at once (no escape sequence or invalid UTF-8 spans a line
     break); a line that cleans to nothing is a blank line, which ends a paragraph."""
     text = _decoded(raw)
@@ -179,17 +174,11 @@ def stretches(stream: BinaryIO, anchors: Anchors) -> Iterator[list[str]]:
     touching = False  # the last stretch ran to the end of its chunk
     for chunk in read_chunks(stream):
         for start, end in line_spans(chunk, anchors):
-            lines = _cleaned(chunk[start:end])
+            lines = clean(chunk[start:end])
             yield lines if touching and start == 0 else ["", *lines]
             touching = end >= len(chunk) - 1
 
 
-def physical_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[str]:
-    """The lines of every stretch, one after the other."""
-    for lines in stretches(stream, anchors):
-        yield from lines
-
-
 def candidate_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[tuple[str, str]]:
     """Logical lines (text, original) around every anchor of `stream`, normalised, in log order."""
-    return stretch_lines(stretches(stream, anchors))
+    return logical_lines(stretches(stream, anchors))

@@ -72,7 +72,7 @@ def test_prefixes_are_stripped(line, message):
 
 
 def text_of(raw: str) -> list[str]:
-    return [text for text, _ in logical_lines(raw.splitlines())]
+    return [text for text, _ in logical_lines([raw.splitlines()])]
 
 
 def test_wrapped_lines_join_but_records_and_traceback_frames_do_not():

@@ -6,7 +6,7 @@ import io
 import random
 
 from kvtool.engine.diagnosis import reader, widening
-from kvtool.engine.diagnosis.reader import candidate_lines, clean, physical_lines, read_chunks
+from kvtool.engine.diagnosis.reader import candidate_lines, clean, read_chunks, stretches
 
 
 def random_chunks(seed: int, words: tuple[bytes, ...], repeats: int, final_breaks: tuple[int, ...]):
@@ -42,7 +42,8 @@ def lines_of(data: bytes, anchors=None) -> list[str]:
 
 def test_only_the_neighbourhood_of_an_anchor_is_decoded():
     far = b"".join(b"boring line %d\n" % i for i in range(100))
-    decoded = [line for line in physical_lines(io.BytesIO(far + b"the KV line\n" + far), {b"KV": ()}) if line]
+    found = stretches(io.BytesIO(far + b"the KV line\n" + far), {b"KV": ()})
+    decoded = [line for lines in found for line in lines if line]
     assert "the KV line" in decoded
     assert len(decoded) == 2 * widening.NEIGHBOURS + 1
     assert decoded[0] == f"boring line {100 - widening.NEIGHBOURS}"
@@ -62,7 +63,7 @@ def test_ansi_crlf_and_worker_prefixes_are_removed():
 
 
 def test_carriage_returns_inside_a_line_split_progress_bars():
-    assert clean(b"10%|#   \r 50%|##### KV\r100%") == ("10%|#", " 50%|##### KV", "100%")
+    assert clean(b"10%|#   \r 50%|##### KV\r100%") == ["10%|#", " 50%|##### KV", "100%"]
 
 
 def test_invalid_utf8_is_replaced_not_fatal():
