@@ -7,11 +7,12 @@ works and keeps a note saying what was chosen instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.sizing import kv_cache, messages
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
+from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
 from kvtool.profiles.vllm_flags import ENGINE_KEYS
@@ -109,6 +110,9 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
             f"kv_cache_dtype {dtype} ({sources['kv_cache_dtype']}) -> auto ({spec.dtype}): "
             "the fp8 KV cache needs a CUDA GPU."
         )
+    if engine_quantization(spec.source, device.kind, settings.get("dtype", "auto"), settings.get("quantization")):
+        spec = replace(spec, dtype="float32")
+        plan.notes.append(messages.GGUF_QUANTIZED_NOTE)
     if settings.get("kv_cache_memory") is None:
         settings["kv_cache_memory"] = _cpu_kv_budget(settings, spec)
         util = settings.pop("gpu_memory_utilization", None)

@@ -32,11 +32,20 @@ SIGNATURES = {
     "kvtool_small_linear_vectorized": [],
     "kvtool_store_kv": [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i32],
     "kvtool_decode_step": [_ptr],
+    "kvtool_flush_denormals": [_i32],
 }
 RETURNS = {"kvtool_small_linear_vectorized": _i32}
 
 SOURCE_DIR = Path(__file__).parent / "cpu"
-SOURCES = ("paged_decode.c", "fused_ops.c", "quant_linear.c", "small_linear.c", "store_kv.c", "decode_step.c")
+SOURCES = (
+    "paged_decode.c",
+    "fused_ops.c",
+    "quant_linear.c",
+    "small_linear.c",
+    "store_kv.c",
+    "decode_step.c",
+    "denormals.c",
+)
 # Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
 # semantics and does not switch the process to flush-to-zero.
 FLAGS = [

@@ -6,9 +6,10 @@ docs/engine.md). bf16 is packed where oneDNN supports it (results are bit-identi
 (oneDNN's fp32 GEMM sums in another order than MKL's: results are one rounding step apart).
 `benchmarks/linear_bench.py` compares oneDNN's packing with MKL's packed GEMM at decode sizes.
 
-At up to SMALL_LINEAR_MAX_ROWS rows (batch-1 to batch-4 decode) a step is bound by streaming the
-weights, and the C kernel `cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its
-blocked one, where the CPU has AVX-512; there the plain weight is kept beside the packed one.
+At decode batch sizes a step is bound by streaming the weights, and the C kernel
+`cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, where the CPU
+has AVX-512 (there the plain weight is kept beside the packed one): up to 4 rows in bf16, where
+oneDNN has AMX beyond, and up to SMALL_LINEAR_MAX_ROWS in fp32.
 """
 
 import torch
@@ -31,7 +32,7 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if self.plain_weight is not None and rows <= cpu_ops.SMALL_LINEAR_MAX_ROWS:
+        if self.plain_weight is not None and rows <= cpu_ops.SMALL_LINEAR_WINS_UP_TO[x.dtype]:
             y = cpu_ops.small_linear(x.reshape(rows, -1), self.plain_weight, self.bias)
             return y.view(*x.shape[:-1], y.shape[-1])
         return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")

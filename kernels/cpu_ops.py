@@ -22,11 +22,14 @@ __all__ = [
     "fused_moe",
     "quant_linear",
     "small_linear",
+    "flush_denormals",
     "available",
 ]
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
-SMALL_LINEAR_MAX_ROWS = 4  # MAX_ROWS in cpu/small_linear.c
+SMALL_LINEAR_MAX_ROWS = 64  # MAX_ROWS in cpu/small_linear.c
+# up to how many rows small_linear beats oneDNN's packed weights (docs/engine.md): in bf16 oneDNN has AMX
+SMALL_LINEAR_WINS_UP_TO = {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4}
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
 
@@ -237,6 +240,15 @@ def small_linear_wins() -> bool:
     """Whether the C kernel beats the GEMM library's packed weights at a few rows (it does with AVX-512)."""
     library = load_library()
     return library is not None and bool(library.kvtool_small_linear_vectorized())
+
+
+def flush_denormals(num_threads: int) -> None:
+    """Subnormal floats read and written as zero on this thread and a team of `num_threads` (cpu/denormals.c)."""
+    library = load_library()
+    if library is None:
+        torch.set_flush_denormal(True)  # this thread only: the team's threads start from it
+    else:
+        library.kvtool_flush_denormals(num_threads)
 
 
 def small_linear(x, weight, bias=None):

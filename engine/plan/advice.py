@@ -129,6 +129,8 @@ def warnings(report, gpu) -> list[str]:
         )
     if any(kind in ("mamba", "linear_attention") for kind in spec.layer_types):
         notes.append("mamba / linear-attention layers keep a fixed state per request, not counted here.")
+    if report.dtype == "float32" and report.request.dtype == "auto":  # auto is fp32 only for quantized GGUF
+        notes.append(messages.GGUF_QUANTIZED_NOTE)
     if report.dtype == "float32" and budget.kv_cache_memory_bytes is None:
         notes.append("float32 weights: vLLM on GPU would normally run this model in bfloat16.")
     if report.v0 and report.release.reached("v1_default"):

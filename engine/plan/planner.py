@@ -4,6 +4,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from kvtool.engine.plan.advice import recommendations, warnings
 from kvtool.engine.sizing import kv_cache, vllm_startup
+from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.memory_budget import MemoryBudget, memory_budget, resolve_dtype
 from kvtool.engine.sizing.spec import ModelSpec
@@ -103,7 +104,7 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
         _budget_rules(spec, request, release, v0, batched, seqs),
         other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
     )
-    dtype = resolve_dtype(request.dtype, spec.dtype)
+    dtype = "float32" if cpu_engine_quantizes(spec, request) else resolve_dtype(request.dtype, spec.dtype)
     mixed = "full_attention" in spec.layer_types and "sliding_attention" in spec.layer_types
     rules = vllm_startup.kv_rules(release, v0, request.pp, mixed)
     kv_args = dict(block_size=request.block_size, tp=request.tp, pp=request.pp, max_num_batched_tokens=batched)
@@ -145,6 +146,14 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
         vllm_startup.cpu_swap_blocks(v0, kv.block_bytes),
     )
     return replace(report, recommendations=recommendations(report), warnings=warnings(report, gpu))
+
+
+def cpu_engine_quantizes(spec, request) -> bool:
+    """A KV budget given outright is the CPU engine's case, which keeps a GGUF file's weights quantized by
+    default and then computes in float32 (gguf_spec.engine_quantization)."""
+    if request.kv_cache_memory is None:
+        return False
+    return engine_quantization(spec.source, "cpu", request.dtype, request.quantization) == "gguf"
 
 
 def _check_kv_cache_dtype(release: VllmRelease, kv_cache_dtype: str) -> None:

@@ -4,6 +4,10 @@ from pathlib import Path
 
 from kvtool.errors import UsageError
 
+# the tensor types the CPU engine keeps quantized (engine/runtime/worker/gguf_weights.py decodes them)
+ENGINE_QUANTIZED_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K")
+DENSE_TYPES = ("F32", "F16", "BF16")
+
 # GGUF key (after "{arch}.") -> HF config key
 GGUF_TO_HF = {
     "block_count": "num_hidden_layers",
@@ -73,3 +77,25 @@ def _value(field):
         return field.contents()
     except (ValueError, IndexError, TypeError):
         return None
+
+
+def engine_quantization(model: str, device_kind: str, dtype: str, quantization: str | None) -> str | None:
+    """What the embedded engine does with a model's weights: "gguf" keeps a GGUF file's weights quantized
+    (computing, and keeping the KV cache, in float32), None dequantizes them.
+
+    "gguf" is the default for a .gguf file on the CPU with --dtype left at auto whose decoder layers are
+    all stored in types the engine keeps quantized (a file with other types, or a dense one, is
+    dequantized); an explicit --quantization is kept as given."""
+    if quantization is not None:
+        return quantization
+    if device_kind != "cpu" or dtype != "auto" or not str(model).endswith(".gguf") or not Path(model).is_file():
+        return None
+    types = layer_weight_types(model)
+    return "gguf" if types and types <= set(ENGINE_QUANTIZED_TYPES) else None
+
+
+def layer_weight_types(path: str | Path) -> set[str]:
+    """The tensor types of the decoder layers' weights (blk.*), dense ones (and 1-D norms) left out."""
+    reader = _open(Path(path))
+    types = {t.tensor_type.name for t in reader.tensors if t.name.startswith("blk.") and len(t.shape) > 1}
+    return types - set(DENSE_TYPES)

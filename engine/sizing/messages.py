@@ -242,6 +242,10 @@ REQUEST_FAILED_IN_STEP = "Request {request_id} failed inside the engine step ({e
 GGUF_TYPE_UNSUPPORTED = "GGUF tensor {name} is {type}; --quantization gguf keeps only these types quantized: {types}."
 GGUF_TYPE_UNSUPPORTED_FIX = "Serve it with dequantized weights: leave out --quantization gguf."
 GGUF_ARCH_UNKNOWN = "GGUF architecture {arch!r} is unknown to the gguf package."
+GGUF_QUANTIZED_NOTE = (
+    "GGUF weights kept quantized on the CPU: activations and the KV cache in float32, so the KV cache holds half "
+    "the tokens of a 16-bit one (--dtype bfloat16 dequantizes the weights instead)."
+)
 QUANTIZATION_NEEDS_GGUF = "--quantization gguf needs a .gguf model file, got {model!r}."
 QUANTIZATION_NEEDS_CPU = "--quantization gguf runs on the CPU only; the device is {device}."
 QUANTIZATION_DTYPE = "--quantization gguf computes in float32; --dtype {dtype} asks for dequantized weights."

@@ -39,9 +39,10 @@ def first_decode_both_ways(llm, prompts):
 
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7], list(range(100, 140)), list(range(300, 310))]
+PROMPTS += [list(range(500 + 40 * i, 509 + 41 * i)) for i in range(6)]  # 9: two groups of 4 rows and one more
 
 
-@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("rows", [1, 3, 9])
 def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
     fused, layers = first_decode_both_ways(smollm2_llm, PROMPTS[:rows])
@@ -51,13 +52,15 @@ def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
 @pytest.mark.slow
 def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     llm = LLM(str(smollm2_dir), dtype="bfloat16", max_model_len=1024, kv_cache_memory=64 << 20, seed=0)
-    fused, layers = first_decode_both_ways(llm, PROMPTS)
+    fused, layers = first_decode_both_ways(llm, PROMPTS[:3])  # bf16 fuses up to 4 rows
     assert fused.dtype == torch.bfloat16 and torch.equal(fused, layers)
 
 
-def test_qkv_biases_and_a_step_of_more_rows_than_it_takes(tiny_qwen2, monkeypatch):
-    """Qwen2's q/k/v biases go through the C step too; six sequences decode through the layers until no
-    more than four are left; the tokens are those of an engine that never fuses."""
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
+    """Qwen2's q/k/v biases go through the C step too. Six sequences: fp32 fuses steps of every size up to
+    SMALL_LINEAR_MAX_ROWS, bf16 only up to 4 rows (beyond, oneDNN's AMX matmuls win) and the larger steps
+    run the layers; either way the tokens are those of an engine that never fuses."""
     from kvtool.engine.runtime.models.fused_decode import FusedDecode
 
     rows_fused = []
@@ -67,14 +70,14 @@ def test_qkv_biases_and_a_step_of_more_rows_than_it_takes(tiny_qwen2, monkeypatc
     params = [SamplingParams(max_tokens=4 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
     outputs = []
     for fused in (True, False):
-        llm = LLM(str(tiny_qwen2[0]), dtype="float32", kv_cache_memory=1 << 20)
+        llm = LLM(str(tiny_qwen2[0]), dtype=dtype, kv_cache_memory=1 << 20)
         model = llm.engine.model_runner.model.model
         assert model.fused_decode is not None
         if not fused:
             model.fused_decode = None
         outputs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
     assert outputs[0] == outputs[1]
-    assert rows_fused and max(rows_fused) <= cpu_ops.SMALL_LINEAR_MAX_ROWS < 6
+    assert max(rows_fused) == min(6, cpu_ops.SMALL_LINEAR_WINS_UP_TO[getattr(torch, dtype)])
 
 
 def test_families_it_does_not_cover_run_their_layers(tiny_family, tiny_llama, monkeypatch):

@@ -55,10 +55,37 @@ def _resolve(device="cpu", gguf="model.gguf", **config):
     return loader.resolve_quantization(EngineConfig(**config), source, SimpleNamespace(type=device))
 
 
-def test_quantized_weights_are_asked_for_and_dequantized_weights_stay_the_default():
-    assert _resolve(quantization="gguf") == "gguf"
-    assert _resolve() is None and _resolve(dtype="float32") is None
-    assert _resolve(device="cuda") is None and _resolve(gguf=None) is None
+def gguf_file(path, tensors: dict) -> str:
+    """A GGUF file holding `tensors` (name -> (raw array, type name)): enough for the type check."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name, (data, type_name) in tensors.items():
+        writer.add_tensor(name, data, raw_dtype=gguf.GGMLQuantizationType[type_name])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return str(path)
+
+
+def test_a_gguf_file_on_the_cpu_keeps_its_weights_quantized_by_default():
+    smollm2 = loader.smollm2_gguf()  # Q4_1 layers
+    assert _resolve(gguf=smollm2) == "gguf" and _resolve(gguf=smollm2, quantization="gguf") == "gguf"
+    assert _resolve(gguf=smollm2, dtype="bfloat16") is None and _resolve(gguf=smollm2, dtype="float32") is None
+    assert _resolve(device="cuda", gguf=smollm2) is None and _resolve(gguf=None) is None
+
+
+def test_a_gguf_file_with_types_it_does_not_keep_or_dense_layers_is_dequantized_by_default(tmp_path):
+    q6_k = gguf_file(
+        tmp_path / "mixed.gguf",
+        {
+            "blk.0.ffn_up.weight": (gguf_bytes("Q4_K", np.random.default_rng(1)), "Q4_K"),
+            "blk.0.ffn_down.weight": (np.zeros((N, 210 * K // 256), np.uint8), "Q6_K"),  # as in Q4_K_M files
+        },
+    )
+    dense = gguf_file(tmp_path / "dense.gguf", {"blk.0.ffn_up.weight": (np.zeros((N, K), np.float16), "F16")})
+    assert _resolve(gguf=q6_k) is None and _resolve(gguf=dense) is None
 
 
 def test_quantization_gguf_is_refused_where_it_cannot_apply():
@@ -84,7 +111,7 @@ LOGPROB_TOLERANCE = 0.5
 def test_quantized_smollm2_logprobs_match_the_dequantized_model(smollm2_llm):
     from kvtool.engine.runtime.llm import LLM
 
-    quantized = LLM("smollm2", max_model_len=512, kv_cache_memory=64 << 20, seed=0, quantization="gguf")
+    quantized = LLM("smollm2", max_model_len=512, kv_cache_memory=64 << 20, seed=0)  # the CPU default
     assert quantized.engine.config.quantization == "gguf"
     layers = quantized.engine.model_runner.model.model.layers
     assert type(layers[0].mlp.gate_up_proj).__name__ == "QuantLinear"

@@ -125,7 +125,7 @@ def test_cpu_ops_drive_the_model_like_the_references(dtype):
 
 
 @pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
-@pytest.mark.parametrize("rows", [7, 64, 300])  # above SMALL_LINEAR_MAX_ROWS: test_small_linear.py has the rest
+@pytest.mark.parametrize("rows", [7, 64, 300])  # bf16 above 4 rows is oneDNN's: test_small_linear.py has the rest
 def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
     g = torch.Generator().manual_seed(6)
     linear = torch.nn.Linear(96, 160).to(torch.bfloat16)

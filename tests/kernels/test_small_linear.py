@@ -21,7 +21,7 @@ def case(rows, n, k, dtype, with_bias, seed=0):
     return x, weight, bias
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, 19, 64])  # groups of 4 rows and the tails
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_bias", [False, True])
@@ -32,7 +32,7 @@ def test_kernel_matches_reference(rows, n, k, dtype, with_bias):
     torch.testing.assert_close(got, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
-@pytest.mark.parametrize("rows,k", [(5, 64), (2, 40)])  # too many rows; k not a multiple of 16
+@pytest.mark.parametrize("rows,k", [(65, 64), (2, 40)])  # too many rows; k not a multiple of 16
 def test_what_the_kernel_does_not_cover_goes_to_the_reference(rows, k):
     x, weight, bias = case(rows, 24, k, torch.float32, True)
     torch.testing.assert_close(
@@ -43,7 +43,7 @@ def test_what_the_kernel_does_not_cover_goes_to_the_reference(rows, k):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_portable_loops_match_the_reference(portable_library, dtype):
     assert portable_library.kvtool_small_linear_vectorized() == 0  # so PackedLinear would keep to oneDNN there
-    for rows, (n, k) in zip([1, 3, 4], SHAPES):
+    for rows, (n, k) in zip([1, 6, 9], SHAPES):
         x, weight, bias = case(rows, n, k, dtype, True, seed=5)
         out = torch.empty(rows, n, dtype=dtype)
         code = cpu_ops.DTYPE_CODES[dtype]
@@ -55,7 +55,7 @@ def test_the_portable_loops_match_the_reference(portable_library, dtype):
 
 @pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="the small-batch kernel is used with AVX-512 only")
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_packed_linear_streams_the_plain_weight_up_to_four_rows_and_packs_the_rest(dtype, monkeypatch):
+def test_packed_linear_streams_the_plain_weight_up_to_its_row_limit_and_packs_the_rest(dtype, monkeypatch):
     if not cpu_linear.can_pack(torch.device("cpu"), dtype):
         pytest.skip("no oneDNN packing for this dtype here")
     linear = torch.nn.Linear(576, 160).to(dtype)
@@ -64,7 +64,8 @@ def test_packed_linear_streams_the_plain_weight_up_to_four_rows_and_packs_the_re
     original = cpu_ops.small_linear
     monkeypatch.setattr(cpu_ops, "small_linear", lambda *a: calls.append(len(a[0])) or original(*a))
     with torch.inference_mode():
-        for shape in [(1, 576), (2, 2, 576), (4, 576), (5, 576), (64, 576)]:
+        for shape in [(1, 576), (2, 2, 576), (4, 576), (5, 576), (64, 576), (65, 576)]:
             x = torch.randn(*shape).to(dtype)
             torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(dtype))
-    assert calls == [1, 4, 4]  # rows, whatever the leading shape
+    # rows, whatever the leading shape: fp32 up to 64, bf16 up to 4 (oneDNN's AMX matmuls beyond)
+    assert calls == {torch.float32: [1, 4, 4, 5, 64], torch.bfloat16: [1, 4, 4]}[dtype]

@@ -12,8 +12,9 @@ from kvtool.cli.app import app
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
-# 4 MiB of KV cache is 11 blocks of 16 tokens; four requests of 16 + 48 tokens need 4 blocks each
-SMALL_CACHE = ("--max-model-len", "128", "--max-num-seqs", "8", "--kv-cache-memory", "4MiB")
+# 8 MiB of KV cache is 11 blocks of 16 tokens (the default quantized SmolLM2 keeps it in float32); four requests
+# of 16 + 48 tokens need 4 blocks each
+SMALL_CACHE = ("--max-model-len", "128", "--max-num-seqs", "8", "--kv-cache-memory", "8MiB")
 LOAD = ("-n", "4", "--input-len", "16", "--output-len", "48", "--ignore-eos", "--seed", "7")
 
 

@@ -238,3 +238,19 @@ def test_plan_on_a_local_config_json_imports_neither_torch_nor_transformers(tmp_
         [sys.executable, "-c", IMPORT_PROBE.format(args=args)], capture_output=True, text=True, timeout=60
     )
     assert '"fits": true' in out.stdout and "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_cpu_engine_plan_of_a_gguf_file_counts_its_float32_kv_cache():
+    """With a KV budget given outright (the CPU engine), a GGUF file's weights stay quantized by default and
+    the engine computes in float32: twice the KV bytes per token of the dequantized bf16 run."""
+    _, quantized = plan_json("plan", "--model", "smollm2", "--kv-cache-memory", "1GiB", "--json")
+    _, dequantized = plan_json(
+        "plan", "--model", "smollm2", "--kv-cache-memory", "1GiB", "--dtype", "bfloat16", "--json"
+    )
+    _, on_a_gpu = plan_json("plan", "--model", "smollm2", "--gpu-mem", "8GiB", "--json")
+    assert quantized["model"]["dtype"] == "float32"
+    assert dequantized["model"]["dtype"] == on_a_gpu["model"]["dtype"] == "bfloat16"
+    assert quantized["kv_bytes_per_token"] == 2 * dequantized["kv_bytes_per_token"]
+    assert quantized["kv_cache_tokens"] * 2 == pytest.approx(dequantized["kv_cache_tokens"], rel=0.01)
+    assert any("GGUF weights kept quantized" in w for w in quantized["warnings"])
+    assert not any("GGUF" in w for w in dequantized["warnings"] + on_a_gpu["warnings"])

@@ -57,7 +57,7 @@ def test_stop_token_ids_end_the_output(client, kvtool_server):
 def test_min_tokens_holds_back_the_end_of_sequence(client):
     kwargs = dict(
         model="smollm2",
-        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        messages=[{"role": "user", "content": "What is 2+2?"}],
         max_tokens=24,
         temperature=0.0,
     )

@@ -1,5 +1,7 @@
 """Profile + flags + device -> EngineConfig, with a note for every setting the device cannot honour."""
 
+from dataclasses import replace
+
 import pytest
 
 from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
@@ -62,10 +64,19 @@ def test_flags_override_the_profile(smollm2):
 
 
 def test_cpu_budget_is_what_max_num_seqs_full_sequences_need_when_small(smollm2):
-    plan = build_serve_plan(None, {"max_model_len": 512, "max_num_seqs": 2}, CPU, smollm2)
-    need = 2 * kv_cache.request_kv_bytes(smollm2, 512) + kv_cache.block_bytes(smollm2)
-    assert plan.engine_config.kv_cache_memory == need
-    assert plan.default_max_tokens is None
+    """SmolLM2's GGUF file keeps its weights quantized by default: the engine's KV cache is float32."""
+    flags = {"max_model_len": 512, "max_num_seqs": 2}
+    quantized, dequantized = (
+        build_serve_plan(None, flags, CPU, smollm2),
+        build_serve_plan(None, {**flags, "dtype": "bfloat16"}, CPU, smollm2),
+    )
+    for plan, spec in ((quantized, replace(smollm2, dtype="float32")), (dequantized, smollm2)):
+        need = 2 * kv_cache.request_kv_bytes(spec, 512) + kv_cache.block_bytes(spec)
+        assert plan.engine_config.kv_cache_memory == need
+        assert plan.default_max_tokens is None
+    assert quantized.engine_config.kv_cache_memory > dequantized.engine_config.kv_cache_memory
+    assert any("GGUF weights kept quantized" in note for note in quantized.notes)
+    assert not any("GGUF" in note for note in dequantized.notes)
 
 
 def test_a_flag_longer_than_the_model_context_is_refused(smollm2):

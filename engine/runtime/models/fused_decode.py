@@ -3,8 +3,8 @@
 The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
 bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
 for a plain Llama-family model on the CPU kernels with the plain weights kept for small batches
-(AVX-512), a KV cache in the model's dtype, one KV cache group, and a step of at most
-SMALL_LINEAR_MAX_ROWS decodes; every other step runs the layers.
+(AVX-512), a KV cache in the model's dtype, one KV cache group, and a step of no more decodes than
+small_linear takes over from oneDNN (SMALL_LINEAR_WINS_UP_TO); every other step runs the layers.
 """
 
 import ctypes
@@ -58,7 +58,7 @@ class FusedDecode:
         cache = self.layers[0].self_attn.attn.k_cache
         return (
             meta.num_prefills == 0
-            and 0 < meta.num_decodes <= cpu_ops.SMALL_LINEAR_MAX_ROWS
+            and 0 < meta.num_decodes <= cpu_ops.SMALL_LINEAR_WINS_UP_TO[self.dtype]
             and not meta.group_metadata
             and cache is not None
             and cache.is_contiguous()

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from kvtool.engine.sizing import messages as msg
+from kvtool.engine.sizing.gguf_spec import DENSE_TYPES
 from kvtool.errors import UsageError
 
 GROUP, SUPER = 32, 256
@@ -101,7 +102,6 @@ DECODERS = {
     "Q4_K": (144, SUPER, _q4_k),
     "Q5_K": (176, SUPER, _q5_k),
 }
-DENSE_TYPES = ("F32", "F16", "BF16")
 
 
 def decode_tensor(data: np.ndarray, type_name: str, name: str) -> QuantizedWeight:

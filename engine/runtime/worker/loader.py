@@ -7,6 +7,7 @@ from pathlib import Path
 from kvtool.engine.runtime.models.registry import SUPPORTED_MODEL_TYPES, model_class
 from kvtool.engine.runtime.worker.gguf_convert import converted_folder
 from kvtool.engine.sizing import messages as msg
+from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.memory_budget import resolve_dtype
 from kvtool.errors import UsageError
 
@@ -67,12 +68,11 @@ def load_hf_config(folder: Path):
 
 
 def resolve_quantization(config, source: ModelSource, device) -> str | None:
-    """ "gguf" (weights kept quantized) when asked for, else None (dequantized weights).
-
-    Not the default yet: the quantized path runs fp32 activations and an fp32 KV cache, which halves
-    the KV tokens that `kvtool plan` predicts for the same memory."""
+    """ "gguf" (weights kept quantized) when asked for, or by default for a GGUF file on the CPU with
+    --dtype left at auto (gguf_spec.engine_quantization); None: dequantized weights."""
     if config.quantization is None:
-        return None
+        model = str(source.gguf) if source.gguf is not None else config.model
+        return engine_quantization(model, device.type, config.dtype, None)
     if source.gguf is None:
         raise UsageError(msg.QUANTIZATION_NEEDS_GGUF.format(model=config.model), fix="Pass a .gguf file as the model.")
     if device.type != "cpu":
@@ -86,8 +86,8 @@ def resolve_quantization(config, source: ModelSource, device) -> str | None:
 
 
 def torch_dtype(dtype: str, hf_config, device, quantization: str | None = None):
-    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it,
-    except for quantized weights, whose kernel computes in fp32 (plan does not model that path yet)."""
+    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it
+    (float32 for quantized weights, whose kernel computes in fp32: plan and serve size that too)."""
     import torch
 
     if quantization is not None and dtype == "auto":

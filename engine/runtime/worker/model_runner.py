@@ -24,7 +24,7 @@ from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_ca
 from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.engine.runtime.worker.sampler import Sampler
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION, default_cpu_threads
-from kvtool.kernels import get_ops
+from kvtool.kernels import cpu_ops, get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
 logger = logging.getLogger("kvtool.engine")
@@ -69,6 +69,7 @@ class ModelRunner:
         if device.type == "cpu":
             # on the thread that runs the steps: torch and the C kernels size their team from it
             torch.set_num_threads(config.threads or default_cpu_threads())
+            cpu_ops.flush_denormals(torch.get_num_threads())
         self.graph_runner = None
         self.model = load_model(
             source,
