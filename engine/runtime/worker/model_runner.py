@@ -18,6 +18,7 @@ from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.worker.cpu_malloc import keep_freed_memory
 from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
@@ -70,6 +71,7 @@ class ModelRunner:
             # on the thread that runs the steps: torch and the C kernels size their team from it
             torch.set_num_threads(config.threads or default_cpu_threads())
             cpu_ops.flush_denormals(torch.get_num_threads())
+            keep_freed_memory()
         self.graph_runner = None
         self.model = load_model(
             source,
