@@ -70,7 +70,7 @@ CPU_KV_CACHE_RAM_FRACTION = 4  # ... and never more than a quarter of the machin
 CPU_OMP_ENVIRONMENT = {"GOMP_SPINCOUNT": "10000"}
 # glibc malloc for the CPU engine: buffers up to 32 MiB (glibc's largest mmap threshold on 64-bit) come
 # from the heap, and up to 1 GiB of freed heap is kept, so a prefill's activations reuse the pages the
-# last step freed instead of faulting fresh ones in (fp32 SmolLM2 prefill was 1.4x slower for that).
+# last step freed instead of faulting fresh ones in (fp32 SmolLM2 prefill was up to 1.4x slower for that).
 CPU_MALLOC_MMAP_THRESHOLD = 32 << 20
 CPU_MALLOC_TRIM_THRESHOLD = 1 * GiB
 

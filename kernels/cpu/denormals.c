@@ -1,8 +1,8 @@
 /* Subnormal floats (below 1.2e-38) read and written as zero on the calling thread and its OpenMP team.
  *
- * Real activations produce them (SiLU of a large negative input, softmax tails), and every x86 operation
- * that meets one takes a microcode assist of about a hundred cycles: on SmolLM2 in fp32 that made
- * oneDNN's prefill matmuls up to 3x slower. FTZ (bit 15 of MXCSR) and DAZ (bit 6) are per thread; the
+ * Real activations produce them (SiLU of a large negative input, softmax tails), and an x86 operation
+ * that meets one takes a microcode assist: an fp32 SmolLM2 prefill was about 8 % faster without them
+ * (docs/engine.md). FTZ (bit 15 of MXCSR) and DAZ (bit 6) are per thread; the
  * threads a team adds later are created by its first thread and start with its MXCSR.
  */
 #include <stdint.h>

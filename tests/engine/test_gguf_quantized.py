@@ -69,6 +69,12 @@ def gguf_file(path, tensors: dict) -> str:
     return str(path)
 
 
+def test_the_default_asks_for_the_types_the_loader_decodes():
+    from kvtool.engine.sizing.gguf_spec import ENGINE_QUANTIZED_TYPES
+
+    assert set(ENGINE_QUANTIZED_TYPES) == set(DECODERS)
+
+
 def test_a_gguf_file_on_the_cpu_keeps_its_weights_quantized_by_default():
     smollm2 = loader.smollm2_gguf()  # Q4_1 layers
     assert _resolve(gguf=smollm2) == "gguf" and _resolve(gguf=smollm2, quantization="gguf") == "gguf"

@@ -71,8 +71,7 @@ def resolve_quantization(config, source: ModelSource, device) -> str | None:
     """ "gguf" (weights kept quantized) when asked for, or by default for a GGUF file on the CPU with
     --dtype left at auto (gguf_spec.engine_quantization); None: dequantized weights."""
     if config.quantization is None:
-        model = str(source.gguf) if source.gguf is not None else config.model
-        return engine_quantization(model, device.type, config.dtype, None)
+        return None if source.gguf is None else engine_quantization(str(source.gguf), device.type, config.dtype, None)
     if source.gguf is None:
         raise UsageError(msg.QUANTIZATION_NEEDS_GGUF.format(model=config.model), fix="Pass a .gguf file as the model.")
     if device.type != "cpu":
