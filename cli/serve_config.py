@@ -103,6 +103,9 @@ def _fit_parallelism(settings: dict, sources: dict, device: DeviceInfo, plan: Se
 def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: ModelSpec, plan: ServePlan) -> None:
     if device.kind != "cpu":
         return
+    if engine_quantization(spec.source, device.kind, settings.get("dtype", "auto"), settings.get("quantization")):
+        spec = replace(spec, dtype="float32")
+        plan.notes.append(messages.GGUF_QUANTIZED_NOTE)
     dtype = settings.get("kv_cache_dtype", "auto")
     if dtype.startswith("fp8"):
         settings["kv_cache_dtype"] = "auto"
@@ -110,9 +113,6 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
             f"kv_cache_dtype {dtype} ({sources['kv_cache_dtype']}) -> auto ({spec.dtype}): "
             "the fp8 KV cache needs a CUDA GPU."
         )
-    if engine_quantization(spec.source, device.kind, settings.get("dtype", "auto"), settings.get("quantization")):
-        spec = replace(spec, dtype="float32")
-        plan.notes.append(messages.GGUF_QUANTIZED_NOTE)
     if settings.get("kv_cache_memory") is None:
         settings["kv_cache_memory"] = _cpu_kv_budget(settings, spec)
         util = settings.pop("gpu_memory_utilization", None)

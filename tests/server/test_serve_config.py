@@ -28,6 +28,7 @@ def test_multi_gpu_profile_on_a_cpu_says_what_it_chose_instead(smollm2):
     for fragment in (
         "tensor_parallel_size 4",
         "kv_cache_dtype fp8",
+        "-> auto (float32)",  # the quantized GGUF's KV cache
         "max_model_len 16384",
         "gpu_memory_utilization 0.92",
     ):
