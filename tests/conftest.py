@@ -26,6 +26,14 @@ def smollm2_llm(smollm2_dir):
 
 
 @pytest.fixture(scope="session")
+def smollm2_quantized_llm(smollm2_dir):
+    """SmolLM2 as the CPU serves its GGUF by default: the linear layers kept quantized (Q4_1, Q8_0)."""
+    from kvtool.engine.runtime.llm import LLM
+
+    return LLM("smollm2", max_model_len=512, kv_cache_memory=64 << 20, seed=0)
+
+
+@pytest.fixture(scope="session")
 def tiny_family(tmp_path_factory):
     """family -> (folder, HF model) of a tiny random-weight model of that family, each built once."""
     from families import save_tiny_family

@@ -1,5 +1,7 @@
 """Tiny random-weight checkpoints of each supported family, built with transformers' own configs."""
 
+import json
+
 import torch
 
 CHAT_TEMPLATE = (
@@ -94,3 +96,49 @@ def save_tiny_tokenizer(folder, chat_template: str | None = CHAT_TEMPLATE) -> No
     PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=chat_template
     ).save_pretrained(folder)
+
+
+def write_gguf(path, hf_model, tokenizer_folder, arch: str, weight_type: str | None = None) -> None:
+    """`hf_model` as a GGUF file of llama.cpp's tensor names for `arch`; with `weight_type` (e.g. "Q8_0")
+    its 2-D weights are quantized to that type by the gguf package, the rest stays fp32."""
+    import gguf
+
+    config = hf_model.config
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_head_count_kv(config.num_key_value_heads)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    _add_tokenizer(writer, tokenizer_folder, config.vocab_size)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.upper()], config.num_hidden_layers)
+    for name, tensor in hf_model.state_dict().items():
+        data, gguf_name = tensor.float().numpy(), names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if weight_type is None or data.ndim != 2:
+            writer.add_tensor(gguf_name, data)
+        else:
+            qtype = gguf.GGMLQuantizationType[weight_type]
+            writer.add_tensor(gguf_name, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def _add_tokenizer(writer, folder, vocab_size):
+    import gguf
+
+    model = json.loads((folder / "tokenizer.json").read_text())["model"]
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    tokens += [f"<unused{i}>" for i in range(vocab_size - len(tokens))]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([gguf.TokenType.CONTROL if t.startswith("<") else gguf.TokenType.NORMAL for t in tokens])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in model["merges"]])
+    writer.add_eos_token_id(tokens.index("<|im_end|>"))

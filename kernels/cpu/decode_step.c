@@ -3,16 +3,24 @@
  * At batch 1 a layer's own work is a few tens of microseconds per kernel, and calling each kernel
  * from Python cost about as much again. This runs the same kernels, in the same order, on the same
  * buffers as the Python layers do (RMSNorm, qkv, rotary, the KV write, decode attention, o, RMSNorm,
- * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. Contract: kernels/cpu_decode.py.
+ * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. A linear layer is either a plain
+ * weight (small_linear.c) or GGUF-style codes (quant_linear.c, fp32 steps only). Contract:
+ * engine/runtime/models/fused_decode.py.
  */
 #include "common.h"
 #include "layer_ops.h"
 #include "paged_decode.h"
 
+/* a plain weight [n, k] in the step's dtype, or (scales set) codes with fp32 scales and mins (or NULL) */
+typedef struct {
+    const void *weight, *bias;                    /* bias [n] or NULL */
+    const float *scales, *mins;
+    int64_t bits;
+} Linear;
+
 typedef struct {
     const void *input_norm, *post_norm;           /* [hidden] */
-    const void *qkv, *qkv_bias, *o, *o_bias;      /* plain weights [n, k]; biases [n] or NULL */
-    const void *gate_up, *gate_up_bias, *down, *down_bias;
+    Linear qkv, o, gate_up, down;
     void *k_cache, *v_cache;
     const float *cos_sin;                         /* [max_positions, head_dim] */
     int64_t sliding_window;
@@ -30,10 +38,22 @@ typedef struct {
     void *normed, *qkv, *q_rot, *k_rot, *attn, *gate_up, *act;  /* scratch, sized for `rows` */
 } Step;
 
+/* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it */
+static void linear(const Step *s, const Linear *l, const void *x, void *out, int64_t k, int64_t n) {
+    if (!l->scales) {
+        kvtool_small_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
+        return;
+    }
+    float *y = out;
+    kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, (int32_t)l->bits, s->num_threads);
+    if (l->bias)
+        for (int64_t i = 0; i < s->rows * n; i++) y[i] += ((const float *)l->bias)[i % n];
+}
+
 static void attention(const Step *s, const Layer *l, int64_t element) {
     int64_t q = s->num_heads * s->head_dim, kv = s->num_kv_heads * s->head_dim, width = q + 2 * kv;
     int32_t dt = s->dtype, threads = s->num_threads;
-    kvtool_small_linear(s->normed, l->qkv, l->qkv_bias, s->qkv, s->rows, s->hidden, width, dt, threads);
+    linear(s, &l->qkv, s->normed, s->qkv, s->hidden, width);
     const char *qkv = s->qkv;
     kvtool_rotary(s->positions, qkv, width, qkv + q * element, width, l->cos_sin, s->q_rot, s->k_rot, s->rows,
                   s->num_heads, s->num_kv_heads, s->head_dim, dt, threads);
@@ -43,15 +63,14 @@ static void attention(const Step *s, const Layer *l, int64_t element) {
                        s->rows, s->num_heads, s->num_kv_heads, s->head_dim, s->block_size, s->table_stride,
                        s->scale, dt, threads, l->sliding_window};
     kvtool_paged_decode(&args);
-    kvtool_small_linear(s->attn, l->o, l->o_bias, s->x, s->rows, q, s->hidden, dt, threads);
+    linear(s, &l->o, s->attn, s->x, q, s->hidden);
 }
 
 static void mlp(const Step *s, const Layer *l) {
     int32_t dt = s->dtype, threads = s->num_threads;
-    kvtool_small_linear(s->normed, l->gate_up, l->gate_up_bias, s->gate_up, s->rows, s->hidden, 2 * s->intermediate,
-                        dt, threads);
+    linear(s, &l->gate_up, s->normed, s->gate_up, s->hidden, 2 * s->intermediate);
     kvtool_silu_and_mul(s->gate_up, s->act, s->rows, s->intermediate, dt, threads);
-    kvtool_small_linear(s->act, l->down, l->down_bias, s->x, s->rows, s->intermediate, s->hidden, dt, threads);
+    linear(s, &l->down, s->act, s->x, s->intermediate, s->hidden);
 }
 
 /* x holds the embeddings on entry; on return x and residual are the last layer's (the model adds them) */

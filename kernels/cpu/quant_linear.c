@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "layer_ops.h"
 
 enum { GROUP = 32, ROW_TILE = 4 };
 

@@ -1,5 +1,6 @@
 """A decode step in one C call against the Python layers: the same kernels in the same order give the
-same numbers, bit for bit; models and steps it does not cover run the layers."""
+same numbers, bit for bit, with dense (AVX-512) or quantized GGUF linear layers; models and steps it
+does not cover run the layers."""
 
 import pytest
 import torch
@@ -7,8 +8,10 @@ import torch
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
 from kvtool.kernels import cpu_ops
+from kvtool.kernels.cpu_build import compiled_library
 
-pytestmark = pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="needs the AVX-512 small-batch kernel")
+needs_small_linear = pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="needs the AVX-512 small-batch kernel")
+needs_kernels = pytest.mark.skipif(compiled_library() is None, reason="needs the compiled CPU kernels")
 
 
 def first_decode_both_ways(llm, prompts):
@@ -42,6 +45,7 @@ PROMPTS = [[1, 2, 3, 4, 5, 6, 7], list(range(100, 140)), list(range(300, 310))]
 PROMPTS += [list(range(500 + 40 * i, 509 + 41 * i)) for i in range(6)]  # 9: two groups of 4 rows and one more
 
 
+@needs_small_linear
 @pytest.mark.parametrize("rows", [1, 3, 9])
 def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
@@ -49,6 +53,7 @@ def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert fused.shape == (rows, 576) and torch.equal(fused, layers)
 
 
+@needs_small_linear
 @pytest.mark.slow
 def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     llm = LLM(str(smollm2_dir), dtype="bfloat16", max_model_len=1024, kv_cache_memory=64 << 20, seed=0)
@@ -56,6 +61,7 @@ def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     assert fused.dtype == torch.bfloat16 and torch.equal(fused, layers)
 
 
+@needs_small_linear
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
     """Qwen2's q/k/v biases go through the C step too. Six sequences: fp32 fuses steps of every size up to
@@ -78,6 +84,47 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
         outputs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
     assert outputs[0] == outputs[1]
     assert max(rows_fused) == min(6, cpu_ops.SMALL_LINEAR_WINS_UP_TO[getattr(torch, dtype)])
+
+
+@needs_kernels
+@pytest.mark.parametrize("rows", [1, 9, cpu_ops.SMALL_LINEAR_MAX_ROWS + 1])
+def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm, rows):
+    """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of any size run in one call,
+    more rows than a dense model fuses included."""
+    fused_decode = smollm2_quantized_llm.engine.model_runner.model.model.fused_decode
+    assert fused_decode is not None and fused_decode.max_rows is None
+    prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
+    fused, layers = first_decode_both_ways(smollm2_quantized_llm, prompts)
+    assert fused.shape == (rows, 576) and torch.equal(fused, layers)
+
+
+@needs_kernels
+def test_quantized_qwen2_biases_and_tokens_are_the_layers(tmp_path, monkeypatch):
+    """A Q8_0 Qwen2 GGUF: its q/k/v biases stay fp32 beside the codes and are added in the C step too; the
+    tokens are those of an engine that never fuses."""
+    from families import TINY, save_tiny_tokenizer, write_gguf
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path / "cache"))  # the converted copy goes there
+    torch.manual_seed(0)
+    hf_model = AutoModelForCausalLM.from_config(Qwen2Config(**TINY, tie_word_embeddings=False), dtype=torch.float32)
+    with torch.no_grad():  # transformers starts biases at zero
+        for bias in (param for name, param in hf_model.named_parameters() if name.endswith(".bias")):
+            bias.normal_(0.0, 0.5)
+    save_tiny_tokenizer(tmp_path)
+    write_gguf(tmp_path / "tiny-qwen2.gguf", hf_model, tmp_path, "qwen2", weight_type="Q8_0")
+    prompts = [list(range(5 + i, 20 + 3 * i)) for i in range(6)]
+    params = [SamplingParams(max_tokens=4 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
+    llm = LLM(str(tmp_path / "tiny-qwen2.gguf"), kv_cache_memory=1 << 20)
+    model = llm.engine.model_runner.model.model
+    assert llm.engine.config.quantization == "gguf" and model.layers[0].self_attn.qkv_proj.bias is not None
+    fused, layers = first_decode_both_ways(llm, prompts)
+    assert torch.equal(fused, layers)
+    outputs = []
+    for fused_decode in (model.fused_decode, None):
+        model.fused_decode = fused_decode
+        outputs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
+    assert outputs[0] == outputs[1]
 
 
 def test_families_it_does_not_cover_run_their_layers(tiny_family, tiny_llama, monkeypatch):

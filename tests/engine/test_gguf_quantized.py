@@ -114,10 +114,8 @@ LOGPROB_TOLERANCE = 0.5
 
 
 @pytest.mark.slow
-def test_quantized_smollm2_logprobs_match_the_dequantized_model(smollm2_llm):
-    from kvtool.engine.runtime.llm import LLM
-
-    quantized = LLM("smollm2", max_model_len=512, kv_cache_memory=64 << 20, seed=0)  # the CPU default
+def test_quantized_smollm2_logprobs_match_the_dequantized_model(smollm2_llm, smollm2_quantized_llm):
+    quantized = smollm2_quantized_llm  # the CPU default
     assert quantized.engine.config.quantization == "gguf"
     layers = quantized.engine.model_runner.model.model.layers
     assert type(layers[0].mlp.gate_up_proj).__name__ == "QuantLinear"

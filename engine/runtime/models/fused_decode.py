@@ -2,9 +2,11 @@
 
 The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
 bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
-for a plain Llama-family model on the CPU kernels with the plain weights kept for small batches
-(AVX-512), a KV cache in the model's dtype, one KV cache group, and a step of no more decodes than
-small_linear takes over from oneDNN (SMALL_LINEAR_WINS_UP_TO); every other step runs the layers.
+for a plain Llama-family model on the CPU kernels whose linear layers are either dense with the plain
+weights kept for small batches (AVX-512) or kept quantized (GGUF, fp32), a KV cache in the model's
+dtype, one KV cache group, and a decode-only step: of any size where every linear layer is quantized,
+else of no more decodes than small_linear takes over from oneDNN (SMALL_LINEAR_WINS_UP_TO); every other
+step runs the layers.
 """
 
 import ctypes
@@ -16,16 +18,24 @@ from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.kernels import cpu_ops
 from kvtool.kernels.cpu_build import compiled_library
 from kvtool.kernels.cpu_linear import PackedLinear
+from kvtool.kernels.quant_linear import QuantLinear
+from kvtool.kernels.reference import QUANT_GROUP
 
 _p, _i64, _i32, _f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
+LINEAR_NAMES = ("qkv", "o", "gate_up", "down")
+
+
+class Linear(ctypes.Structure):
+    """Mirrors `Linear` in cpu/decode_step.c: a plain weight, or codes with scales (and mins)."""
+
+    _fields_ = [(name, _p) for name in ("weight", "bias", "scales", "mins")] + [("bits", _i64)]
 
 
 class Layer(ctypes.Structure):
     """Mirrors `Layer` in cpu/decode_step.c."""
 
-    _fields_ = [(name, _p) for name in ("input_norm", "post_norm", "qkv", "qkv_bias", "o", "o_bias")]
-    _fields_ += [(name, _p) for name in ("gate_up", "gate_up_bias", "down", "down_bias", "k_cache", "v_cache")]
-    _fields_ += [("cos_sin", _p), ("sliding_window", _i64)]
+    _fields_ = [("input_norm", _p), ("post_norm", _p)] + [(name, Linear) for name in LINEAR_NAMES]
+    _fields_ += [("k_cache", _p), ("v_cache", _p), ("cos_sin", _p), ("sliding_window", _i64)]
 
 
 class Step(ctypes.Structure):
@@ -45,6 +55,9 @@ class FusedDecode:
         first = self.layers[0]
         self.attn, self.mlp = first.self_attn, first.mlp
         self.dtype = first.input_layernorm.weight.dtype
+        quantized = all(isinstance(linear, QuantLinear) for layer in self.layers for linear in _linears(layer))
+        # a QuantLinear runs the same kernel at every row count; a PackedLinear hands larger ones to oneDNN
+        self.max_rows = None if quantized else cpu_ops.SMALL_LINEAR_WINS_UP_TO[self.dtype]
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
 
     @classmethod
@@ -58,7 +71,7 @@ class FusedDecode:
         cache = self.layers[0].self_attn.attn.k_cache
         return (
             meta.num_prefills == 0
-            and 0 < meta.num_decodes <= cpu_ops.SMALL_LINEAR_WINS_UP_TO[self.dtype]
+            and 0 < meta.num_decodes <= (self.max_rows or meta.num_decodes)
             and not meta.group_metadata
             and cache is not None
             and cache.is_contiguous()
@@ -114,15 +127,13 @@ class FusedDecode:
 
 
 def _plain_layer(layer) -> bool:
-    """A Llama layer as llama.py has it, every linear with its plain weight kept, shapes the kernels take."""
+    """A Llama layer as llama.py has it, every linear one the C step computes, shapes the kernels take."""
     attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     if type(layer) is not LlamaDecoderLayer or type(attn) is not LlamaAttention or type(mlp) is not LlamaMLP:
         return False
-    linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-    if not all(isinstance(linear, PackedLinear) and linear.plain_weight is not None for linear in linears):
-        return False
+    dtype = layer.input_layernorm.weight.dtype
     return (
-        all(linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0 for linear in linears)
+        all(_fusable(linear, dtype) for linear in _linears(layer))
         and attn.rotary_dim == attn.head_dim
         and attn.head_dim % cpu_ops.DECODE_HEAD_DIM_MULTIPLE == 0
         and attn.attn.logits_soft_cap is None
@@ -133,21 +144,36 @@ def _plain_layer(layer) -> bool:
     )
 
 
-def _layer(layer) -> Layer:
+def _linears(layer) -> tuple:
     attn, mlp = layer.self_attn, layer.mlp
-    tensors = (
-        layer.input_layernorm.weight,
-        layer.post_attention_layernorm.weight,
-        attn.qkv_proj.plain_weight,
-        attn.qkv_proj.bias,
-        attn.o_proj.plain_weight,
-        attn.o_proj.bias,
-        mlp.gate_up_proj.plain_weight,
-        mlp.gate_up_proj.bias,
-        mlp.down_proj.plain_weight,
-        mlp.down_proj.bias,
-        attn.attn.k_cache,
-        attn.attn.v_cache,
-        attn.cos_sin_cache,
+    return attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj
+
+
+def _fusable(linear, dtype: torch.dtype) -> bool:
+    """A PackedLinear with its plain weight kept, or a QuantLinear in an fp32 model, of a width the kernel takes."""
+    if isinstance(linear, QuantLinear):
+        bias_ok = linear.bias is None or (linear.bias.dtype == torch.float32 and linear.bias.is_contiguous())
+        return dtype == torch.float32 and linear.in_features % QUANT_GROUP == 0 and bias_ok
+    return (
+        isinstance(linear, PackedLinear)
+        and linear.plain_weight is not None
+        and linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0
     )
-    return Layer(*(None if t is None else t.data_ptr() for t in tensors), attn.attn.sliding_window or 0)
+
+
+def _address(tensor: torch.Tensor | None) -> int | None:
+    return None if tensor is None else tensor.data_ptr()
+
+
+def _linear(linear) -> Linear:
+    if isinstance(linear, QuantLinear):
+        parts = (linear.codes, linear.bias, linear.scales, linear.mins)
+        return Linear(*(_address(t) for t in parts), linear.bits)
+    return Linear(_address(linear.plain_weight), _address(linear.bias), None, None, 0)
+
+
+def _layer(layer) -> Layer:
+    attn = layer.self_attn
+    norms = (_address(layer.input_layernorm.weight), _address(layer.post_attention_layernorm.weight))
+    caches = (_address(attn.attn.k_cache), _address(attn.attn.v_cache), _address(attn.cos_sin_cache))
+    return Layer(*norms, *(_linear(linear) for linear in _linears(layer)), *caches, attn.attn.sliding_window or 0)
