@@ -8,8 +8,9 @@ docs/engine.md). bf16 is packed where oneDNN supports it (results are bit-identi
 
 At decode batch sizes a step is bound by streaming the weights, and the C kernel
 `cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, where the CPU
-has AVX-512 (there the plain weight is kept beside the packed one): up to 4 rows in bf16, where
-oneDNN has AMX beyond, and up to SMALL_LINEAR_MAX_ROWS in fp32.
+has AVX2 or AVX-512 (there the plain weight is kept beside the packed one), up to the rows
+`cpu_ops.small_linear_rows` gives: with AVX-512, 4 in bf16 (oneDNN has AMX beyond) and
+SMALL_LINEAR_MAX_ROWS in fp32; with AVX2, 4.
 """
 
 import torch
@@ -27,12 +28,13 @@ class PackedLinear(nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         self.packed_weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
-        self.plain_weight = weight.detach().contiguous() if cpu_ops.small_linear_wins() else None
+        self.plain_rows = cpu_ops.small_linear_rows(weight.dtype)  # up to these rows, small_linear
+        self.plain_weight = weight.detach().contiguous() if self.plain_rows else None
         self.bias = None if bias is None else bias.detach()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if self.plain_weight is not None and rows <= cpu_ops.SMALL_LINEAR_WINS_UP_TO[x.dtype]:
+        if self.plain_weight is not None and rows <= self.plain_rows:
             y = cpu_ops.small_linear(x.reshape(rows, -1), self.plain_weight, self.bias)
             return y.view(*x.shape[:-1], y.shape[-1])
         return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight, self.bias, "none", [], "")

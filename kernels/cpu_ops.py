@@ -28,9 +28,17 @@ __all__ = [
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 SMALL_LINEAR_MAX_ROWS = 64  # MAX_ROWS in cpu/small_linear.c
-# up to how many rows small_linear beats oneDNN's packed weights (docs/engine.md): in bf16 oneDNN has AMX
-SMALL_LINEAR_WINS_UP_TO = {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4}
+# up to how many rows small_linear beats oneDNN's packed weights, by the fp32 lanes of the kernel's vectors
+# (docs/engine.md): with AVX-512, 4 in bf16 where oneDNN has AMX tiles; with AVX2, 4 (its FMA loops are
+# compute-bound from 8 rows on, where oneDNN's blocking is not)
+SMALL_LINEAR_WINS_UP_TO = {
+    16: {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4},
+    8: {torch.float32: 4, torch.bfloat16: 4},
+}
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
+# up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
+# library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
+QUANT_KERNEL_WINS_UP_TO = 128
 DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
 
 
@@ -237,9 +245,15 @@ def quant_linear(x, codes, scales, mins, bits):
 
 
 def small_linear_wins() -> bool:
-    """Whether the C kernel beats the GEMM library's packed weights at a few rows (it does with AVX-512)."""
+    """Whether the C kernel beats the GEMM library's packed weights at a few rows (with AVX2 or AVX-512)."""
+    return small_linear_rows(torch.float32) > 0
+
+
+def small_linear_rows(dtype: torch.dtype) -> int:
+    """Up to how many rows of `dtype` the C kernel beats the GEMM library here; 0 where it has no vectors."""
     library = load_library()
-    return library is not None and bool(library.kvtool_small_linear_vectorized())
+    lanes = library.kvtool_small_linear_vectorized() if library is not None else 0
+    return SMALL_LINEAR_WINS_UP_TO.get(lanes, {}).get(dtype, 0)
 
 
 def flush_denormals(num_threads: int) -> None:

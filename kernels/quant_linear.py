@@ -1,12 +1,13 @@
 """Linear layers whose weights stay quantized: GGUF-style codes in groups of 32 along k, each group
 with an fp32 scale and an optional min (w = scale * code + min), multiplied by the C kernel
-(`cpu_ops.quant_linear`) or, without a compiler, by its torch reference."""
+(`cpu_ops.quant_linear`) or, without a compiler, by its torch reference. A call of more rows than
+QUANT_KERNEL_WINS_UP_TO (a prefill) dequantizes the weight for that call and runs an fp32 matmul."""
 
 import torch
 from torch import nn
 
 from kvtool.kernels import cpu_ops
-from kvtool.kernels.reference import QUANT_GROUP
+from kvtool.kernels.reference import QUANT_GROUP, dequantize_codes
 
 
 class QuantLinear(nn.Module):
@@ -23,8 +24,12 @@ class QuantLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        y = cpu_ops.quant_linear(rows, self.codes, self.scales, self.mins, self.bits)
-        y = y if self.bias is None else y + self.bias
+        if len(rows) > cpu_ops.QUANT_KERNEL_WINS_UP_TO:
+            weight = dequantize_codes(self.codes, self.scales, self.mins, self.bits)
+            y = nn.functional.linear(rows.float(), weight, self.bias)
+        else:
+            y = cpu_ops.quant_linear(rows, self.codes, self.scales, self.mins, self.bits)
+            y = y if self.bias is None else y + self.bias
         return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:

@@ -9,8 +9,12 @@ from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
 from kvtool.kernels import cpu_ops
 from kvtool.kernels.cpu_build import compiled_library
+from kvtool.kernels.cpu_linear import can_pack
 
-needs_small_linear = pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="needs the AVX-512 small-batch kernel")
+needs_small_linear = pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="needs the AVX2 small-batch kernel")
+needs_bf16_packing = pytest.mark.skipif(
+    not can_pack(torch.device("cpu"), torch.bfloat16), reason="oneDNN packs no bf16 weights on this CPU"
+)
 needs_kernels = pytest.mark.skipif(compiled_library() is None, reason="needs the compiled CPU kernels")
 
 
@@ -46,7 +50,7 @@ PROMPTS += [list(range(500 + 40 * i, 509 + 41 * i)) for i in range(6)]  # 9: two
 
 
 @needs_small_linear
-@pytest.mark.parametrize("rows", [1, 3, 9])
+@pytest.mark.parametrize("rows", [rows for rows in (1, 3, 4, 9) if rows <= cpu_ops.small_linear_rows(torch.float32)])
 def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
     fused, layers = first_decode_both_ways(smollm2_llm, PROMPTS[:rows])
@@ -54,6 +58,7 @@ def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
 
 
 @needs_small_linear
+@needs_bf16_packing
 @pytest.mark.slow
 def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     llm = LLM(str(smollm2_dir), dtype="bfloat16", max_model_len=1024, kv_cache_memory=64 << 20, seed=0)
@@ -62,11 +67,11 @@ def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
 
 
 @needs_small_linear
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=needs_bf16_packing)])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
-    """Qwen2's q/k/v biases go through the C step too. Six sequences: fp32 fuses steps of every size up to
-    SMALL_LINEAR_MAX_ROWS, bf16 only up to 4 rows (beyond, oneDNN's AMX matmuls win) and the larger steps
-    run the layers; either way the tokens are those of an engine that never fuses."""
+    """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to small_linear_rows fuse
+    (with AVX-512 every size in fp32, up to 4 rows in bf16, where oneDNN's AMX matmuls win beyond) and the
+    larger steps run the layers; either way the tokens are those of an engine that never fuses."""
     from kvtool.engine.runtime.models.fused_decode import FusedDecode
 
     rows_fused = []
@@ -83,16 +88,16 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
             model.fused_decode = None
         outputs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
     assert outputs[0] == outputs[1]
-    assert max(rows_fused) == min(6, cpu_ops.SMALL_LINEAR_WINS_UP_TO[getattr(torch, dtype)])
+    assert max(rows_fused) == min(6, cpu_ops.small_linear_rows(getattr(torch, dtype)))
 
 
 @needs_kernels
-@pytest.mark.parametrize("rows", [1, 9, cpu_ops.SMALL_LINEAR_MAX_ROWS + 1])
+@pytest.mark.parametrize("rows", [1, 9, 65])
 def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm, rows):
-    """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of any size run in one call,
-    more rows than a dense model fuses included."""
+    """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of up to as many rows as
+    the int8 kernel takes run in one call, more than a dense fp32 model fuses included."""
     fused_decode = smollm2_quantized_llm.engine.model_runner.model.model.fused_decode
-    assert fused_decode is not None and fused_decode.max_rows is None
+    assert fused_decode is not None and fused_decode.max_rows == cpu_ops.QUANT_KERNEL_WINS_UP_TO
     prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
     fused, layers = first_decode_both_ways(smollm2_quantized_llm, prompts)
     assert fused.shape == (rows, 576) and torch.equal(fused, layers)

@@ -16,9 +16,8 @@ if not torch.cuda.is_available():
 sys.path.insert(0, os.path.dirname(__file__))
 
 
-@pytest.fixture(scope="session")
-def portable_library(tmp_path_factory):
-    """The CPU kernels built without AVX-512 (the loops an AVX2 or ARM machine runs), once per session."""
+def _library_without(tmp_path_factory, flag: str):
+    """The CPU kernels built with `flag` taking an instruction set away, for the loops other CPUs run."""
     import ctypes
     import platform
 
@@ -26,6 +25,30 @@ def portable_library(tmp_path_factory):
 
     compiler = cpu_build.c_compiler()
     if platform.machine() != "x86_64" or compiler is None:
-        pytest.skip("-mno-avx512f needs an x86 C compiler")
-    folder = tmp_path_factory.mktemp("portable")
-    return cpu_build.with_signatures(ctypes.CDLL(str(cpu_build.build_library(compiler, folder, ("-mno-avx512f",)))))
+        pytest.skip(f"{flag} needs an x86 C compiler")
+    folder = tmp_path_factory.mktemp(flag.lstrip("-"))
+    return cpu_build.with_signatures(ctypes.CDLL(str(cpu_build.build_library(compiler, folder, (flag,)))))
+
+
+def cpu_has(*flags: str) -> bool:
+    """Whether this CPU runs these instruction sets (/proc/cpuinfo's names, e.g. "avx2", "fma")."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            present = next((line.split(":")[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return set(flags) <= set(present)
+
+
+@pytest.fixture(scope="session")
+def avx2_library(tmp_path_factory):
+    """The CPU kernels without AVX-512: what an AVX2 laptop or server runs, once per session."""
+    if not cpu_has("avx2", "fma"):
+        pytest.skip("this CPU has no AVX2 and FMA")
+    return _library_without(tmp_path_factory, "-mno-avx512f")
+
+
+@pytest.fixture(scope="session")
+def portable_library(tmp_path_factory):
+    """The CPU kernels without AVX2 (nor AVX-512): the plain loops an older x86 or an ARM machine runs."""
+    return _library_without(tmp_path_factory, "-mno-avx2")

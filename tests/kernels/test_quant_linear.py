@@ -18,7 +18,7 @@ def random_weight(n, k, bits, with_mins, g):
     return codes, scales, mins
 
 
-@pytest.mark.parametrize("k", [320, 352])  # an even and an odd number of groups of 32
+@pytest.mark.parametrize("k", [256, 320, 352])  # 8, 10 and 11 groups of 32: blocks of 8 and the rest
 @pytest.mark.parametrize("rows", [1, 3, 8, 13])
 @pytest.mark.parametrize("bits,with_mins", [(4, True), (4, False), (8, False), (8, True)])
 def test_kernel_matches_reference(rows, bits, with_mins, k):
@@ -33,13 +33,15 @@ def test_kernel_matches_reference(rows, bits, with_mins, k):
 
 
 @pytest.mark.parametrize("bits", [4, 8])
-def test_the_avx2_build_matches_the_reference(portable_library, bits):
-    """The library without AVX-512 (what an AVX2 machine runs), on the same cases."""
+@pytest.mark.parametrize("build", ["avx2_library", "portable_library"])
+def test_the_avx2_and_portable_builds_match_the_reference(build, bits, request):
+    """The library without AVX-512 (what an AVX2 machine runs) and without AVX2, on the same cases."""
+    library = request.getfixturevalue(build)
     g = torch.Generator().manual_seed(20 + bits)
     codes, scales, mins = random_weight(96, 352, bits, True, g)
     packed, x = pack_codes(codes, bits), torch.randn(5, 352, generator=g)
     out = torch.empty(5, 96)
-    portable_library.kvtool_quant_linear(
+    library.kvtool_quant_linear(
         x.data_ptr(), out.data_ptr(), 5, 352, 96, packed.data_ptr(), scales.data_ptr(), mins.data_ptr(), bits, 2
     )
     expected = reference.quant_linear(x, packed, scales, mins, bits)
@@ -69,3 +71,16 @@ def test_quant_linear_module_keeps_batch_shape_bias_and_dtype():
     assert y.shape == (2, 3, 40) and y.dtype == torch.bfloat16
     expected = reference.quant_linear(x.bfloat16().float().view(6, 64), layer.codes, scales, mins, 4) + bias
     torch.testing.assert_close(y.float().view(6, 40), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_quant_linear_module_takes_the_kernel_up_to_its_rows_and_a_dequantized_matmul_beyond():
+    g = torch.Generator().manual_seed(4)
+    codes, scales, mins = random_weight(40, 64, 4, True, g)
+    bias = torch.randn(40, generator=g)
+    layer = QuantLinear(codes, scales, mins, 4, bias)
+    x = torch.randn(cpu_ops.QUANT_KERNEL_WINS_UP_TO + 1, 64, generator=g)
+    weight = reference.dequantize_codes(layer.codes, scales, mins, 4)
+    torch.testing.assert_close(layer(x), x @ weight.T + bias)  # the fp32 matmul: no int8 activations
+    decode = x[: cpu_ops.QUANT_KERNEL_WINS_UP_TO]
+    expected = reference.quant_linear(decode, layer.codes, scales, mins, 4) + bias
+    torch.testing.assert_close(layer(decode), expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())

@@ -41,19 +41,21 @@ def test_what_the_kernel_does_not_cover_goes_to_the_reference(rows, k):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_portable_loops_match_the_reference(portable_library, dtype):
-    assert portable_library.kvtool_small_linear_vectorized() == 0  # so PackedLinear would keep to oneDNN there
+@pytest.mark.parametrize("build,vectorized", [("avx2_library", 8), ("portable_library", 0)])
+def test_the_avx2_and_portable_builds_match_the_reference(build, vectorized, dtype, request):
+    library = request.getfixturevalue(build)
+    assert library.kvtool_small_linear_vectorized() == vectorized  # without AVX2 PackedLinear keeps to oneDNN
     for rows, (n, k) in zip([1, 6, 9], SHAPES):
         x, weight, bias = case(rows, n, k, dtype, True, seed=5)
         out = torch.empty(rows, n, dtype=dtype)
         code = cpu_ops.DTYPE_CODES[dtype]
-        portable_library.kvtool_small_linear(
+        library.kvtool_small_linear(
             x.data_ptr(), weight.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, k, n, code, 2
         )
         torch.testing.assert_close(out, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
-@pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="the small-batch kernel is used with AVX-512 only")
+@pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="the small-batch kernel needs AVX2 or AVX-512")
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_packed_linear_streams_the_plain_weight_up_to_its_row_limit_and_packs_the_rest(dtype, monkeypatch):
     if not cpu_linear.can_pack(torch.device("cpu"), dtype):
@@ -67,5 +69,5 @@ def test_packed_linear_streams_the_plain_weight_up_to_its_row_limit_and_packs_th
         for shape in [(1, 576), (2, 2, 576), (4, 576), (5, 576), (64, 576), (65, 576)]:
             x = torch.randn(*shape).to(dtype)
             torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(dtype))
-    # rows, whatever the leading shape: fp32 up to 64, bf16 up to 4 (oneDNN's AMX matmuls beyond)
-    assert calls == {torch.float32: [1, 4, 4, 5, 64], torch.bfloat16: [1, 4, 4]}[dtype]
+    # rows, whatever the leading shape, up to this CPU's limit (with AVX-512: fp32 up to 64, bf16 up to 4)
+    assert calls == [rows for rows in (1, 4, 4, 5, 64, 65) if rows <= cpu_ops.small_linear_rows(dtype)]

@@ -3,10 +3,10 @@
 The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
 bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
 for a plain Llama-family model on the CPU kernels whose linear layers are either dense with the plain
-weights kept for small batches (AVX-512) or kept quantized (GGUF, fp32), a KV cache in the model's
-dtype, one KV cache group, and a decode-only step: of any size where every linear layer is quantized,
-else of no more decodes than small_linear takes over from oneDNN (SMALL_LINEAR_WINS_UP_TO); every other
-step runs the layers.
+weights kept for small batches (AVX2 or AVX-512) or kept quantized (GGUF, fp32), a KV cache in the
+model's dtype, one KV cache group, and a decode-only step of no more rows than the kernels take
+(`cpu_ops.small_linear_rows` where a layer is dense, else QUANT_KERNEL_WINS_UP_TO); every other step
+runs the layers.
 """
 
 import ctypes
@@ -55,9 +55,9 @@ class FusedDecode:
         first = self.layers[0]
         self.attn, self.mlp = first.self_attn, first.mlp
         self.dtype = first.input_layernorm.weight.dtype
-        quantized = all(isinstance(linear, QuantLinear) for layer in self.layers for linear in _linears(layer))
-        # a QuantLinear runs the same kernel at every row count; a PackedLinear hands larger ones to oneDNN
-        self.max_rows = None if quantized else cpu_ops.SMALL_LINEAR_WINS_UP_TO[self.dtype]
+        # beyond these rows a QuantLinear dequantizes for an fp32 matmul, a PackedLinear hands them to oneDNN
+        limits = {QuantLinear: cpu_ops.QUANT_KERNEL_WINS_UP_TO, PackedLinear: cpu_ops.small_linear_rows(self.dtype)}
+        self.max_rows = min(limits[type(linear)] for layer in self.layers for linear in _linears(layer))
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
 
     @classmethod
@@ -71,7 +71,7 @@ class FusedDecode:
         cache = self.layers[0].self_attn.attn.k_cache
         return (
             meta.num_prefills == 0
-            and 0 < meta.num_decodes <= (self.max_rows or meta.num_decodes)
+            and 0 < meta.num_decodes <= self.max_rows
             and not meta.group_metadata
             and cache is not None
             and cache.is_contiguous()
