@@ -7,7 +7,7 @@
  *
  * Two passes per sequence: scores for every cached token (16 tokens at a time), then the softmax and
  * the weighted sum of V. Sequences are spread over OpenMP threads. Built at run time with
- * -march=native by kernels/cpu_build.py; the AVX-512 path is taken where the compiler offers it.
+ * -march=native by kernels/cpu_build.py; the AVX-512 or AVX2 path is taken where the compiler offers it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +29,8 @@ static int64_t row_of(const DecodeArgs *a, const int32_t *table, int64_t t) {
 
 #if defined(__AVX512F__)
 #include "paged_decode_avx512.h"
+#elif defined(__AVX2__) && defined(__FMA__)
+#include "paged_decode_avx2.h"
 #else
 #include "paged_decode_portable.h"
 #endif

@@ -53,6 +53,19 @@ def test_store_kv_writes_what_the_reference_writes(cache_dtype):
 @pytest.mark.parametrize("num_heads,num_kv_heads,head_dim", [(4, 4, 64), (9, 3, 64), (6, 2, 128), (8, 1, 64)])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_decode_attention_matches_token_by_token(num_heads, num_kv_heads, head_dim, dtype):
+    check_decode_attention(num_heads, num_kv_heads, head_dim, dtype)
+
+
+@pytest.mark.parametrize("build", ["avx2_library", "portable_library"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_attention_of_the_avx2_and_portable_builds(build, dtype, request, monkeypatch):
+    """The loops a CPU without AVX-512 (AVX2) or without AVX2 runs, on the same cases."""
+    monkeypatch.setattr(cpu_ops, "compiled_library", lambda library=request.getfixturevalue(build): library)
+    for shape in [(9, 3, 64), (6, 2, 128)]:
+        check_decode_attention(*shape, dtype)
+
+
+def check_decode_attention(num_heads, num_kv_heads, head_dim, dtype):
     g = torch.Generator().manual_seed(1)
     context_lens = [1, 15, 16, 17, 40, 300]  # one token, block edges, a partial last score tile
     k_cache, v_cache, tables, keys, values = filled_caches(context_lens, num_kv_heads, head_dim, dtype, g)
