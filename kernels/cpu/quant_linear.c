@@ -53,8 +53,6 @@ INLINE float min_term(const float *mins, const float *xsum, int64_t groups) {
 #elif defined(__AVX2__)
 #include <immintrin.h>
 
-enum { BLOCK = 8 };  /* groups whose sums one vector gathers */
-
 INLINE __m256i load_codes(const uint8_t *codes, int bits) {
     if (bits == 8) return _mm256_loadu_si256((const __m256i *)codes);
     __m128i packed = _mm_loadu_si128((const __m128i *)codes);
@@ -62,28 +60,11 @@ INLINE __m256i load_codes(const uint8_t *codes, int bits) {
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
-/* the codes of one group as maddubs takes them (unsigned) and, for 8-bit codes, their signs */
-typedef struct {
-    __m256i magnitude, sign;
-} GroupCodes;
-
-INLINE GroupCodes unsigned_codes(__m256i w, int bits) {
-    if (bits == 4) return (GroupCodes){w, w};
-    return (GroupCodes){_mm256_sign_epi8(w, w), w};
-}
-
-/* 8 partial int32 sums of code * qx: maddubs wants its first operand unsigned, so a negative code's
- * activation changes sign instead */
-INLINE __m256i group_dot(GroupCodes w, __m256i xq, int bits) {
-    __m256i pairs = _mm256_maddubs_epi16(w.magnitude, bits == 8 ? _mm256_sign_epi8(xq, w.sign) : xq);
+/* 8 partial int32 sums of code * qx: maddubs wants its first operand unsigned */
+INLINE __m256i group_dot(__m256i w, __m256i xq, int bits) {
+    __m256i pairs = bits == 8 ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
+                              : _mm256_maddubs_epi16(w, xq);
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-/* lane i = the sum of the 8 lanes of v[i]: the dot products of 8 groups, side by side */
-INLINE __m256i group_totals(const __m256i v[BLOCK]) {
-    __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
 }
 
 INLINE float hsum(__m256 v) {
@@ -92,35 +73,18 @@ INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-/* acc[r] += the scaled dot products of BLOCK groups from g: their codes unpacked once for all rows, the
- * int32 sums of a row's groups gathered into one vector and scaled by scale * dx in one multiply */
-INLINE void block_dots(const QuantizedRows *q, int64_t r0, int tile, int64_t groups, int64_t g, const uint8_t *codes,
-                       const float *scales, __m256 acc[ROW_TILE], int bits) {
-    int64_t group_bytes = bits == 8 ? GROUP : GROUP / 2;
-    GroupCodes w[BLOCK];
-    for (int i = 0; i < BLOCK; i++) w[i] = unsigned_codes(load_codes(codes + (g + i) * group_bytes, bits), bits);
-    __m256 block_scales = _mm256_loadu_ps(scales + g);
-    for (int r = 0; r < tile; r++) {
-        const int8_t *xq = q->qx + ((r0 + r) * groups + g) * GROUP;
-        __m256i sums[BLOCK];
-        for (int i = 0; i < BLOCK; i++) sums[i] = group_dot(w[i], _mm256_loadu_si256((const __m256i *)(xq + i * GROUP)), bits);
-        __m256 scale = _mm256_mul_ps(block_scales, _mm256_loadu_ps(q->dx + (r0 + r) * groups + g));
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_totals(sums)), scale, acc[r]);
-    }
-}
-
 /* out[r, j] for `tile` rows starting at r0 and one weight row j, read once for all of them */
 INLINE void column_tile(const QuantizedRows *q, int64_t r0, int tile, int64_t k, const uint8_t *codes,
                         const float *scales, float *dots, int bits) {
-    int64_t groups = k / GROUP, group_bytes = bits == 8 ? GROUP : GROUP / 2, g = 0;
+    int64_t groups = k / GROUP, group_bytes = bits == 8 ? GROUP : GROUP / 2;
     __m256 acc[ROW_TILE];
     for (int r = 0; r < tile; r++) acc[r] = _mm256_setzero_ps();
-    for (; g + BLOCK <= groups; g += BLOCK) block_dots(q, r0, tile, groups, g, codes, scales, acc, bits);
-    for (; g < groups; g++) {  /* the last groups, fewer than BLOCK: one at a time */
-        GroupCodes w = unsigned_codes(load_codes(codes + g * group_bytes, bits), bits);
+    for (int64_t g = 0; g < groups; g++) {
+        __m256i w = load_codes(codes + g * group_bytes, bits);
         for (int r = 0; r < tile; r++) {
             int64_t at = (r0 + r) * groups + g;
-            __m256 sum = _mm256_cvtepi32_ps(group_dot(w, _mm256_loadu_si256((const __m256i *)(q->qx + at * GROUP)), bits));
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(q->qx + at * GROUP));
+            __m256 sum = _mm256_cvtepi32_ps(group_dot(w, xq, bits));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scales[g] * q->dx[at]), sum, acc[r]);
         }
     }
