@@ -13,6 +13,7 @@ from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.sizing import kv_cache, messages
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
 from kvtool.engine.sizing.gguf_spec import engine_quantization
+from kvtool.engine.sizing.memory_budget import resolve_dtype
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import UsageError
 from kvtool.profiles.vllm_flags import ENGINE_KEYS
@@ -26,13 +27,14 @@ class DeviceInfo:
     kind: str  # "cuda" | "cpu"
     count: int = 1
     name: str = "CPU"
+    native_bf16: bool = True  # a CPU without bf16 instructions runs bf16 emulated (oneDNN packs no bf16 there)
 
 
 def detect_device(requested: str = "auto") -> DeviceInfo:
     import torch  # serve needs torch anyway; keep it out of `--help`
 
     if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
-        return DeviceInfo("cpu")
+        return DeviceInfo("cpu", native_bf16=torch.ops.mkldnn._is_mkldnn_bf16_supported())
     if not torch.cuda.is_available():
         raise UsageError("--device cuda was asked for, but no CUDA device is visible.", "Use --device cpu or auto.")
     return DeviceInfo("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0))
@@ -106,6 +108,8 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
     if engine_quantization(spec.source, device.kind, settings.get("dtype", "auto"), settings.get("quantization")):
         spec = replace(spec, dtype="float32")
         plan.notes.append(messages.GGUF_QUANTIZED_NOTE)
+    elif not device.native_bf16 and resolve_dtype(settings.get("dtype", "auto"), spec.dtype) == "bfloat16":
+        plan.notes.append(messages.BF16_EMULATED_NOTE.format(dtype=settings.get("dtype", "auto")))
     dtype = settings.get("kv_cache_dtype", "auto")
     if dtype.startswith("fp8"):
         settings["kv_cache_dtype"] = "auto"

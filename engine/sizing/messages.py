@@ -246,6 +246,10 @@ GGUF_QUANTIZED_NOTE = (
     "GGUF weights kept quantized on the CPU: activations and the KV cache in float32, so the KV cache holds half "
     "the tokens of a 16-bit one (--dtype bfloat16 dequantizes the weights instead)."
 )
+BF16_EMULATED_NOTE = (
+    "dtype {dtype} runs this model in bfloat16, which this CPU has no instructions for: emulated, it runs "
+    "several times slower than float32; --dtype float32 serves it at full speed."
+)
 QUANTIZATION_NEEDS_GGUF = "--quantization gguf needs a .gguf model file, got {model!r}."
 QUANTIZATION_NEEDS_CPU = "--quantization gguf runs on the CPU only; the device is {device}."
 QUANTIZATION_DTYPE = "--quantization gguf computes in float32; --dtype {dtype} asks for dequantized weights."

@@ -36,6 +36,19 @@ def test_multi_gpu_profile_on_a_cpu_says_what_it_chose_instead(smollm2):
     assert plan.default_max_tokens == 4096
 
 
+def test_bf16_on_a_cpu_without_bf16_instructions_is_named_with_the_way_out(smollm2):
+    fp32_folder = replace(smollm2, source="a-folder", dtype="float32")  # dense weights: auto runs bf16
+    no_bf16 = DeviceInfo("cpu", native_bf16=False)
+    emulated = [note for note in build_serve_plan(None, {}, no_bf16, fp32_folder).notes if "emulated" in note]
+    assert emulated and "dtype auto" in emulated[0] and "--dtype float32" in emulated[0]
+    for overrides, device, spec in [
+        ({"dtype": "float32"}, no_bf16, fp32_folder),
+        ({}, CPU, fp32_folder),  # bf16 instructions: nothing to say
+        ({}, no_bf16, smollm2),  # the quantized GGUF computes in float32
+    ]:
+        assert not any("emulated" in note for note in build_serve_plan(None, overrides, device, spec).notes)
+
+
 def test_on_one_gpu_only_tensor_parallelism_is_lowered(smollm2):
     plan = build_serve_plan(load_profile("long-form-agent"), {}, ONE_GPU, smollm2)
     assert plan.notes == []
