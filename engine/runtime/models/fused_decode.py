@@ -55,9 +55,7 @@ class FusedDecode:
         first = self.layers[0]
         self.attn, self.mlp = first.self_attn, first.mlp
         self.dtype = first.input_layernorm.weight.dtype
-        # beyond these rows a QuantLinear dequantizes for an fp32 matmul, a PackedLinear hands them to oneDNN
-        limits = {QuantLinear: cpu_ops.QUANT_KERNEL_WINS_UP_TO, PackedLinear: cpu_ops.small_linear_rows(self.dtype)}
-        self.max_rows = min(limits[type(linear)] for layer in self.layers for linear in _linears(layer))
+        self.max_rows = min(_row_limit(linear, self.dtype) for layer in self.layers for linear in _linears(layer))
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
 
     @classmethod
@@ -159,6 +157,11 @@ def _fusable(linear, dtype: torch.dtype) -> bool:
         and linear.plain_weight is not None
         and linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0
     )
+
+
+def _row_limit(linear, dtype: torch.dtype) -> int:
+    """Beyond these rows a QuantLinear dequantizes for an fp32 matmul and a PackedLinear hands them to oneDNN."""
+    return cpu_ops.QUANT_KERNEL_WINS_UP_TO if isinstance(linear, QuantLinear) else cpu_ops.small_linear_rows(dtype)
 
 
 def _address(tensor: torch.Tensor | None) -> int | None:
