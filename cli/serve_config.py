@@ -105,11 +105,12 @@ def _fit_parallelism(settings: dict, sources: dict, device: DeviceInfo, plan: Se
 def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: ModelSpec, plan: ServePlan) -> None:
     if device.kind != "cpu":
         return
-    if engine_quantization(spec.source, device.kind, settings.get("dtype", "auto"), settings.get("quantization")):
+    model_dtype = settings.get("dtype", "auto")
+    if engine_quantization(spec.source, device.kind, model_dtype, settings.get("quantization")):
         spec = replace(spec, dtype="float32")
         plan.notes.append(messages.GGUF_QUANTIZED_NOTE)
-    elif not device.native_bf16 and resolve_dtype(settings.get("dtype", "auto"), spec.dtype) == "bfloat16":
-        plan.notes.append(messages.BF16_EMULATED_NOTE.format(dtype=settings.get("dtype", "auto")))
+    elif not device.native_bf16 and resolve_dtype(model_dtype, spec.dtype) == "bfloat16":
+        plan.notes.append(messages.BF16_EMULATED_NOTE.format(dtype=model_dtype))
     dtype = settings.get("kv_cache_dtype", "auto")
     if dtype.startswith("fp8"):
         settings["kv_cache_dtype"] = "auto"

@@ -1,13 +1,7 @@
 /* AVX2 path of paged_decode.c: 8 fp32 lanes, the scores of 8 tokens per vector. */
-#include <immintrin.h>
+#include "vectors.h"
 
 enum { LANES = 8, AHEAD = 8 };
-
-INLINE __m256 load8(const void *base, int64_t i, int dtype) {
-    if (dtype == DTYPE_F32) return _mm256_loadu_ps((const float *)base + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 /* exp(x) for x <= 0: Cody-Waite reduction by ln 2, a degree-6 polynomial, 2^n written into the exponent.
  * Below -87, where 2^n would leave the normal range, it gives exp(-87) (about 2e-38), which no softmax
@@ -77,12 +71,6 @@ INLINE float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 /* scores of one head -> unnormalized probabilities in place (lanes past ctx: 0); returns their sum */

@@ -1,11 +1,5 @@
 /* AVX-512 path of paged_decode.c: 16 fp32 lanes, one tile of 16 tokens per score vector. */
-#include <immintrin.h>
-
-INLINE __m512 load16(const void *base, int64_t i, int dtype) {
-    if (dtype == DTYPE_F32) return _mm512_loadu_ps((const float *)base + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
+#include "vectors.h"
 
 /* exp(x) for x <= 0: Cody-Waite reduction by ln 2, a degree-6 polynomial, then scalef by 2^n */
 INLINE __m512 exp16(__m512 x) {

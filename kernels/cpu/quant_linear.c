@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "layer_ops.h"
+#include "vectors.h"
 
 enum { GROUP = 32, ROW_TILE = 4 };
 
@@ -51,7 +52,6 @@ INLINE float min_term(const float *mins, const float *xsum, int64_t groups) {
 #include "quant_linear_avx512.h"
 
 #elif defined(__AVX2__)
-#include <immintrin.h>
 
 INLINE __m256i load_codes(const uint8_t *codes, int bits) {
     if (bits == 8) return _mm256_loadu_si256((const __m256i *)codes);
@@ -65,12 +65,6 @@ INLINE __m256i group_dot(__m256i w, __m256i xq, int bits) {
     __m256i pairs = bits == 8 ? _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w))
                               : _mm256_maddubs_epi16(w, xq);
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-INLINE float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
 /* out[r, j] for `tile` rows starting at r0 and one weight row j, read once for all of them */
@@ -88,7 +82,7 @@ INLINE void column_tile(const QuantizedRows *q, int64_t r0, int tile, int64_t k,
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scales[g] * q->dx[at]), sum, acc[r]);
         }
     }
-    for (int r = 0; r < tile; r++) dots[r] = hsum(acc[r]);
+    for (int r = 0; r < tile; r++) dots[r] = hsum8(acc[r]);
 }
 
 #else

@@ -9,27 +9,19 @@
  */
 #include "common.h"
 #include "layer_ops.h"
+#include "vectors.h"
 
 /* PREFETCH_AHEAD: how far ahead in W each load asks for its cache line (the hardware prefetcher alone
  * leaves about a third of the bandwidth unused on these short rows) */
 enum { COLS = 4, GROUP = 4, MAX_ROWS = 64, PREFETCH_AHEAD = 16 << 10 };
 
 #if defined(__AVX2__)
-#include <immintrin.h>
-
 INLINE void prefetch(const void *w, int64_t i, int64_t element) {
     _mm_prefetch((const char *)w + i * element + PREFETCH_AHEAD, _MM_HINT_T0);
 }
 #endif
 
 #if defined(__AVX512F__)
-
-/* 16 fp32 lanes of x or w at element i, widened from bf16 where needed */
-INLINE __m512 load16(const void *base, int64_t i, int dtype) {
-    if (dtype == DTYPE_F32) return _mm512_loadu_ps((const float *)base + i);
-    __m256i half = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
-}
 
 /* sums[4 * r + c] = the lane sum of v[4 * c + r], for 16 vectors: a transposing tree of 3 levels
  * (the order is a row of out: COLS consecutive columns for each row of a group) */
@@ -89,13 +81,6 @@ INLINE int vector_width(void) { return 16; }
 int32_t kvtool_small_linear_vectorized(void) { return 16; }
 
 #elif defined(__AVX2__) && defined(__FMA__)
-
-/* 8 fp32 lanes of x or w at element i, widened from bf16 where needed */
-INLINE __m256 load8(const void *base, int64_t i, int dtype) {
-    if (dtype == DTYPE_F32) return _mm256_loadu_ps((const float *)base + i);
-    __m128i half = _mm_loadu_si128((const __m128i *)((const uint16_t *)base + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
-}
 
 /* sums[4 * r + c] = the lane sum of v[4 * c + r], for 16 vectors (a row of out: COLS consecutive columns) */
 INLINE void reduce16(const __m256 v[16], float sums[16]) {

@@ -32,12 +32,9 @@ def _library_without(tmp_path_factory, flag: str):
 
 def cpu_has(*flags: str) -> bool:
     """Whether this CPU runs these instruction sets (/proc/cpuinfo's names, e.g. "avx2", "fma")."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            present = next((line.split(":")[1].split() for line in cpuinfo if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return set(flags) <= set(present)
+    from kvtool.kernels import cpu_build
+
+    return set(flags) <= set(cpu_build._cpu_flags().partition(":")[2].split())
 
 
 @pytest.fixture(scope="session")
