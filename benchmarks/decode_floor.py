@@ -37,7 +37,7 @@ def weight_bytes(model) -> int:
     table (a step reads one row of it)."""
     seen, total = set(), 0
     tensors = list(model.named_parameters()) + [(name, t) for name, t in model.named_buffers() if "cos_sin" not in name]
-    tensors += [(f"{n}.packed", m.packed_weight) for n, m in model.named_modules() if hasattr(m, "packed_weight")]
+    tensors += [(f"{n}.packed", _decode_copy(m)) for n, m in model.named_modules() if hasattr(m, "packed_weight")]
     tied = getattr(model.lm_head, "weight", None) is model.model.embed_tokens.weight
     for name, tensor in tensors:
         if id(tensor) in seen or (name.endswith("embed_tokens.weight") and not tied):
@@ -45,6 +45,11 @@ def weight_bytes(model) -> int:
         seen.add(id(tensor))
         total += tensor.numel() * tensor.element_size()
     return total
+
+
+def _decode_copy(packed_linear) -> torch.Tensor:
+    """The copy of a PackedLinear's weight a decode step reads: its column panels where it keeps them."""
+    return packed_linear.panels if packed_linear.panels is not None else packed_linear.packed_weight
 
 
 def decode_step_ms(llm, steps: int) -> float:

@@ -27,14 +27,19 @@ class DeviceInfo:
     kind: str  # "cuda" | "cpu"
     count: int = 1
     name: str = "CPU"
-    native_bf16: bool = True  # a CPU without bf16 instructions runs bf16 emulated (oneDNN packs no bf16 there)
+    # bf16 matmuls at speed: bf16 instructions (oneDNN packs bf16 weights) or AVX2 (the C kernels' column
+    # panels); elsewhere a CPU runs bf16 emulated
+    fast_bf16: bool = True
 
 
 def detect_device(requested: str = "auto") -> DeviceInfo:
     import torch  # serve needs torch anyway; keep it out of `--help`
 
     if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
-        return DeviceInfo("cpu", native_bf16=torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        from kvtool.kernels import cpu_ops
+
+        fast_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported() or cpu_ops.panel_linear_rows(torch.bfloat16) > 0
+        return DeviceInfo("cpu", fast_bf16=fast_bf16)
     if not torch.cuda.is_available():
         raise UsageError("--device cuda was asked for, but no CUDA device is visible.", "Use --device cpu or auto.")
     return DeviceInfo("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0))
@@ -109,7 +114,7 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
     if engine_quantization(spec.source, device.kind, model_dtype, settings.get("quantization")):
         spec = replace(spec, dtype="float32")
         plan.notes.append(messages.GGUF_QUANTIZED_NOTE)
-    elif not device.native_bf16 and resolve_dtype(model_dtype, spec.dtype) == "bfloat16":
+    elif not device.fast_bf16 and resolve_dtype(model_dtype, spec.dtype) == "bfloat16":
         plan.notes.append(messages.BF16_EMULATED_NOTE.format(dtype=model_dtype))
     dtype = settings.get("kv_cache_dtype", "auto")
     if dtype.startswith("fp8"):

@@ -30,11 +30,14 @@ SIGNATURES = {
     "kvtool_quant_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
     "kvtool_small_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32, _i32],
     "kvtool_small_linear_vectorized": [],
+    "kvtool_panel_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32, _i32],
+    "kvtool_panel_linear_vectorized": [],
+    "kvtool_quant_panel_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
     "kvtool_store_kv": [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i32],
     "kvtool_decode_step": [_ptr],
     "kvtool_flush_denormals": [_i32],
 }
-RETURNS = {"kvtool_small_linear_vectorized": _i32}
+RETURNS = {"kvtool_small_linear_vectorized": _i32, "kvtool_panel_linear_vectorized": _i32}
 
 SOURCE_DIR = Path(__file__).parent / "cpu"
 SOURCES = (
@@ -42,6 +45,7 @@ SOURCES = (
     "fused_ops.c",
     "quant_linear.c",
     "small_linear.c",
+    "panel_linear.c",
     "store_kv.c",
     "decode_step.c",
     "denormals.c",

@@ -6,6 +6,11 @@ docs/engine.md). bf16 is packed where oneDNN supports it (results are bit-identi
 (oneDNN's fp32 GEMM sums in another order than MKL's: results are one rounding step apart).
 `benchmarks/linear_bench.py` compares oneDNN's packing with MKL's packed GEMM at decode sizes.
 
+On AVX2 CPUs without AVX-512 the C kernel `cpu_ops.panel_linear` beat both oneDNN and small_linear
+up to `cpu_ops.panel_linear_rows` (a decode step's rows in fp32, every row count in bf16, which oneDNN
+does not pack there), so there the weight is kept as column panels beside oneDNN's fp32 copy (for
+prefill chunks), and no plain copy is made.
+
 At decode batch sizes a step is bound by streaming the weights, and the C kernel
 `cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, where the CPU
 has AVX2 or AVX-512 (there the plain weight is kept beside the packed one), up to the rows
@@ -13,10 +18,12 @@ has AVX2 or AVX-512 (there the plain weight is kept beside the packed one), up t
 SMALL_LINEAR_MAX_ROWS in fp32; with AVX2, 4.
 """
 
+import sys
+
 import torch
 from torch import nn
 
-from kvtool.kernels import cpu_ops
+from kvtool.kernels import cpu_ops, reference
 from kvtool.kernels.cpu_build import cpu_kernels_enabled
 
 BATCH_HINT = 64  # the row count oneDNN tunes the layout for; any row count works
@@ -27,13 +34,21 @@ class PackedLinear(nn.Module):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
-        self.packed_weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
-        self.plain_rows = cpu_ops.small_linear_rows(weight.dtype)  # up to these rows, small_linear
-        self.plain_weight = weight.detach().contiguous() if self.plain_rows else None
+        weight = weight.detach()
+        self.out_features = weight.shape[0]
         self.bias = None if bias is None else bias.detach()
+        self.panel_rows = cpu_ops.panel_linear_rows(weight.dtype)  # up to these rows, panel_linear
+        self.panels = reference.pack_panels(weight) if self.panel_rows else None
+        everything_in_panels = self.panel_rows == sys.maxsize
+        self.packed_weight = None if everything_in_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
+        self.plain_rows = 0 if self.panel_rows else cpu_ops.small_linear_rows(weight.dtype)
+        self.plain_weight = weight.contiguous() if self.plain_rows else None  # up to plain_rows, small_linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
+        if self.panels is not None and rows <= self.panel_rows:
+            y = cpu_ops.panel_linear(x.reshape(rows, -1), self.panels, self.out_features, self.bias)
+            return y.view(*x.shape[:-1], self.out_features)
         if self.plain_weight is not None and rows <= self.plain_rows:
             y = cpu_ops.small_linear(x.reshape(rows, -1), self.plain_weight, self.bias)
             return y.view(*x.shape[:-1], y.shape[-1])
@@ -43,7 +58,8 @@ class PackedLinear(nn.Module):
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
     if device.type != "cpu" or not cpu_kernels_enabled() or not torch.backends.mkldnn.is_available():
         return False
-    return dtype == torch.float32 or (dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    bf16_packs = torch.ops.mkldnn._is_mkldnn_bf16_supported() or cpu_ops.panel_linear_wins()
+    return dtype == torch.float32 or (dtype == torch.bfloat16 and bf16_packs)
 
 
 def pack_linears(model: nn.Module) -> int:

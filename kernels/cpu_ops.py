@@ -5,6 +5,7 @@ C kernels do not cover: fp16 and fp8, head dims that are not a multiple of 16, n
 """
 
 import ctypes
+import sys
 
 import torch
 
@@ -21,7 +22,9 @@ __all__ = [
     "silu_and_mul",
     "fused_moe",
     "quant_linear",
+    "quant_panel_linear",
     "small_linear",
+    "panel_linear",
     "flush_denormals",
     "available",
 ]
@@ -35,10 +38,17 @@ SMALL_LINEAR_WINS_UP_TO = {
     16: {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4},
     8: {torch.float32: 4, torch.bfloat16: 4},
 }
+# panel_linear applies where small_linear has 8 lanes (AVX2 without AVX-512), and beat both small_linear and
+# oneDNN's packed fp32 weight there up to 256 rows (docs/engine.md); such CPUs have no bf16 GEMM in oneDNN,
+# so in bf16 it takes every row count
+PANEL_LINEAR_CPU_LANES = 8
+PANEL_LINEAR_WINS_UP_TO = {torch.float32: 256, torch.bfloat16: sys.maxsize}
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 # up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
 # library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
 QUANT_KERNEL_WINS_UP_TO = 128
+# where panel_linear applies, up to how many rows the int8 kernel beats quant_panel_linear (docs/engine.md)
+QUANT_KERNEL_WINS_BESIDE_PANELS_UP_TO = 8
 DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
 
 
@@ -244,6 +254,25 @@ def quant_linear(x, codes, scales, mins, bits):
     return out
 
 
+def quant_panel_linear(x, codes, scales, mins, bits, n):
+    """x [T, K] fp32 times a weight [n, K] packed by reference.pack_quant_panels, dequantized a panel block
+    at a time into panel_linear's tiles."""
+    if compiled_library() is None or x.device.type != "cpu" or x.shape[-1] % reference.QUANT_GROUP:
+        return reference.quant_panel_linear(x, codes, scales, mins, bits, n)
+    x = x.float().contiguous()
+    out = torch.empty(len(x), n, dtype=torch.float32)
+    args = (_ptr(codes), _ptr(scales), _ptr(mins), bits, torch.get_num_threads())
+    compiled_library().kvtool_quant_panel_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
+    return out
+
+
+def quant_kernel_rows() -> int:
+    """Up to how many rows QuantLinear runs the int8 kernel; beyond, quant_panel_linear up to
+    panel_linear_rows(float32) where panels apply, and the whole weight dequantized for the GEMM library past
+    that."""
+    return QUANT_KERNEL_WINS_BESIDE_PANELS_UP_TO if panel_linear_wins() else QUANT_KERNEL_WINS_UP_TO
+
+
 def small_linear_wins() -> bool:
     """Whether the C kernel beats the GEMM library's packed weights at a few rows (with AVX2 or AVX-512)."""
     return small_linear_rows(torch.float32) > 0
@@ -284,6 +313,40 @@ def small_linear(x, weight, bias=None):
         len(x),
         x.shape[1],
         weight.shape[0],
+        DTYPE_CODES[x.dtype],
+        torch.get_num_threads(),
+    )
+    return out
+
+
+def panel_linear_wins() -> bool:
+    """Whether PackedLinear keeps its weight as panels for panel_linear (AVX2 CPUs without AVX-512).
+
+    Measured there against oneDNN's packed weight and small_linear (docs/engine.md); where AVX-512 gives
+    small_linear 16 lanes (and oneDNN AMX or bf16 instructions) they stay."""
+    library = load_library()
+    return library is not None and library.kvtool_small_linear_vectorized() == PANEL_LINEAR_CPU_LANES
+
+
+def panel_linear_rows(dtype: torch.dtype) -> int:
+    """Up to how many rows of `dtype` PackedLinear runs panel_linear here (sys.maxsize: all); 0 where it does not."""
+    return PANEL_LINEAR_WINS_UP_TO.get(dtype, 0) if panel_linear_wins() else 0
+
+
+def panel_linear(x, panels, n, bias=None):
+    """x [T, K] @ W^T + bias at any row count, W [n, K] packed by reference.pack_panels."""
+    if not (_covered(x, panels, bias) and len(x) and panels.is_contiguous() and panels.shape[1] == x.shape[-1]):
+        return reference.panel_linear(x, panels, n, bias)
+    x = x.contiguous()
+    out = x.new_empty(len(x), n)
+    compiled_library().kvtool_panel_linear(
+        _ptr(x),
+        _ptr(panels),
+        _ptr(bias),
+        _ptr(out),
+        len(x),
+        x.shape[1],
+        n,
         DTYPE_CODES[x.dtype],
         torch.get_num_threads(),
     )

@@ -1,12 +1,14 @@
 """Linear layers whose weights stay quantized: GGUF-style codes in groups of 32 along k, each group
 with an fp32 scale and an optional min (w = scale * code + min), multiplied by the C kernel
 (`cpu_ops.quant_linear`) or, without a compiler, by its torch reference. A call of more rows than
-QUANT_KERNEL_WINS_UP_TO (a prefill) dequantizes the weight for that call and runs an fp32 matmul."""
+`cpu_ops.quant_kernel_rows()` keeps x in fp32: where panels apply (AVX2 CPUs) a decode step's rows go to
+`cpu_ops.quant_panel_linear`, which dequantizes a second copy of the codes, kept in panels, a block at a
+time into panel_linear's tiles; more rows (a prefill) dequantize the whole weight for an fp32 matmul."""
 
 import torch
 from torch import nn
 
-from kvtool.kernels import cpu_ops
+from kvtool.kernels import cpu_ops, reference
 from kvtool.kernels.reference import QUANT_GROUP, dequantize_codes
 
 
@@ -21,15 +23,20 @@ class QuantLinear(nn.Module):
         self.register_buffer("scales", torch.as_tensor(scales, dtype=torch.float32).contiguous())
         self.register_buffer("mins", None if mins is None else torch.as_tensor(mins, dtype=torch.float32).contiguous())
         self.bias = None if bias is None else bias.detach()
+        self.int8_rows = cpu_ops.quant_kernel_rows()  # up to these rows, x quantized for the int8 kernel
+        self.panel_rows = cpu_ops.panel_linear_rows(torch.float32)  # up to these, quant_panel_linear
+        self.panels = reference.pack_quant_panels(self.codes, self.scales, self.mins, bits) if self.panel_rows else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        if len(rows) > cpu_ops.QUANT_KERNEL_WINS_UP_TO:
-            weight = dequantize_codes(self.codes, self.scales, self.mins, self.bits)
-            y = nn.functional.linear(rows.float(), weight, self.bias)
+        weight = (self.codes, self.scales, self.mins, self.bits)
+        if len(rows) <= self.int8_rows:
+            y = cpu_ops.quant_linear(rows, *weight)
+        elif self.panels is not None and len(rows) <= self.panel_rows:
+            y = cpu_ops.quant_panel_linear(rows, *self.panels, self.bits, self.out_features)
         else:
-            y = cpu_ops.quant_linear(rows, self.codes, self.scales, self.mins, self.bits)
-            y = y if self.bias is None else y + self.bias
+            y = nn.functional.linear(rows.float(), dequantize_codes(*weight))
+        y = y if self.bias is None else y + self.bias
         return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:

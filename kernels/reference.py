@@ -177,6 +177,24 @@ def small_linear(x, weight, bias=None):
     return out.to(x.dtype)
 
 
+PANEL_WIDTH = 16  # output columns per panel of a packed weight (PANEL in cpu/panel_linear.c)
+
+
+def pack_panels(weight):
+    """weight [N, K] -> [ceil(N / PANEL_WIDTH), K, PANEL_WIDTH]: panels of output columns, k-major, the
+    last one zero-padded; the layout panel_linear reads."""
+    n, k = weight.shape
+    padded = F.pad(weight, (0, 0, 0, -n % PANEL_WIDTH))
+    return padded.view(-1, PANEL_WIDTH, k).transpose(1, 2).contiguous()
+
+
+def panel_linear(x, panels, n, bias=None):
+    """x [T, K] @ W^T + bias for W [n, K] packed by pack_panels, summed in fp32 and rounded to x's dtype once."""
+    weight = panels.float().transpose(1, 2).reshape(-1, panels.shape[1])[:n]
+    out = F.linear(x.float(), weight, None if bias is None else bias.float())
+    return out.to(x.dtype)
+
+
 def fused_moe(x, w13, w2, topk_weights, topk_ids):
     """x [T, H], w13 [E, 2I, H] (gate then up), w2 [E, H, I], topk_weights / topk_ids [T, K]
     -> sum over k of topk_weights[t, k] * down(silu(gate(x_t)) * up(x_t)) of expert topk_ids[t, k].
@@ -219,6 +237,34 @@ def quant_linear(x, codes, scales, mins, bits):
     if mins is not None:
         out = out + ((dx * qx.sum(-1))[:, None] * mins[None]).sum(-1)
     return out.float()
+
+
+def pack_quant_panels(codes, scales, mins, bits):
+    """quant_linear's codes, scales and mins [N, ...] -> the same weights in panels of PANEL_WIDTH output
+    columns (the last one zero-padded): codes [ceil(N / 16), K, 16 * bits / 8] bytes, k-major (bits 4: byte
+    c holds column c in its low nibble and column c + 8 in its high one), scales and mins [ceil(N / 16),
+    K / 32, 16]."""
+    pad = -len(codes) % PANEL_WIDTH
+    panel_codes = pack_panels(F.pad(unpack_codes(codes, bits), (0, 0, 0, pad))).to(torch.uint8)
+    if bits == 4:
+        half = PANEL_WIDTH // 2
+        panel_codes = panel_codes[..., :half] | (panel_codes[..., half:] << 4)
+    return panel_codes.contiguous(), *(None if t is None else _group_panels(t, pad) for t in (scales, mins))
+
+
+def _group_panels(per_group, pad):
+    return F.pad(per_group, (0, 0, 0, pad)).view(-1, PANEL_WIDTH, per_group.shape[1]).transpose(1, 2).contiguous()
+
+
+def quant_panel_linear(x, codes, scales, mins, bits, n):
+    """x [T, K] fp32 @ W^T for W [n, K] packed by pack_quant_panels, x kept in fp32 (not quantized)."""
+    if bits == 4:
+        codes = torch.cat((codes & 0x0F, codes >> 4), dim=-1)
+    weight = codes.view(torch.int8).float() if bits == 8 else codes.float()
+    weight = weight * scales.repeat_interleave(QUANT_GROUP, dim=1)
+    if mins is not None:
+        weight = weight + mins.repeat_interleave(QUANT_GROUP, dim=1)
+    return F.linear(x.float(), weight.transpose(1, 2).reshape(-1, x.shape[-1])[:n])
 
 
 def dequantize_codes(codes, scales, mins, bits):

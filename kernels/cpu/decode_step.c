@@ -3,19 +3,24 @@
  * At batch 1 a layer's own work is a few tens of microseconds per kernel, and calling each kernel
  * from Python cost about as much again. This runs the same kernels, in the same order, on the same
  * buffers as the Python layers do (RMSNorm, qkv, rotary, the KV write, decode attention, o, RMSNorm,
- * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. A linear layer is either a plain
- * weight (small_linear.c) or GGUF-style codes (quant_linear.c, fp32 steps only). Contract:
+ * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. A linear layer is a plain weight
+ * (small_linear.c), a weight packed in column panels (panel_linear.c) or GGUF-style codes (quant_linear.c,
+ * fp32 steps only). Contract:
  * engine/runtime/models/fused_decode.py.
  */
 #include "common.h"
 #include "layer_ops.h"
 #include "paged_decode.h"
 
-/* a plain weight [n, k] in the step's dtype, or (scales set) codes with fp32 scales and mins (or NULL) */
+/* a weight [n, k] in the step's dtype, plain or (panels 1) packed in column panels, or (scales set)
+ * codes with fp32 scales and mins (or NULL) for the int8 kernel up to int8_rows, and beyond those rows the
+ * same codes in panels (panel_codes, panel_scales, panel_mins: reference.pack_quant_panels) */
 typedef struct {
     const void *weight, *bias;                    /* bias [n] or NULL */
     const float *scales, *mins;
-    int64_t bits;
+    int64_t bits, panels, int8_rows;
+    const uint8_t *panel_codes;
+    const float *panel_scales, *panel_mins;
 } Linear;
 
 typedef struct {
@@ -40,12 +45,20 @@ typedef struct {
 
 /* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it */
 static void linear(const Step *s, const Linear *l, const void *x, void *out, int64_t k, int64_t n) {
+    if (l->panels) {
+        kvtool_panel_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
+        return;
+    }
     if (!l->scales) {
         kvtool_small_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
         return;
     }
     float *y = out;
-    kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, (int32_t)l->bits, s->num_threads);
+    if (s->rows <= l->int8_rows)
+        kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, (int32_t)l->bits, s->num_threads);
+    else
+        kvtool_quant_panel_linear(x, y, s->rows, k, n, l->panel_codes, l->panel_scales, l->panel_mins,
+                                  (int32_t)l->bits, s->num_threads);
     if (l->bias)
         for (int64_t i = 0; i < s->rows * n; i++) y[i] += ((const float *)l->bias)[i % n];
 }

@@ -1,6 +1,6 @@
 """A decode step in one C call against the Python layers: the same kernels in the same order give the
-same numbers, bit for bit, with dense (AVX-512) or quantized GGUF linear layers; models and steps it
-does not cover run the layers."""
+same numbers, bit for bit, with dense (column panels on AVX2, plain weights on AVX-512) or quantized GGUF
+linear layers; models and steps it does not cover run the layers."""
 
 import pytest
 import torch
@@ -16,6 +16,11 @@ needs_bf16_packing = pytest.mark.skipif(
     not can_pack(torch.device("cpu"), torch.bfloat16), reason="oneDNN packs no bf16 weights on this CPU"
 )
 needs_kernels = pytest.mark.skipif(compiled_library() is None, reason="needs the compiled CPU kernels")
+
+
+def dense_rows(dtype: torch.dtype) -> int:
+    """Up to how many rows a dense step fuses here: panel_linear's limit where it keeps panels, else small_linear's."""
+    return cpu_ops.panel_linear_rows(dtype) or cpu_ops.small_linear_rows(dtype)
 
 
 def first_decode_both_ways(llm, prompts):
@@ -50,7 +55,7 @@ PROMPTS += [list(range(500 + 40 * i, 509 + 41 * i)) for i in range(6)]  # 9: two
 
 
 @needs_small_linear
-@pytest.mark.parametrize("rows", [rows for rows in (1, 3, 4, 9) if rows <= cpu_ops.small_linear_rows(torch.float32)])
+@pytest.mark.parametrize("rows", [rows for rows in (1, 3, 4, 9) if rows <= dense_rows(torch.float32)])
 def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
     fused, layers = first_decode_both_ways(smollm2_llm, PROMPTS[:rows])
@@ -62,16 +67,17 @@ def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
 @pytest.mark.slow
 def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     llm = LLM(str(smollm2_dir), dtype="bfloat16", max_model_len=1024, kv_cache_memory=64 << 20, seed=0)
-    fused, layers = first_decode_both_ways(llm, PROMPTS[:3])  # bf16 fuses up to 4 rows
+    fused, layers = first_decode_both_ways(llm, PROMPTS[:3])  # bf16 fuses at least 4 rows
     assert fused.dtype == torch.bfloat16 and torch.equal(fused, layers)
 
 
 @needs_small_linear
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=needs_bf16_packing)])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
-    """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to small_linear_rows fuse
-    (with AVX-512 every size in fp32, up to 4 rows in bf16, where oneDNN's AMX matmuls win beyond) and the
-    larger steps run the layers; either way the tokens are those of an engine that never fuses."""
+    """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to dense_rows fuse (with
+    panels up to 256 rows in fp32 and every size in bf16; with AVX-512 every size in fp32, up to 4 rows in bf16, where oneDNN's AMX matmuls win
+    beyond) and the larger steps run the layers; either way the tokens are those of an engine that never
+    fuses."""
     from kvtool.engine.runtime.models.fused_decode import FusedDecode
 
     rows_fused = []
@@ -88,16 +94,18 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
             model.fused_decode = None
         outputs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
     assert outputs[0] == outputs[1]
-    assert max(rows_fused) == min(6, cpu_ops.small_linear_rows(getattr(torch, dtype)))
+    assert max(rows_fused) == min(6, dense_rows(getattr(torch, dtype)))
 
 
 @needs_kernels
 @pytest.mark.parametrize("rows", [1, 9, 65])
 def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm, rows):
     """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of up to as many rows as
-    the int8 kernel takes run in one call, more than a dense fp32 model fuses included."""
+    the int8 kernel or (on AVX2) the codes in panels take run in one call, through the same kernel at each
+    row count as the layers."""
     fused_decode = smollm2_quantized_llm.engine.model_runner.model.model.fused_decode
-    assert fused_decode is not None and fused_decode.max_rows == cpu_ops.QUANT_KERNEL_WINS_UP_TO
+    limit = max(cpu_ops.quant_kernel_rows(), cpu_ops.panel_linear_rows(torch.float32))
+    assert fused_decode is not None and fused_decode.max_rows == limit
     prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
     fused, layers = first_decode_both_ways(smollm2_quantized_llm, prompts)
     assert fused.shape == (rows, 576) and torch.equal(fused, layers)

@@ -73,14 +73,60 @@ def test_quant_linear_module_keeps_batch_shape_bias_and_dtype():
     torch.testing.assert_close(y.float().view(6, 40), expected, atol=2e-2, rtol=2e-2)
 
 
-def test_quant_linear_module_takes_the_kernel_up_to_its_rows_and_a_dequantized_matmul_beyond():
+def test_quant_linear_module_takes_the_int8_kernel_up_to_its_rows_and_fp32_activations_beyond(monkeypatch):
+    """Beyond the int8 kernel's rows x stays fp32: the codes in panels where they are kept (AVX2), up to
+    their rows, and the whole weight dequantized for a matmul past them."""
     g = torch.Generator().manual_seed(4)
     codes, scales, mins = random_weight(40, 64, 4, True, g)
     bias = torch.randn(40, generator=g)
     layer = QuantLinear(codes, scales, mins, 4, bias)
-    x = torch.randn(cpu_ops.QUANT_KERNEL_WINS_UP_TO + 1, 64, generator=g)
     weight = reference.dequantize_codes(layer.codes, scales, mins, 4)
-    torch.testing.assert_close(layer(x), x @ weight.T + bias)  # the fp32 matmul: no int8 activations
-    decode = x[: cpu_ops.QUANT_KERNEL_WINS_UP_TO]
+    panel_rows = []
+    original = cpu_ops.quant_panel_linear
+    monkeypatch.setattr(cpu_ops, "quant_panel_linear", lambda x, *a: panel_rows.append(len(x)) or original(x, *a))
+    int8_rows, panels_up_to = cpu_ops.quant_kernel_rows(), cpu_ops.panel_linear_rows(torch.float32)
+    x = torch.randn(max(int8_rows, panels_up_to) + 1, 64, generator=g)
+    for rows in sorted({int8_rows + 1, panels_up_to, len(x)}):
+        if rows > int8_rows:  # fp32 activations: within fp32 rounding of the dequantized matmul
+            torch.testing.assert_close(layer(x[:rows]), x[:rows] @ weight.T + bias)
+    assert panel_rows == ([int8_rows + 1, panels_up_to] if panels_up_to else [])
+    decode = x[:int8_rows]
     expected = reference.quant_linear(decode, layer.codes, scales, mins, 4) + bias
     torch.testing.assert_close(layer(decode), expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+
+
+def test_codes_in_panels_are_the_same_weights_16_columns_at_a_time():
+    g = torch.Generator().manual_seed(30)
+    codes, scales, mins = random_weight(20, 64, 4, True, g)  # 20 columns: a second panel 4 wide
+    panel_codes, panel_scales, panel_mins = reference.pack_quant_panels(pack_codes(codes, 4), scales, mins, 4)
+    assert panel_codes.shape == (2, 64, 8) and panel_scales.shape == panel_mins.shape == (2, 2, 16)
+    assert torch.equal(panel_codes[0, 5] & 15, codes[:8, 5].to(torch.uint8))  # columns 0-7: low nibbles
+    assert torch.equal(panel_codes[0, 5] >> 4, codes[8:16, 5].to(torch.uint8))  # 8-15: high nibbles
+    assert torch.equal(panel_scales[1, 1, :4], scales[16:, 1]) and not panel_scales[1, :, 4:].any()
+
+
+@pytest.mark.parametrize("rows", [1, 7, 33])
+@pytest.mark.parametrize("n", [96, 40])  # whole panels, and a last one 8 wide
+@pytest.mark.parametrize("bits,with_mins", [(4, True), (8, False)])
+def test_codes_in_panels_match_the_dequantized_matmul(rows, n, bits, with_mins):
+    g = torch.Generator().manual_seed(rows + n + bits)
+    codes, scales, mins = random_weight(n, 320, bits, with_mins, g)
+    packed, x = pack_codes(codes, bits), torch.randn(rows, 320, generator=g)
+    panels = reference.pack_quant_panels(packed, scales, mins, bits)
+    dense = x @ reference.dequantize_codes(packed, scales, mins, bits).T
+    within_fp32_rounding = {"rtol": 1e-5, "atol": 1e-5 * dense.abs().max().item()}  # sums in another order
+    torch.testing.assert_close(reference.quant_panel_linear(x, *panels, bits, n), dense, **within_fp32_rounding)
+    torch.testing.assert_close(cpu_ops.quant_panel_linear(x, *panels, bits, n), dense, **within_fp32_rounding)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("build", ["avx2_library", "portable_library"])
+def test_the_avx2_and_portable_builds_of_codes_in_panels_match_the_reference(build, bits, request):
+    library = request.getfixturevalue(build)
+    g = torch.Generator().manual_seed(40 + bits)
+    codes, scales, mins = random_weight(40, 352, bits, True, g)
+    x, out = torch.randn(9, 352, generator=g), torch.empty(9, 40)
+    panels = reference.pack_quant_panels(pack_codes(codes, bits), scales, mins, bits)
+    library.kvtool_quant_panel_linear(x.data_ptr(), out.data_ptr(), 9, 352, 40, *(t.data_ptr() for t in panels), bits, 2)
+    expected = reference.quant_panel_linear(x, *panels, bits, 40)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())

@@ -55,7 +55,10 @@ def test_the_avx2_and_portable_builds_match_the_reference(build, vectorized, dty
         torch.testing.assert_close(out, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
-@pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="the small-batch kernel needs AVX2 or AVX-512")
+@pytest.mark.skipif(
+    not cpu_ops.small_linear_wins() or cpu_ops.panel_linear_wins(),
+    reason="PackedLinear keeps plain weights with AVX-512 (with AVX2 alone, panels: test_panel_linear.py)",
+)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_packed_linear_streams_the_plain_weight_up_to_its_row_limit_and_packs_the_rest(dtype, monkeypatch):
     if not cpu_linear.can_pack(torch.device("cpu"), dtype):

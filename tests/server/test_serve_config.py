@@ -38,12 +38,12 @@ def test_multi_gpu_profile_on_a_cpu_says_what_it_chose_instead(smollm2):
 
 def test_bf16_on_a_cpu_without_bf16_instructions_is_named_with_the_way_out(smollm2):
     fp32_folder = replace(smollm2, source="a-folder", dtype="float32")  # dense weights: auto runs bf16
-    no_bf16 = DeviceInfo("cpu", native_bf16=False)
+    no_bf16 = DeviceInfo("cpu", fast_bf16=False)
     emulated = [note for note in build_serve_plan(None, {}, no_bf16, fp32_folder).notes if "emulated" in note]
     assert emulated and "dtype auto" in emulated[0] and "--dtype float32" in emulated[0]
     for overrides, device, spec in [
         ({"dtype": "float32"}, no_bf16, fp32_folder),
-        ({}, CPU, fp32_folder),  # bf16 instructions: nothing to say
+        ({}, CPU, fp32_folder),  # bf16 instructions or AVX2's column panels: nothing to say
         ({}, no_bf16, smollm2),  # the quantized GGUF computes in float32
     ]:
         assert not any("emulated" in note for note in build_serve_plan(None, overrides, device, spec).notes)

@@ -2,11 +2,12 @@
 
 The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
 bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
-for a plain Llama-family model on the CPU kernels whose linear layers are either dense with the plain
-weights kept for small batches (AVX2 or AVX-512) or kept quantized (GGUF, fp32), a KV cache in the
-model's dtype, one KV cache group, and a decode-only step of no more rows than the kernels take
-(`cpu_ops.small_linear_rows` where a layer is dense, else QUANT_KERNEL_WINS_UP_TO); every other step
-runs the layers.
+for a plain Llama-family model on the CPU kernels whose linear layers are dense with column panels
+(AVX2) or plain weights (AVX-512) kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype,
+one KV cache group, and a decode-only step of no more rows than the kernels take
+(`cpu_ops.panel_linear_rows` for panels, `cpu_ops.small_linear_rows` for plain weights, and for codes
+the int8 kernel's rows or, where codes are kept in panels too, the panels'); every other step runs the
+layers.
 """
 
 import ctypes
@@ -26,9 +27,11 @@ LINEAR_NAMES = ("qkv", "o", "gate_up", "down")
 
 
 class Linear(ctypes.Structure):
-    """Mirrors `Linear` in cpu/decode_step.c: a plain weight, or codes with scales (and mins)."""
+    """Mirrors `Linear` in cpu/decode_step.c: a plain weight, column panels, or codes with scales (and mins)."""
 
-    _fields_ = [(name, _p) for name in ("weight", "bias", "scales", "mins")] + [("bits", _i64)]
+    _fields_ = [(name, _p) for name in ("weight", "bias", "scales", "mins")]
+    _fields_ += [("bits", _i64), ("panels", _i64), ("int8_rows", _i64)]
+    _fields_ += [(name, _p) for name in ("panel_codes", "panel_scales", "panel_mins")]
 
 
 class Layer(ctypes.Structure):
@@ -148,20 +151,24 @@ def _linears(layer) -> tuple:
 
 
 def _fusable(linear, dtype: torch.dtype) -> bool:
-    """A PackedLinear with its plain weight kept, or a QuantLinear in an fp32 model, of a width the kernel takes."""
+    """A PackedLinear with its panels or plain weight kept, or a QuantLinear in an fp32 model, of a width the
+    kernel takes."""
     if isinstance(linear, QuantLinear):
         bias_ok = linear.bias is None or (linear.bias.dtype == torch.float32 and linear.bias.is_contiguous())
         return dtype == torch.float32 and linear.in_features % QUANT_GROUP == 0 and bias_ok
-    return (
-        isinstance(linear, PackedLinear)
-        and linear.plain_weight is not None
-        and linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0
-    )
+    if not isinstance(linear, PackedLinear):
+        return False
+    if linear.panels is not None:
+        return linear.bias is None or linear.bias.is_contiguous()
+    return linear.plain_weight is not None and linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0
 
 
 def _row_limit(linear, dtype: torch.dtype) -> int:
-    """Beyond these rows a QuantLinear dequantizes for an fp32 matmul and a PackedLinear hands them to oneDNN."""
-    return cpu_ops.QUANT_KERNEL_WINS_UP_TO if isinstance(linear, QuantLinear) else cpu_ops.small_linear_rows(dtype)
+    """Beyond these rows a QuantLinear dequantizes its whole weight for an fp32 matmul and a PackedLinear hands
+    them to oneDNN."""
+    if isinstance(linear, QuantLinear):
+        return max(linear.int8_rows, linear.panel_rows if linear.panels is not None else 0)
+    return linear.panel_rows if linear.panels is not None else cpu_ops.small_linear_rows(dtype)
 
 
 def _address(tensor: torch.Tensor | None) -> int | None:
@@ -171,8 +178,11 @@ def _address(tensor: torch.Tensor | None) -> int | None:
 def _linear(linear) -> Linear:
     if isinstance(linear, QuantLinear):
         parts = (linear.codes, linear.bias, linear.scales, linear.mins)
-        return Linear(*(_address(t) for t in parts), linear.bits)
-    return Linear(_address(linear.plain_weight), _address(linear.bias), None, None, 0)
+        panels = (_address(t) for t in linear.panels) if linear.panels is not None else ()
+        return Linear(*(_address(t) for t in parts), linear.bits, 0, linear.int8_rows, *panels)
+    if linear.panels is not None:
+        return Linear(_address(linear.panels), _address(linear.bias), None, None, 0, 1)
+    return Linear(_address(linear.plain_weight), _address(linear.bias), None, None, 0, 0)
 
 
 def _layer(layer) -> Layer:

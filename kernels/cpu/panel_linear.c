@@ -1,0 +1,172 @@
+/* Dense linear layer over a weight packed in column panels: out = x W^T + bias, at any row count.
+ *
+ * Same contract as `panel_linear` in kernels/reference.py. W [n, k] is packed once, at load time, into
+ * panels of PANEL output columns stored k-major ([n / PANEL][k][PANEL], the last one zero-padded), so
+ * that one 64-byte line holds a k-step of a whole fp32 panel and a thread reads its panels as one
+ * stream. Each thread takes whole panels, and a panel DEPTH k-steps at a time (16 KiB of fp32, which
+ * stays in L1 while every TILE rows of x take their turn): broadcast elements of x multiply-add into
+ * 2 x TILE vectors of sums (12 of AVX2's 16 registers), in fp32, carried from one DEPTH block to the
+ * next; the bias is added and the sum rounded to the dtype once. While the first tile runs, each k-step
+ * asks for the same line of the next panel, so reading W from memory overlaps the other tiles' FMAs.
+ */
+#include <stdlib.h>
+
+#include "common.h"
+#include "layer_ops.h"
+#include "vectors.h"
+
+/* BLOCK_TILES tiles of x (packed, one DEPTH block: 36 KiB) stay in L2 while a thread's panels pass */
+enum { PANEL = 16, TILE = 6, DEPTH = 256, BLOCK_TILES = 20 };
+
+#include "dequantize.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+
+#define FMA_ROW(r, lo, hi)                                         \
+    if (rows > r) {                                                \
+        __m256 a = _mm256_broadcast_ss(x + i * TILE + r);          \
+        lo = _mm256_fmadd_ps(a, w0, lo);                           \
+        hi = _mm256_fmadd_ps(a, w1, hi);                           \
+    }
+#define LOAD_ROW(r, lo, hi)                                        \
+    if (rows > r) {                                                \
+        lo = _mm256_loadu_ps(sums + r * PANEL);                    \
+        hi = _mm256_loadu_ps(sums + r * PANEL + 8);                \
+    }
+#define STORE_ROW(r, lo, hi)                                       \
+    if (rows > r) {                                                \
+        _mm256_storeu_ps(sums + r * PANEL, lo);                    \
+        _mm256_storeu_ps(sums + r * PANEL + 8, hi);                \
+    }
+
+/* sums [rows][PANEL] += a packed tile of x ([depth][TILE] fp32) times `depth` k-steps of a panel (sums
+ * start from zero where `first`); `rows` is a constant once inlined */
+INLINE void tile_sums(const float *x, const void *panel, int64_t rows, int64_t depth, int dtype,
+                      const char *next, int first, float sums[TILE * PANEL]) {
+    __m256 s00 = _mm256_setzero_ps(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00;
+    __m256 s30 = s00, s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
+    if (!first) {
+        LOAD_ROW(0, s00, s01) LOAD_ROW(1, s10, s11) LOAD_ROW(2, s20, s21)
+        LOAD_ROW(3, s30, s31) LOAD_ROW(4, s40, s41) LOAD_ROW(5, s50, s51)
+    }
+    int64_t line = PANEL * (dtype == DTYPE_F32 ? 4 : 2);
+    #pragma GCC unroll 4
+    for (int64_t i = 0; i < depth; i++) {
+        if (next) _mm_prefetch(next + i * line, _MM_HINT_T0);
+        __m256 w0 = load8(panel, i * PANEL, dtype), w1 = load8(panel, i * PANEL + 8, dtype);
+        FMA_ROW(0, s00, s01) FMA_ROW(1, s10, s11) FMA_ROW(2, s20, s21)
+        FMA_ROW(3, s30, s31) FMA_ROW(4, s40, s41) FMA_ROW(5, s50, s51)
+    }
+    STORE_ROW(0, s00, s01) STORE_ROW(1, s10, s11) STORE_ROW(2, s20, s21)
+    STORE_ROW(3, s30, s31) STORE_ROW(4, s40, s41) STORE_ROW(5, s50, s51)
+}
+
+int32_t kvtool_panel_linear_vectorized(void) { return 8; }
+
+#else
+
+INLINE void tile_sums(const float *x, const void *panel, int64_t rows, int64_t depth, int dtype,
+                      const char *next, int first, float sums[TILE * PANEL]) {
+    (void)next;
+    for (int64_t r = 0; r < rows; r++)
+        for (int c = 0; c < PANEL; c++) {
+            float acc = first ? 0.0f : sums[r * PANEL + c];
+            for (int64_t i = 0; i < depth; i++) acc += x[i * TILE + r] * load_scalar(panel, i * PANEL + c, dtype);
+            sums[r * PANEL + c] = acc;
+        }
+}
+
+int32_t kvtool_panel_linear_vectorized(void) { return 0; }
+
+#endif
+
+/* sums [rows][PANEL] (+)= a packed tile of x times a chunk of `depth` k-steps; `rows` a constant once inlined */
+INLINE void any_tile(const float *tile, const char *chunk, int64_t rows, int64_t depth, int dtype, const char *ahead,
+                     int first, float *sums) {
+    switch (rows) {
+        case 1: tile_sums(tile, chunk, 1, depth, dtype, ahead, first, sums); break;
+        case 2: tile_sums(tile, chunk, 2, depth, dtype, ahead, first, sums); break;
+        case 3: tile_sums(tile, chunk, 3, depth, dtype, ahead, first, sums); break;
+        case 4: tile_sums(tile, chunk, 4, depth, dtype, ahead, first, sums); break;
+        case 5: tile_sums(tile, chunk, 5, depth, dtype, ahead, first, sums); break;
+        default: tile_sums(tile, chunk, TILE, depth, dtype, ahead, first, sums); break;
+    }
+}
+
+/* out [rows, j0 .. j0 + PANEL that exist) = sums + bias, rounded to the dtype */
+static void store_panel(const float *sums, const void *bias, void *out, int64_t rows, int64_t n, int64_t j0,
+                        int dtype) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < PANEL && j0 + c < n; c++) {
+            float b = bias ? load_scalar(bias, j0 + c, dtype) : 0.0f;
+            store_scalar(out, r * n + j0 + c, sums[r * PANEL + c] + b, dtype);
+        }
+}
+
+/* rows [r0, r0 + rows) (at most BLOCK_TILES tiles) of panel p's columns of out; with panels, each k-step of
+ * the first tile asks for the same line of panel p + 1 */
+static void panel_block(const float *packed, const Weights *w, int64_t p, const void *bias, void *out, int64_t r0,
+                        int64_t rows) {
+    float sums[BLOCK_TILES * TILE * PANEL], dequantized[DEPTH * PANEL];
+    int64_t k = w->k, line = PANEL * (w->dtype == DTYPE_F32 ? 4 : 2), last = (w->n + PANEL - 1) / PANEL - 1;
+    int dtype = w->codes ? DTYPE_F32 : w->dtype;
+    for (int64_t i0 = 0; i0 < k; i0 += DEPTH) {
+        int64_t depth = k - i0 < DEPTH ? k - i0 : DEPTH;
+        const char *chunk = (const char *)dequantized, *ahead = NULL;
+        if (w->codes) {
+            dequantize_chunk(w, p, i0, depth, dequantized);
+        } else {
+            chunk = w->panels + (p * k + i0) * line;
+            ahead = p < last ? chunk + k * line : NULL;
+        }
+        for (int64_t t = 0; t * TILE < rows; t++) {
+            int64_t tile_rows = rows - t * TILE < TILE ? rows - t * TILE : TILE;
+            any_tile(packed + (r0 + t * TILE) * k + i0 * TILE, chunk, tile_rows, depth, dtype, t == 0 ? ahead : NULL,
+                     i0 == 0, sums + t * TILE * PANEL);
+        }
+    }
+    store_panel(sums, bias, (char *)out + r0 * w->n * (dtype == DTYPE_F32 ? 4 : 2), rows, w->n, p * PANEL, dtype);
+}
+
+/* x [rows, k] as tiles of TILE rows, each k-major ([k][TILE] fp32, the last one zero-padded) */
+static float *pack_tiles(const void *x, int64_t rows, int64_t k, int dtype, int32_t num_threads) {
+    int64_t tiles = (rows + TILE - 1) / TILE;
+    float *packed = malloc(tiles * TILE * k * sizeof(float));
+    if (!packed) return NULL;
+    #pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int64_t t = 0; t < tiles; t++)
+        for (int64_t r = 0; r < TILE; r++)
+            for (int64_t i = 0; i < k; i++)
+                packed[(t * k + i) * TILE + r] = t * TILE + r < rows ? load_scalar(x, (t * TILE + r) * k + i, dtype) : 0;
+    return packed;
+}
+
+/* out [rows, n] = x [rows, k] W^T + bias; x and out in the dtype of the panels, fp32 for codes */
+static void linear(const void *x, const Weights *w, const void *bias, void *out, int64_t rows, int32_t num_threads) {
+    int dtype = w->codes ? DTYPE_F32 : w->dtype;
+    float *packed = rows > 0 ? pack_tiles(x, rows, w->k, dtype, num_threads) : NULL;
+    if (!packed) return;
+    int64_t count = (w->n + PANEL - 1) / PANEL, block_rows = BLOCK_TILES * TILE;
+    int64_t blocks = (rows + block_rows - 1) / block_rows;
+    /* a thread's share: consecutive panels of one block of rows, or whole blocks where there are several */
+    #pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int64_t item = 0; item < blocks * count; item++) {
+        int64_t r0 = item / count * block_rows, block = rows - r0 < block_rows ? rows - r0 : block_rows;
+        panel_block(packed, w, item % count, bias, out, r0, block);
+    }
+    free(packed);
+}
+
+/* out [rows, n] = x [rows, k] W^T + bias, W as panels [ceil(n / PANEL)][k][PANEL] */
+void kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
+                         int64_t n, int32_t dtype, int32_t num_threads) {
+    Weights w = {panels, NULL, NULL, NULL, n, k, 0, dtype};
+    linear(x, &w, bias, out, rows, num_threads);
+}
+
+/* out [rows, n] fp32 = x [rows, k] fp32 times W held as codes in panels (dequantize.h), x kept in fp32 */
+void kvtool_quant_panel_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n, const uint8_t *codes,
+                               const float *scales, const float *mins, int32_t bits, int32_t num_threads) {
+    Weights w = {NULL, codes, scales, mins, n, k, bits, DTYPE_F32};
+    linear(x, &w, NULL, out, rows, num_threads);
+}
