@@ -104,16 +104,17 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of fp32 decode steps")
     args = parser.parse_args()
     from kvtool.engine.runtime.worker.loader import resolve_model_source
+    from kvtool.kernels.cpu_linear import can_pack
 
     folder = str(resolve_model_source(args.model).folder)
     threads = args.threads or len(os.sched_getaffinity(0))
     omp = {name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     print(f"{threads} threads, {omp}, load average {_load()}")
     measure(folder, "float32", args.steps, threads, args.profile)
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if can_pack(torch.device("cpu"), torch.bfloat16):
         measure(folder, "bfloat16", args.steps, threads)
     else:
-        print("bfloat16: skipped, this CPU has no bf16 instructions oneDNN supports (it would be emulated)")
+        print("bfloat16: skipped, neither bf16 instructions nor AVX2's column panels here (it would be emulated)")
     print(f"load average {_load()}")
 
 

@@ -36,10 +36,9 @@ def detect_device(requested: str = "auto") -> DeviceInfo:
     import torch  # serve needs torch anyway; keep it out of `--help`
 
     if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
-        from kvtool.kernels import cpu_ops
+        from kvtool.kernels.cpu_linear import can_pack
 
-        fast_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported() or cpu_ops.panel_linear_rows(torch.bfloat16) > 0
-        return DeviceInfo("cpu", fast_bf16=fast_bf16)
+        return DeviceInfo("cpu", fast_bf16=can_pack(torch.device("cpu"), torch.bfloat16))
     if not torch.cuda.is_available():
         raise UsageError("--device cuda was asked for, but no CUDA device is visible.", "Use --device cpu or auto.")
     return DeviceInfo("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0))
