@@ -39,8 +39,8 @@ class PackedLinear(nn.Module):
         self.bias = None if bias is None else bias.detach()
         self.panel_rows = cpu_ops.panel_linear_rows(weight.dtype)  # up to these rows, panel_linear
         self.panels = reference.pack_panels(weight) if self.panel_rows else None
-        everything_in_panels = self.panel_rows == sys.maxsize
-        self.packed_weight = None if everything_in_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
+        all_rows_in_panels = self.panel_rows == sys.maxsize
+        self.packed_weight = None if all_rows_in_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
         self.plain_rows = 0 if self.panel_rows else cpu_ops.small_linear_rows(weight.dtype)
         self.plain_weight = weight.contiguous() if self.plain_rows else None  # up to plain_rows, small_linear
 

@@ -58,7 +58,9 @@ def test_the_avx2_and_portable_builds_match_the_reference(build, vectorized, dty
         x, weight, bias = case(rows, n, k, dtype, True, seed=5)
         panels, out = reference.pack_panels(weight), torch.empty(rows, n, dtype=dtype)
         code = cpu_ops.DTYPE_CODES[dtype]
-        library.kvtool_panel_linear(x.data_ptr(), panels.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, k, n, code, 2)
+        library.kvtool_panel_linear(
+            x.data_ptr(), panels.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, k, n, code, 2
+        )
         torch.testing.assert_close(out, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 

@@ -127,6 +127,8 @@ def test_the_avx2_and_portable_builds_of_codes_in_panels_match_the_reference(bui
     codes, scales, mins = random_weight(40, 352, bits, True, g)
     x, out = torch.randn(9, 352, generator=g), torch.empty(9, 40)
     panels = reference.pack_quant_panels(pack_codes(codes, bits), scales, mins, bits)
-    library.kvtool_quant_panel_linear(x.data_ptr(), out.data_ptr(), 9, 352, 40, *(t.data_ptr() for t in panels), bits, 2)
+    library.kvtool_quant_panel_linear(
+        x.data_ptr(), out.data_ptr(), 9, 352, 40, *(t.data_ptr() for t in panels), bits, 2
+    )
     expected = reference.quant_panel_linear(x, *panels, bits, 40)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
