@@ -37,7 +37,17 @@ SIGNATURES = {
     "kvtool_decode_step": [_ptr],
     "kvtool_flush_denormals": [_i32],
 }
-RETURNS = {"kvtool_small_linear_vectorized": _i32, "kvtool_panel_linear_vectorized": _i32}
+RETURNS = {
+    name: _i32
+    for name in (
+        "kvtool_small_linear_vectorized",
+        "kvtool_panel_linear_vectorized",
+        "kvtool_panel_linear",
+        "kvtool_quant_panel_linear",
+        "kvtool_quant_linear",
+        "kvtool_decode_step",
+    )
+}
 
 SOURCE_DIR = Path(__file__).parent / "cpu"
 SOURCES = (

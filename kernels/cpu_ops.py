@@ -50,6 +50,11 @@ QUANT_KERNEL_WINS_UP_TO = 128
 # where panel_linear applies, up to how many rows the int8 kernel beats quant_panel_linear (docs/engine.md)
 QUANT_KERNEL_WINS_BESIDE_PANELS_UP_TO = 8
 DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
+STATUS_NO_MEMORY = 1  # STATUS_NO_MEMORY in cpu/common.h
+NO_MEMORY = (
+    "the CPU kernel {kernel} could not allocate its scratch memory for {rows} rows; free some memory or "
+    "lower --max-num-batched-tokens"
+)
 
 
 class DecodeArgs(ctypes.Structure):
@@ -239,7 +244,7 @@ def quant_linear(x, codes, scales, mins, bits):
         return reference.quant_linear(x, codes, scales, mins, bits)
     x = x.float().contiguous()
     out = torch.empty(len(x), codes.shape[0], dtype=torch.float32)
-    compiled_library().kvtool_quant_linear(
+    status = compiled_library().kvtool_quant_linear(
         _ptr(x),
         _ptr(out),
         len(x),
@@ -251,6 +256,7 @@ def quant_linear(x, codes, scales, mins, bits):
         bits,
         torch.get_num_threads(),
     )
+    raise_if_out_of_memory(status, "quant_linear", len(x))
     return out
 
 
@@ -262,7 +268,8 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
     x = x.float().contiguous()
     out = torch.empty(len(x), n, dtype=torch.float32)
     args = (_ptr(codes), _ptr(scales), _ptr(mins), bits, torch.get_num_threads())
-    compiled_library().kvtool_quant_panel_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
+    status = compiled_library().kvtool_quant_panel_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
+    raise_if_out_of_memory(status, "quant_panel_linear", len(x))
     return out
 
 
@@ -339,7 +346,7 @@ def panel_linear(x, panels, n, bias=None):
         return reference.panel_linear(x, panels, n, bias)
     x = x.contiguous()
     out = x.new_empty(len(x), n)
-    compiled_library().kvtool_panel_linear(
+    status = compiled_library().kvtool_panel_linear(
         _ptr(x),
         _ptr(panels),
         _ptr(bias),
@@ -350,7 +357,15 @@ def panel_linear(x, panels, n, bias=None):
         DTYPE_CODES[x.dtype],
         torch.get_num_threads(),
     )
+    raise_if_out_of_memory(status, "panel_linear", len(x))
     return out
+
+
+def raise_if_out_of_memory(status: int, kernel: str, rows: int) -> None:
+    """A kernel that allocates scratch memory returns STATUS_NO_MEMORY when it could not: say so, never
+    hand on its unwritten output."""
+    if status == STATUS_NO_MEMORY:
+        raise MemoryError(NO_MEMORY.format(kernel=kernel, rows=rows))
 
 
 def _covered(x, *others) -> bool:

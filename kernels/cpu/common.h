@@ -7,6 +7,9 @@
 
 enum { DTYPE_F32 = 0, DTYPE_BF16 = 1 };
 
+/* what a kernel that allocates scratch memory returns (cpu_ops raises MemoryError on NO_MEMORY) */
+enum { STATUS_OK = 0, STATUS_NO_MEMORY = 1 };
+
 #define INLINE static inline __attribute__((always_inline))
 
 INLINE float load_scalar(const void *base, int64_t i, int dtype) {

@@ -43,30 +43,29 @@ typedef struct {
     void *normed, *qkv, *q_rot, *k_rot, *attn, *gate_up, *act;  /* scratch, sized for `rows` */
 } Step;
 
-/* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it */
-static void linear(const Step *s, const Linear *l, const void *x, void *out, int64_t k, int64_t n) {
-    if (l->panels) {
-        kvtool_panel_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
-        return;
-    }
+/* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it; STATUS_NO_MEMORY where a
+ * kernel's scratch could not be allocated */
+static int32_t linear(const Step *s, const Linear *l, const void *x, void *out, int64_t k, int64_t n) {
+    if (l->panels) return kvtool_panel_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
     if (!l->scales) {
         kvtool_small_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
-        return;
+        return STATUS_OK;
     }
     float *y = out;
-    if (s->rows <= l->int8_rows)
-        kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, (int32_t)l->bits, s->num_threads);
-    else
-        kvtool_quant_panel_linear(x, y, s->rows, k, n, l->panel_codes, l->panel_scales, l->panel_mins,
-                                  (int32_t)l->bits, s->num_threads);
+    int32_t bits = (int32_t)l->bits, status =
+        s->rows <= l->int8_rows
+            ? kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, s->num_threads)
+            : kvtool_quant_panel_linear(x, y, s->rows, k, n, l->panel_codes, l->panel_scales, l->panel_mins, bits,
+                                        s->num_threads);
     if (l->bias)
         for (int64_t i = 0; i < s->rows * n; i++) y[i] += ((const float *)l->bias)[i % n];
+    return status;
 }
 
-static void attention(const Step *s, const Layer *l, int64_t element) {
+static int32_t attention(const Step *s, const Layer *l, int64_t element) {
     int64_t q = s->num_heads * s->head_dim, kv = s->num_kv_heads * s->head_dim, width = q + 2 * kv;
     int32_t dt = s->dtype, threads = s->num_threads;
-    linear(s, &l->qkv, s->normed, s->qkv, s->hidden, width);
+    if (linear(s, &l->qkv, s->normed, s->qkv, s->hidden, width)) return STATUS_NO_MEMORY;
     const char *qkv = s->qkv;
     kvtool_rotary(s->positions, qkv, width, qkv + q * element, width, l->cos_sin, s->q_rot, s->k_rot, s->rows,
                   s->num_heads, s->num_kv_heads, s->head_dim, dt, threads);
@@ -76,18 +75,19 @@ static void attention(const Step *s, const Layer *l, int64_t element) {
                        s->rows, s->num_heads, s->num_kv_heads, s->head_dim, s->block_size, s->table_stride,
                        s->scale, dt, threads, l->sliding_window};
     kvtool_paged_decode(&args);
-    linear(s, &l->o, s->attn, s->x, q, s->hidden);
+    return linear(s, &l->o, s->attn, s->x, q, s->hidden);
 }
 
-static void mlp(const Step *s, const Layer *l) {
+static int32_t mlp(const Step *s, const Layer *l) {
     int32_t dt = s->dtype, threads = s->num_threads;
-    linear(s, &l->gate_up, s->normed, s->gate_up, s->hidden, 2 * s->intermediate);
+    if (linear(s, &l->gate_up, s->normed, s->gate_up, s->hidden, 2 * s->intermediate)) return STATUS_NO_MEMORY;
     kvtool_silu_and_mul(s->gate_up, s->act, s->rows, s->intermediate, dt, threads);
-    linear(s, &l->down, s->act, s->x, s->intermediate, s->hidden);
+    return linear(s, &l->down, s->act, s->x, s->intermediate, s->hidden);
 }
 
-/* x holds the embeddings on entry; on return x and residual are the last layer's (the model adds them) */
-void kvtool_decode_step(const Step *s) {
+/* x holds the embeddings on entry; on return x and residual are the last layer's (the model adds them).
+ * STATUS_NO_MEMORY where a linear layer's scratch could not be allocated (x is then no step's result) */
+int32_t kvtool_decode_step(const Step *s) {
     int64_t element = s->dtype == DTYPE_F32 ? 4 : 2;
     int32_t dt = s->dtype, threads = s->num_threads;
     memcpy(s->residual, s->x, s->rows * s->hidden * element);  /* the first layer: residual = x, x = norm(x) */
@@ -97,9 +97,10 @@ void kvtool_decode_step(const Step *s) {
         if (i > 0)
             kvtool_rms_norm(s->x, s->residual, l->input_norm, s->normed, s->residual, s->rows, s->hidden, s->eps, dt,
                             threads);
-        attention(s, l, element);
+        if (attention(s, l, element)) return STATUS_NO_MEMORY;
         kvtool_rms_norm(s->x, s->residual, l->post_norm, s->normed, s->residual, s->rows, s->hidden, s->eps, dt,
                         threads);
-        mlp(s, l);
+        if (mlp(s, l)) return STATUS_NO_MEMORY;
     }
+    return STATUS_OK;
 }

@@ -3,11 +3,13 @@
  * Same contract as `panel_linear` in kernels/reference.py. W [n, k] is packed once, at load time, into
  * panels of PANEL output columns stored k-major ([n / PANEL][k][PANEL], the last one zero-padded), so
  * that one 64-byte line holds a k-step of a whole fp32 panel and a thread reads its panels as one
- * stream. Each thread takes whole panels, and a panel DEPTH k-steps at a time (16 KiB of fp32, which
- * stays in L1 while every TILE rows of x take their turn): broadcast elements of x multiply-add into
- * 2 x TILE vectors of sums (12 of AVX2's 16 registers), in fp32, carried from one DEPTH block to the
- * next; the bias is added and the sum rounded to the dtype once. While the first tile runs, each k-step
- * asks for the same line of the next panel, so reading W from memory overlaps the other tiles' FMAs.
+ * stream. x is packed per call into tiles of TILE rows, k-major. A panel is taken DEPTH k-steps at a
+ * time (16 KiB of fp32, which stays in L1 while every tile of a block of rows takes its turn): broadcast
+ * elements of x multiply-add into 2 x TILE vectors of sums (12 of AVX2's 16 registers), in fp32, carried
+ * from one DEPTH block to the next; the bias is added and the sum rounded to the dtype once. While the
+ * first tile runs, each k-step asks for the same line of the next panel, so reading W from memory
+ * overlaps the other tiles' FMAs. GGUF-style codes kept in panels go through the same tiles, a DEPTH
+ * block dequantized at a time (dequantize.h).
  */
 #include <stdlib.h>
 
@@ -15,7 +17,7 @@
 #include "layer_ops.h"
 #include "vectors.h"
 
-/* BLOCK_TILES tiles of x (packed, one DEPTH block: 36 KiB) stay in L2 while a thread's panels pass */
+/* BLOCK_TILES tiles of x (120 rows: 120 KiB of one DEPTH block) stay in L2 while a thread's panels pass */
 enum { PANEL = 16, TILE = 6, DEPTH = 256, BLOCK_TILES = 20 };
 
 #include "dequantize.h"
@@ -142,10 +144,12 @@ static float *pack_tiles(const void *x, int64_t rows, int64_t k, int dtype, int3
 }
 
 /* out [rows, n] = x [rows, k] W^T + bias; x and out in the dtype of the panels, fp32 for codes */
-static void linear(const void *x, const Weights *w, const void *bias, void *out, int64_t rows, int32_t num_threads) {
+static int32_t linear(const void *x, const Weights *w, const void *bias, void *out, int64_t rows,
+                      int32_t num_threads) {
     int dtype = w->codes ? DTYPE_F32 : w->dtype;
-    float *packed = rows > 0 ? pack_tiles(x, rows, w->k, dtype, num_threads) : NULL;
-    if (!packed) return;
+    if (rows < 1) return STATUS_OK;
+    float *packed = pack_tiles(x, rows, w->k, dtype, num_threads);
+    if (!packed) return STATUS_NO_MEMORY;
     int64_t count = (w->n + PANEL - 1) / PANEL, block_rows = BLOCK_TILES * TILE;
     int64_t blocks = (rows + block_rows - 1) / block_rows;
     /* a thread's share: consecutive panels of one block of rows, or whole blocks where there are several */
@@ -155,18 +159,20 @@ static void linear(const void *x, const Weights *w, const void *bias, void *out,
         panel_block(packed, w, item % count, bias, out, r0, block);
     }
     free(packed);
+    return STATUS_OK;
 }
 
 /* out [rows, n] = x [rows, k] W^T + bias, W as panels [ceil(n / PANEL)][k][PANEL] */
-void kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
-                         int64_t n, int32_t dtype, int32_t num_threads) {
+int32_t kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
+                            int64_t n, int32_t dtype, int32_t num_threads) {
     Weights w = {panels, NULL, NULL, NULL, n, k, 0, dtype};
-    linear(x, &w, bias, out, rows, num_threads);
+    return linear(x, &w, bias, out, rows, num_threads);
 }
 
 /* out [rows, n] fp32 = x [rows, k] fp32 times W held as codes in panels (dequantize.h), x kept in fp32 */
-void kvtool_quant_panel_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n, const uint8_t *codes,
-                               const float *scales, const float *mins, int32_t bits, int32_t num_threads) {
+int32_t kvtool_quant_panel_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n,
+                                  const uint8_t *codes, const float *scales, const float *mins, int32_t bits,
+                                  int32_t num_threads) {
     Weights w = {NULL, codes, scales, mins, n, k, bits, DTYPE_F32};
-    linear(x, &w, NULL, out, rows, num_threads);
+    return linear(x, &w, NULL, out, rows, num_threads);
 }

@@ -130,11 +130,17 @@ INLINE void output_column(const QuantizedRows *q, int64_t rows, int64_t k, int64
 }
 
 /* out [rows, n] = x [rows, k] W^T for W given by codes, scales and mins (mins may be NULL) */
-void kvtool_quant_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n, const uint8_t *codes,
-                         const float *scales, const float *mins, int32_t bits, int32_t num_threads) {
+int32_t kvtool_quant_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n, const uint8_t *codes,
+                            const float *scales, const float *mins, int32_t bits, int32_t num_threads) {
     int64_t groups = k / GROUP;
     int8_t *qx = malloc(rows * k);
     float *dx = malloc(sizeof(float) * rows * groups), *xsum = malloc(sizeof(float) * rows * groups);
+    if (!qx || !dx || !xsum) {
+        free(qx);
+        free(dx);
+        free(xsum);
+        return STATUS_NO_MEMORY;
+    }
     quantize_rows(x, rows, k, qx, dx, xsum);
     QuantizedRows q = {qx, dx, xsum};
     /* a small matrix stays on the calling thread: waking the others costs more than the work */
@@ -147,4 +153,5 @@ void kvtool_quant_linear(const float *x, float *out, int64_t rows, int64_t k, in
     free(qx);
     free(dx);
     free(xsum);
+    return STATUS_OK;
 }

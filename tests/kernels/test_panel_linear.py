@@ -80,3 +80,18 @@ def test_packed_linear_runs_panels_up_to_their_row_limit_and_onednn_beyond(dtype
             x = torch.randn(*shape).to(dtype)
             torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(dtype))
     assert calls == [rows for rows in (1, 4, 256, 257) if rows <= cpu_ops.panel_linear_rows(dtype)]
+
+
+@pytest.mark.parametrize("kernel", ["kvtool_panel_linear", "kvtool_quant_panel_linear", "kvtool_quant_linear"])
+def test_a_kernel_that_cannot_allocate_its_scratch_says_so_and_writes_nothing(kernel):
+    """2**50 rows: the scratch allocation fails before x is read; the status is what cpu_ops raises on."""
+    library = cpu_ops.compiled_library()
+    out = torch.zeros(4)
+    rows, k, n = 1 << 50, 64, 4
+    if kernel == "kvtool_panel_linear":
+        status = library.kvtool_panel_linear(None, None, None, out.data_ptr(), rows, k, n, 0, 2)
+    else:
+        status = getattr(library, kernel)(None, out.data_ptr(), rows, k, n, None, None, None, 4, 2)
+    assert status == cpu_ops.STATUS_NO_MEMORY and not out.any()
+    with pytest.raises(MemoryError, match="--max-num-batched-tokens"):
+        cpu_ops.raise_if_out_of_memory(status, kernel, rows)

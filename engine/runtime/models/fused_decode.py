@@ -110,7 +110,8 @@ class FusedDecode:
             torch.get_num_threads(),
             *(t.data_ptr() for t in inputs),
         )
-        compiled_library().kvtool_decode_step(ctypes.addressof(step))
+        status = compiled_library().kvtool_decode_step(ctypes.addressof(step))
+        cpu_ops.raise_if_out_of_memory(status, "decode_step", rows)
         return x + residual
 
     def _scratch(self, rows: int) -> list[torch.Tensor]:
