@@ -150,8 +150,10 @@ static int32_t linear(const void *x, const Weights *w, const void *bias, void *o
     if (rows < 1) return STATUS_OK;
     float *packed = pack_tiles(x, rows, w->k, dtype, num_threads);
     if (!packed) return STATUS_NO_MEMORY;
-    int64_t count = (w->n + PANEL - 1) / PANEL, block_rows = BLOCK_TILES * TILE;
-    int64_t blocks = (rows + block_rows - 1) / block_rows;
+    /* blocks of at most BLOCK_TILES tiles, as even as whole tiles allow, so that the threads' shares match */
+    int64_t count = (w->n + PANEL - 1) / PANEL, blocks = (rows + BLOCK_TILES * TILE - 1) / (BLOCK_TILES * TILE);
+    int64_t block_rows = ((rows + blocks - 1) / blocks + TILE - 1) / TILE * TILE;
+    blocks = (rows + block_rows - 1) / block_rows;
     /* a thread's share: consecutive panels of one block of rows, or whole blocks where there are several */
     #pragma omp parallel for schedule(static) num_threads(num_threads)
     for (int64_t item = 0; item < blocks * count; item++) {
