@@ -6,10 +6,9 @@ docs/engine.md). bf16 is packed where oneDNN supports it (results are bit-identi
 (oneDNN's fp32 GEMM sums in another order than MKL's: results are one rounding step apart).
 `benchmarks/linear_bench.py` compares oneDNN's packing with MKL's packed GEMM at decode sizes.
 
-On AVX2 CPUs without AVX-512 the C kernel `cpu_ops.panel_linear` beat both oneDNN and small_linear
-up to `cpu_ops.panel_linear_rows` (a decode step's rows in fp32, every row count in bf16, which oneDNN
-does not pack there), so there the weight is kept as column panels beside oneDNN's fp32 copy (for
-prefill chunks), and no plain copy is made.
+On AVX2 CPUs without AVX-512 the C kernel `cpu_ops.panel_linear` beat both oneDNN and small_linear at
+decode sizes and matched oneDNN at a prefill's (and oneDNN has no bf16 GEMM there), so there the weight
+is kept once, as column panels, for every row count.
 
 At decode batch sizes a step is bound by streaming the weights, and the C kernel
 `cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, where the CPU
@@ -17,8 +16,6 @@ has AVX2 or AVX-512 (there the plain weight is kept beside the packed one), up t
 `cpu_ops.small_linear_rows` gives: with AVX-512, 4 in bf16 (oneDNN has AMX beyond) and
 SMALL_LINEAR_MAX_ROWS in fp32; with AVX2, 4.
 """
-
-import sys
 
 import torch
 from torch import nn
@@ -37,16 +34,15 @@ class PackedLinear(nn.Module):
         weight = weight.detach()
         self.out_features = weight.shape[0]
         self.bias = None if bias is None else bias.detach()
-        self.panel_rows = cpu_ops.panel_linear_rows(weight.dtype)  # up to these rows, panel_linear
-        self.panels = reference.pack_panels(weight) if self.panel_rows else None
-        all_rows_in_panels = self.panel_rows == sys.maxsize
-        self.packed_weight = None if all_rows_in_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
-        self.plain_rows = 0 if self.panel_rows else cpu_ops.small_linear_rows(weight.dtype)
+        self.panels = reference.pack_panels(weight) if cpu_ops.panel_linear_wins() else None
+        in_panels = self.panels is not None
+        self.packed_weight = None if in_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
+        self.plain_rows = 0 if in_panels else cpu_ops.small_linear_rows(weight.dtype)
         self.plain_weight = weight.contiguous() if self.plain_rows else None  # up to plain_rows, small_linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if self.panels is not None and rows <= self.panel_rows:
+        if self.panels is not None:
             y = cpu_ops.panel_linear(x.reshape(rows, -1), self.panels, self.out_features, self.bias)
             return y.view(*x.shape[:-1], self.out_features)
         if self.plain_weight is not None and rows <= self.plain_rows:

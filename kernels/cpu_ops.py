@@ -5,7 +5,6 @@ C kernels do not cover: fp16 and fp8, head dims that are not a multiple of 16, n
 """
 
 import ctypes
-import sys
 
 import torch
 
@@ -38,11 +37,9 @@ SMALL_LINEAR_WINS_UP_TO = {
     16: {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4},
     8: {torch.float32: 4, torch.bfloat16: 4},
 }
-# panel_linear applies where small_linear has 8 lanes (AVX2 without AVX-512), and beat both small_linear and
-# oneDNN's packed fp32 weight there up to 256 rows (docs/engine.md); such CPUs have no bf16 GEMM in oneDNN,
-# so in bf16 it takes every row count
+# panel_linear applies where small_linear has 8 lanes (AVX2 without AVX-512), at every row count: there it beat
+# small_linear and oneDNN's packed weight at decode sizes and matched oneDNN at a prefill's (docs/engine.md)
 PANEL_LINEAR_CPU_LANES = 8
-PANEL_LINEAR_WINS_UP_TO = {torch.float32: 256, torch.bfloat16: sys.maxsize}
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 # up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
 # library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
@@ -274,9 +271,8 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
 
 
 def quant_kernel_rows() -> int:
-    """Up to how many rows QuantLinear runs the int8 kernel; beyond, quant_panel_linear up to
-    panel_linear_rows(float32) where panels apply, and the whole weight dequantized for the GEMM library past
-    that."""
+    """Up to how many rows QuantLinear runs the int8 kernel; beyond, quant_panel_linear where panels apply, else
+    the whole weight dequantized for the GEMM library."""
     return QUANT_KERNEL_WINS_BESIDE_PANELS_UP_TO if panel_linear_wins() else QUANT_KERNEL_WINS_UP_TO
 
 
@@ -333,11 +329,6 @@ def panel_linear_wins() -> bool:
     small_linear 16 lanes (and oneDNN AMX or bf16 instructions) they stay."""
     library = load_library()
     return library is not None and library.kvtool_small_linear_vectorized() == PANEL_LINEAR_CPU_LANES
-
-
-def panel_linear_rows(dtype: torch.dtype) -> int:
-    """Up to how many rows of `dtype` PackedLinear runs panel_linear here (sys.maxsize: all); 0 where it does not."""
-    return PANEL_LINEAR_WINS_UP_TO.get(dtype, 0) if panel_linear_wins() else 0
 
 
 def panel_linear(x, panels, n, bias=None):

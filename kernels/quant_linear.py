@@ -1,9 +1,9 @@
 """Linear layers whose weights stay quantized: GGUF-style codes in groups of 32 along k, each group
 with an fp32 scale and an optional min (w = scale * code + min), multiplied by the C kernel
 (`cpu_ops.quant_linear`) or, without a compiler, by its torch reference. A call of more rows than
-`cpu_ops.quant_kernel_rows()` keeps x in fp32: where panels apply (AVX2 CPUs) a decode step's rows go to
+`cpu_ops.quant_kernel_rows()` keeps x in fp32: where panels apply (AVX2 CPUs) they go to
 `cpu_ops.quant_panel_linear`, which dequantizes a second copy of the codes, kept in panels, a block at a
-time into panel_linear's tiles; more rows (a prefill) dequantize the whole weight for an fp32 matmul."""
+time into panel_linear's tiles; elsewhere the call dequantizes the whole weight for an fp32 matmul."""
 
 import torch
 from torch import nn
@@ -24,15 +24,15 @@ class QuantLinear(nn.Module):
         self.register_buffer("mins", None if mins is None else torch.as_tensor(mins, dtype=torch.float32).contiguous())
         self.bias = None if bias is None else bias.detach()
         self.int8_rows = cpu_ops.quant_kernel_rows()  # up to these rows, x quantized for the int8 kernel
-        self.panel_rows = cpu_ops.panel_linear_rows(torch.float32)  # up to these, quant_panel_linear
-        self.panels = reference.pack_quant_panels(self.codes, self.scales, self.mins, bits) if self.panel_rows else None
+        in_panels = cpu_ops.panel_linear_wins()  # then more rows than int8_rows take quant_panel_linear
+        self.panels = reference.pack_quant_panels(self.codes, self.scales, self.mins, bits) if in_panels else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
         weight = (self.codes, self.scales, self.mins, self.bits)
         if len(rows) <= self.int8_rows:
             y = cpu_ops.quant_linear(rows, *weight)
-        elif self.panels is not None and len(rows) <= self.panel_rows:
+        elif self.panels is not None:
             y = cpu_ops.quant_panel_linear(rows, *self.panels, self.bits, self.out_features)
         else:
             y = nn.functional.linear(rows.float(), dequantize_codes(*weight))

@@ -2,6 +2,8 @@
 same numbers, bit for bit, with dense (column panels on AVX2, plain weights on AVX-512) or quantized GGUF
 linear layers; models and steps it does not cover run the layers."""
 
+import sys
+
 import pytest
 import torch
 
@@ -19,8 +21,8 @@ needs_kernels = pytest.mark.skipif(compiled_library() is None, reason="needs the
 
 
 def dense_rows(dtype: torch.dtype) -> int:
-    """Up to how many rows a dense step fuses here: panel_linear's limit where it keeps panels, else small_linear's."""
-    return cpu_ops.panel_linear_rows(dtype) or cpu_ops.small_linear_rows(dtype)
+    """Up to how many rows a dense step fuses here: any where weights are kept in panels, else small_linear's limit."""
+    return sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.small_linear_rows(dtype)
 
 
 def first_decode_both_ways(llm, prompts):
@@ -75,7 +77,7 @@ def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=needs_bf16_packing)])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
     """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to dense_rows fuse (with
-    panels up to 256 rows in fp32 and every size in bf16; with AVX-512 every size in fp32, up to 4 rows in bf16, where oneDNN's AMX matmuls win
+    panels every size; with AVX-512 every size in fp32, up to 4 rows in bf16, where oneDNN's AMX matmuls win
     beyond) and the larger steps run the layers; either way the tokens are those of an engine that never
     fuses."""
     from kvtool.engine.runtime.models.fused_decode import FusedDecode
@@ -104,7 +106,7 @@ def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm,
     the int8 kernel or (on AVX2) the codes in panels take run in one call, through the same kernel at each
     row count as the layers."""
     fused_decode = smollm2_quantized_llm.engine.model_runner.model.model.fused_decode
-    limit = max(cpu_ops.quant_kernel_rows(), cpu_ops.panel_linear_rows(torch.float32))
+    limit = sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.quant_kernel_rows()
     assert fused_decode is not None and fused_decode.max_rows == limit
     prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
     fused, layers = first_decode_both_ways(smollm2_quantized_llm, prompts)

@@ -66,12 +66,10 @@ def test_the_avx2_and_portable_builds_match_the_reference(build, vectorized, dty
 
 @pytest.mark.skipif(not cpu_ops.panel_linear_wins(), reason="panels are kept on AVX2 CPUs without AVX-512")
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_packed_linear_runs_panels_up_to_their_row_limit_and_onednn_beyond(dtype, monkeypatch):
-    """fp32: panels up to a decode step's rows, oneDNN's packed copy for prefill chunks; bf16 (which oneDNN
-    does not pack on these CPUs): panels only. No plain copy either way."""
+def test_packed_linear_keeps_one_copy_as_panels_for_every_row_count(dtype, monkeypatch):
     linear = torch.nn.Linear(576, 160).to(dtype)
     packed = cpu_linear.PackedLinear(linear.weight, linear.bias)
-    assert packed.plain_weight is None and (packed.packed_weight is None) == (dtype == torch.bfloat16)
+    assert packed.plain_weight is None and packed.packed_weight is None
     calls = []
     original = cpu_ops.panel_linear
     monkeypatch.setattr(cpu_ops, "panel_linear", lambda *a: calls.append(len(a[0])) or original(*a))
@@ -79,7 +77,7 @@ def test_packed_linear_runs_panels_up_to_their_row_limit_and_onednn_beyond(dtype
         for shape in [(1, 576), (2, 2, 576), (256, 576), (257, 576)]:
             x = torch.randn(*shape).to(dtype)
             torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(dtype))
-    assert calls == [rows for rows in (1, 4, 256, 257) if rows <= cpu_ops.panel_linear_rows(dtype)]
+    assert calls == [1, 4, 256, 257]
 
 
 @pytest.mark.parametrize("kernel", ["kvtool_panel_linear", "kvtool_quant_panel_linear", "kvtool_quant_linear"])

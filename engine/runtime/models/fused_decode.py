@@ -5,12 +5,12 @@ bit for bit; what goes away is the Python between the kernels (about half a batc
 for a plain Llama-family model on the CPU kernels whose linear layers are dense with column panels
 (AVX2) or plain weights (AVX-512) kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype,
 one KV cache group, and a decode-only step of no more rows than the kernels take
-(`cpu_ops.panel_linear_rows` for panels, `cpu_ops.small_linear_rows` for plain weights, and for codes
-the int8 kernel's rows or, where codes are kept in panels too, the panels'); every other step runs the
-layers.
+(any where the weights or codes are kept in panels, else `cpu_ops.small_linear_rows` for plain weights
+and `cpu_ops.quant_kernel_rows()` for codes); every other step runs the layers.
 """
 
 import ctypes
+import sys
 
 import torch
 
@@ -167,9 +167,9 @@ def _fusable(linear, dtype: torch.dtype) -> bool:
 def _row_limit(linear, dtype: torch.dtype) -> int:
     """Beyond these rows a QuantLinear dequantizes its whole weight for an fp32 matmul and a PackedLinear hands
     them to oneDNN."""
-    if isinstance(linear, QuantLinear):
-        return max(linear.int8_rows, linear.panel_rows if linear.panels is not None else 0)
-    return linear.panel_rows if linear.panels is not None else cpu_ops.small_linear_rows(dtype)
+    if linear.panels is not None:  # panel_linear and quant_panel_linear take any row count
+        return sys.maxsize
+    return linear.int8_rows if isinstance(linear, QuantLinear) else cpu_ops.small_linear_rows(dtype)
 
 
 def _address(tensor: torch.Tensor | None) -> int | None:
