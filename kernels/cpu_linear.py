@@ -27,7 +27,8 @@ BATCH_HINT = 64  # the row count oneDNN tunes the layout for; any row count work
 
 
 class PackedLinear(nn.Module):
-    """y = x W^T + b with W held as an opaque oneDNN tensor (and plain, for the small-batch kernel)."""
+    """y = x W^T + b with W held as column panels (AVX2 CPUs without AVX-512), else as an opaque oneDNN tensor
+    (and plain, for the small-batch kernel)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
