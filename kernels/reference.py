@@ -244,16 +244,11 @@ def pack_quant_panels(codes, scales, mins, bits):
     columns (the last one zero-padded): codes [ceil(N / 16), K, 16 * bits / 8] bytes, k-major (bits 4: byte
     c holds column c in its low nibble and column c + 8 in its high one), scales and mins [ceil(N / 16),
     K / 32, 16]."""
-    pad = -len(codes) % PANEL_WIDTH
-    panel_codes = pack_panels(F.pad(unpack_codes(codes, bits), (0, 0, 0, pad))).to(torch.uint8)
+    panel_codes = pack_panels(unpack_codes(codes, bits)).to(torch.uint8)
     if bits == 4:
         half = PANEL_WIDTH // 2
         panel_codes = panel_codes[..., :half] | (panel_codes[..., half:] << 4)
-    return panel_codes.contiguous(), *(None if t is None else _group_panels(t, pad) for t in (scales, mins))
-
-
-def _group_panels(per_group, pad):
-    return F.pad(per_group, (0, 0, 0, pad)).view(-1, PANEL_WIDTH, per_group.shape[1]).transpose(1, 2).contiguous()
+    return panel_codes.contiguous(), *(None if t is None else pack_panels(t) for t in (scales, mins))
 
 
 def quant_panel_linear(x, codes, scales, mins, bits, n):
@@ -264,7 +259,7 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
     weight = weight * scales.repeat_interleave(QUANT_GROUP, dim=1)
     if mins is not None:
         weight = weight + mins.repeat_interleave(QUANT_GROUP, dim=1)
-    return F.linear(x.float(), weight.transpose(1, 2).reshape(-1, x.shape[-1])[:n])
+    return panel_linear(x.float(), weight, n)
 
 
 def dequantize_codes(codes, scales, mins, bits):
