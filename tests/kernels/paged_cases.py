@@ -141,3 +141,12 @@ def one_rounding_step(dtype: torch.dtype) -> dict:
     result keeps the reordering error itself, a few units in the last place over a row of hundreds."""
     step = torch.finfo(dtype).eps if dtype.itemsize == 2 else 1e-5
     return {"atol": step, "rtol": step}
+
+
+def linear_case(rows, n, k, dtype, with_bias, seed=0):
+    """x [rows, k], a weight [n, k] scaled to keep outputs near 1, and a bias (or None) for a linear kernel."""
+    g = torch.Generator().manual_seed(seed + rows * 1000 + n + k)
+    x = torch.randn(rows, k, generator=g).to(dtype)
+    weight = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
+    bias = torch.randn(n, generator=g).to(dtype) if with_bias else None
+    return x, weight, bias

@@ -4,7 +4,7 @@ AVX-512)."""
 
 import pytest
 import torch
-from paged_cases import one_rounding_step
+from paged_cases import linear_case, one_rounding_step
 
 from kvtool.kernels import cpu_linear, cpu_ops, reference
 
@@ -12,14 +12,6 @@ pytestmark = pytest.mark.skipif(not cpu_ops.available(), reason="no C compiler t
 
 DTYPES = [torch.float32, torch.bfloat16]
 SHAPES = [(7, 48), (960, 576), (33, 1536), (100, 8)]  # n with and without a partial last panel, short k
-
-
-def case(rows, n, k, dtype, with_bias, seed=0):
-    g = torch.Generator().manual_seed(seed + rows * 1000 + n + k)
-    x = torch.randn(rows, k, generator=g).to(dtype)
-    weight = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
-    bias = torch.randn(n, generator=g).to(dtype) if with_bias else None
-    return x, weight, bias
 
 
 def test_panels_hold_each_k_step_of_16_output_columns_and_zeros_past_the_last():
@@ -35,14 +27,14 @@ def test_panels_hold_each_k_step_of_16_output_columns_and_zeros_past_the_last():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_kernel_matches_reference(rows, n, k, dtype, with_bias):
-    x, weight, bias = case(rows, n, k, dtype, with_bias)
+    x, weight, bias = linear_case(rows, n, k, dtype, with_bias)
     got = cpu_ops.panel_linear(x, reference.pack_panels(weight), n, bias)
     assert got.dtype == dtype and got.shape == (rows, n)
     torch.testing.assert_close(got, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
 def test_what_the_kernel_does_not_cover_goes_to_the_reference():
-    x, weight, bias = case(3, 24, 32, torch.float16, True)
+    x, weight, bias = linear_case(3, 24, 32, torch.float16, True)
     panels = reference.pack_panels(weight)
     torch.testing.assert_close(
         cpu_ops.panel_linear(x, panels, 24, bias), reference.panel_linear(x, panels, 24, bias), atol=0, rtol=0
@@ -55,7 +47,7 @@ def test_the_avx2_and_portable_builds_match_the_reference(build, vectorized, dty
     library = request.getfixturevalue(build)
     assert library.kvtool_panel_linear_vectorized() == vectorized
     for rows, (n, k) in zip([1, 6, 9, 14], SHAPES):
-        x, weight, bias = case(rows, n, k, dtype, True, seed=5)
+        x, weight, bias = linear_case(rows, n, k, dtype, True, seed=5)
         panels, out = reference.pack_panels(weight), torch.empty(rows, n, dtype=dtype)
         code = cpu_ops.DTYPE_CODES[dtype]
         library.kvtool_panel_linear(

@@ -3,7 +3,7 @@ and PackedLinear's choice between it and oneDNN's packed weight."""
 
 import pytest
 import torch
-from paged_cases import one_rounding_step
+from paged_cases import linear_case, one_rounding_step
 
 from kvtool.kernels import cpu_linear, cpu_ops, reference
 
@@ -13,20 +13,12 @@ DTYPES = [torch.float32, torch.bfloat16]
 SHAPES = [(7, 48), (960, 576), (33, 1536)]  # n not a multiple of the 4-row tile; k with and without a 32 tail
 
 
-def case(rows, n, k, dtype, with_bias, seed=0):
-    g = torch.Generator().manual_seed(seed + rows * 1000 + n + k)
-    x = torch.randn(rows, k, generator=g).to(dtype)
-    weight = (torch.randn(n, k, generator=g) / k**0.5).to(dtype)
-    bias = torch.randn(n, generator=g).to(dtype) if with_bias else None
-    return x, weight, bias
-
-
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, 19, 64])  # groups of 4 rows and the tails
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_kernel_matches_reference(rows, n, k, dtype, with_bias):
-    x, weight, bias = case(rows, n, k, dtype, with_bias)
+    x, weight, bias = linear_case(rows, n, k, dtype, with_bias)
     got = cpu_ops.small_linear(x, weight, bias)
     assert got.dtype == dtype and got.shape == (rows, n)
     torch.testing.assert_close(got, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
@@ -34,7 +26,7 @@ def test_kernel_matches_reference(rows, n, k, dtype, with_bias):
 
 @pytest.mark.parametrize("rows,k", [(65, 64), (2, 40)])  # too many rows; k not a multiple of 16
 def test_what_the_kernel_does_not_cover_goes_to_the_reference(rows, k):
-    x, weight, bias = case(rows, 24, k, torch.float32, True)
+    x, weight, bias = linear_case(rows, 24, k, torch.float32, True)
     torch.testing.assert_close(
         cpu_ops.small_linear(x, weight, bias), reference.small_linear(x, weight, bias), atol=0, rtol=0
     )
@@ -46,7 +38,7 @@ def test_the_avx2_and_portable_builds_match_the_reference(build, vectorized, dty
     library = request.getfixturevalue(build)
     assert library.kvtool_small_linear_vectorized() == vectorized  # without AVX2 PackedLinear keeps to oneDNN
     for rows, (n, k) in zip([1, 6, 9], SHAPES):
-        x, weight, bias = case(rows, n, k, dtype, True, seed=5)
+        x, weight, bias = linear_case(rows, n, k, dtype, True, seed=5)
         out = torch.empty(rows, n, dtype=dtype)
         code = cpu_ops.DTYPE_CODES[dtype]
         library.kvtool_small_linear(
