@@ -10,11 +10,10 @@ On AVX2 CPUs without AVX-512 the C kernel `cpu_ops.panel_linear` beat both oneDN
 decode sizes and matched oneDNN at a prefill's (and oneDNN has no bf16 GEMM there), so there the weight
 is kept once, as column panels, for every row count.
 
-At decode batch sizes a step is bound by streaming the weights, and the C kernel
-`cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, where the CPU
-has AVX2 or AVX-512 (there the plain weight is kept beside the packed one), up to the rows
-`cpu_ops.small_linear_rows` gives: with AVX-512, 4 in bf16 (oneDNN has AMX beyond) and
-SMALL_LINEAR_MAX_ROWS in fp32; with AVX2, 4.
+With AVX-512, at decode batch sizes a step is bound by streaming the weights, and the C kernel
+`cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, so the plain
+weight is kept beside the packed one, up to the rows `cpu_ops.small_linear_rows` gives: 4 in bf16
+(oneDNN has AMX beyond) and SMALL_LINEAR_MAX_ROWS in fp32.
 """
 
 import torch
