@@ -138,7 +138,8 @@ def test_cpu_ops_drive_the_model_like_the_references(dtype):
 
 
 @pytest.mark.skipif(
-    not torch.ops.mkldnn._is_mkldnn_bf16_supported() or cpu_ops.panel_linear_wins(), reason="no oneDNN bf16"
+    not torch.ops.mkldnn._is_mkldnn_bf16_supported() or cpu_ops.panel_linear_wins(),
+    reason="PackedLinear's bf16 runs through oneDNN only with bf16 instructions and no AVX2 panels",
 )
 @pytest.mark.parametrize("rows", [7, 64, 300])  # bf16 above 4 rows is oneDNN's: test_small_linear.py has the rest
 def test_packed_linear_gives_nn_linear_bit_for_bit(rows):
