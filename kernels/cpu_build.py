@@ -33,6 +33,7 @@ SIGNATURES = {
     "kvtool_panel_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32, _i32],
     "kvtool_panel_linear_vectorized": [],
     "kvtool_quant_panel_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
+    "kvtool_quant_panel_linear_vectorized": [],
     "kvtool_store_kv": [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i32],
     "kvtool_decode_step": [_ptr],
     "kvtool_flush_denormals": [_i32],
@@ -42,6 +43,7 @@ RETURNS = {
     for name in (
         "kvtool_small_linear_vectorized",
         "kvtool_panel_linear_vectorized",
+        "kvtool_quant_panel_linear_vectorized",
         "kvtool_panel_linear",
         "kvtool_quant_panel_linear",
         "kvtool_quant_linear",
@@ -56,6 +58,7 @@ SOURCES = (
     "quant_linear.c",
     "small_linear.c",
     "panel_linear.c",
+    "quant_panel_linear.c",
     "store_kv.c",
     "decode_step.c",
     "denormals.c",

@@ -44,8 +44,6 @@ SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 # up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
 # library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
 QUANT_KERNEL_WINS_UP_TO = 128
-# where panel_linear applies, up to how many rows the int8 kernel beats quant_panel_linear (docs/engine.md)
-QUANT_KERNEL_WINS_BESIDE_PANELS_UP_TO = 8
 DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
 STATUS_NO_MEMORY = 1  # STATUS_NO_MEMORY in cpu/common.h
 NO_MEMORY = (
@@ -258,8 +256,7 @@ def quant_linear(x, codes, scales, mins, bits):
 
 
 def quant_panel_linear(x, codes, scales, mins, bits, n):
-    """x [T, K] fp32 times a weight [n, K] packed by reference.pack_quant_panels, dequantized a panel block
-    at a time into panel_linear's tiles."""
+    """x [T, K] fp32 times a weight [n, K] kept as codes in column panels (see reference.quant_panel_linear)."""
     if compiled_library() is None or x.device.type != "cpu" or x.shape[-1] % reference.QUANT_GROUP:
         return reference.quant_panel_linear(x, codes, scales, mins, bits, n)
     x = x.float().contiguous()
@@ -268,12 +265,6 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
     status = compiled_library().kvtool_quant_panel_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
     raise_if_out_of_memory(status, "quant_panel_linear", len(x))
     return out
-
-
-def quant_kernel_rows() -> int:
-    """Up to how many rows QuantLinear runs the int8 kernel; beyond, quant_panel_linear where panels apply, else
-    the whole weight dequantized for the GEMM library."""
-    return QUANT_KERNEL_WINS_BESIDE_PANELS_UP_TO if panel_linear_wins() else QUANT_KERNEL_WINS_UP_TO
 
 
 def small_linear_wins() -> bool:

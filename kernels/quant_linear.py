@@ -1,9 +1,9 @@
 """Linear layers whose weights stay quantized: GGUF-style codes in groups of 32 along k, each group
-with an fp32 scale and an optional min (w = scale * code + min), multiplied by the C kernel
-(`cpu_ops.quant_linear`) or, without a compiler, by its torch reference. A call of more rows than
-`cpu_ops.quant_kernel_rows()` keeps x in fp32: where panels apply (AVX2 CPUs) they go to
-`cpu_ops.quant_panel_linear`, which dequantizes a second copy of the codes, kept in panels, a block at a
-time into panel_linear's tiles; elsewhere the call dequantizes the whole weight for an fp32 matmul."""
+with an fp32 scale and an optional min (w = scale * code + min), multiplied by a C kernel with x
+quantized to int8 per group, or, without a compiler, by its torch reference. Where panels apply (AVX2
+CPUs without AVX-512) the codes are kept in column panels for `cpu_ops.quant_panel_linear` at every row
+count; elsewhere they stay row by row for `cpu_ops.quant_linear`, and a call of more rows than
+`cpu_ops.QUANT_KERNEL_WINS_UP_TO` dequantizes the whole weight for an fp32 matmul instead."""
 
 import torch
 from torch import nn
@@ -18,22 +18,23 @@ class QuantLinear(nn.Module):
     def __init__(self, codes, scales, mins, bits: int, bias: torch.Tensor | None = None):
         super().__init__()
         self.bits = bits
-        self.out_features, self.in_features = codes.shape
-        self.register_buffer("codes", pack_codes(torch.as_tensor(codes), bits))
-        self.register_buffer("scales", torch.as_tensor(scales, dtype=torch.float32).contiguous())
-        self.register_buffer("mins", None if mins is None else torch.as_tensor(mins, dtype=torch.float32).contiguous())
+        self.out_features, self.in_features = torch.as_tensor(codes).shape
+        self.in_panels = cpu_ops.panel_linear_wins()  # codes, scales and mins in reference.pack_quant_panels' layout
+        weight = (pack_codes(torch.as_tensor(codes), bits), torch.as_tensor(scales, dtype=torch.float32))
+        weight += (None if mins is None else torch.as_tensor(mins, dtype=torch.float32),)
+        if self.in_panels:
+            weight = reference.pack_quant_panels(*weight, bits)
+        for name, tensor in zip(("codes", "scales", "mins"), weight):
+            self.register_buffer(name, None if tensor is None else tensor.contiguous())
         self.bias = None if bias is None else bias.detach()
-        self.int8_rows = cpu_ops.quant_kernel_rows()  # up to these rows, x quantized for the int8 kernel
-        in_panels = cpu_ops.panel_linear_wins()  # then more rows than int8_rows take quant_panel_linear
-        self.panels = reference.pack_quant_panels(self.codes, self.scales, self.mins, bits) if in_panels else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
         weight = (self.codes, self.scales, self.mins, self.bits)
-        if len(rows) <= self.int8_rows:
+        if self.in_panels:
+            y = cpu_ops.quant_panel_linear(rows, *weight, self.out_features)
+        elif len(rows) <= cpu_ops.QUANT_KERNEL_WINS_UP_TO:
             y = cpu_ops.quant_linear(rows, *weight)
-        elif self.panels is not None:
-            y = cpu_ops.quant_panel_linear(rows, *self.panels, self.bits, self.out_features)
         else:
             y = nn.functional.linear(rows.float(), dequantize_codes(*weight))
         y = y if self.bias is None else y + self.bias

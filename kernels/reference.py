@@ -190,8 +190,7 @@ def pack_panels(weight):
 
 def panel_linear(x, panels, n, bias=None):
     """x [T, K] @ W^T + bias for W [n, K] packed by pack_panels, summed in fp32 and rounded to x's dtype once."""
-    weight = panels.float().transpose(1, 2).reshape(-1, panels.shape[1])[:n]
-    out = F.linear(x.float(), weight, None if bias is None else bias.float())
+    out = F.linear(x.float(), _unpack_panels(panels, n).float(), None if bias is None else bias.float())
     return out.to(x.dtype)
 
 
@@ -230,36 +229,49 @@ def quant_linear(x, codes, scales, mins, bits):
     bits 8: codes [N, K] int8. scales and mins (or None) [N, K / 32] fp32. x is quantized per group to
     int8 (scale amax / 127, codes rounded to nearest even) and each group's dot product is exact.
     """
+    return _quantized_matmul(x, unpack_codes(codes, bits), scales, mins)
+
+
+PANEL_LANE = 4  # k-steps of a column side by side in packed codes (LANE in cpu/quant_panel_linear.c)
+
+
+def pack_quant_panels(codes, scales, mins, bits):
+    """quant_linear's codes, scales and mins [N, ...] -> the same weights in panels of PANEL_WIDTH output
+    columns (the last one zero-padded): codes [ceil(N / 16), K / 4, 16 * 4 * bits / 8] bytes, where each 4
+    k-steps hold every column's 4 codes side by side (bits 4: columns 0-7 in the low nibbles, 8-15 in the
+    high ones), scales and mins [ceil(N / 16), K / 32, 16]."""
+    panels = pack_panels(unpack_codes(codes, bits))
+    lanes = panels.view(len(panels), -1, PANEL_LANE, PANEL_WIDTH).transpose(2, 3)  # [P, K / 4, 16, 4]
+    if bits == 4:
+        half = PANEL_WIDTH // 2
+        lanes = lanes[:, :, :half] | (lanes[:, :, half:] << 4)
+    panel_codes = lanes.to(torch.int8 if bits == 8 else torch.uint8).view(torch.uint8).flatten(2)
+    return panel_codes.contiguous(), *(None if t is None else pack_panels(t) for t in (scales, mins))
+
+
+def quant_panel_linear(x, codes, scales, mins, bits, n):
+    """quant_linear for W [n, K] packed by pack_quant_panels."""
+    lanes = codes.view(torch.int8).to(torch.int16) if bits == 8 else codes.to(torch.int16)
+    lanes = lanes.view(len(codes), codes.shape[1], -1, PANEL_LANE)
+    if bits == 4:
+        lanes = torch.cat((lanes & 0x0F, lanes >> 4), dim=2)
+    weight = lanes.transpose(2, 3).flatten(1, 2).transpose(1, 2).flatten(0, 1)[:n]  # [n, K]
+    return _quantized_matmul(x, weight, *(None if t is None else _unpack_panels(t, n) for t in (scales, mins)))
+
+
+def _unpack_panels(panels, n):
+    return panels.transpose(1, 2).flatten(0, 1)[:n]
+
+
+def _quantized_matmul(x, weight, scales, mins):
+    """x [T, K] quantized per group times integer codes [N, K] with scales and mins [N, K / 32]."""
     qx, dx = _quantize_groups(x)
-    w = unpack_codes(codes, bits).view(codes.shape[0], -1, QUANT_GROUP).double()
+    w = weight.view(len(weight), -1, QUANT_GROUP).double()
     dots = torch.einsum("tgi,ngi->tng", qx.double(), w)  # integers: exact in fp64
     out = (dots * (scales[None] * dx[:, None])).sum(-1)
     if mins is not None:
         out = out + ((dx * qx.sum(-1))[:, None] * mins[None]).sum(-1)
     return out.float()
-
-
-def pack_quant_panels(codes, scales, mins, bits):
-    """quant_linear's codes, scales and mins [N, ...] -> the same weights in panels of PANEL_WIDTH output
-    columns (the last one zero-padded): codes [ceil(N / 16), K, 16 * bits / 8] bytes, k-major (bits 4: byte
-    c holds column c in its low nibble and column c + 8 in its high one), scales and mins [ceil(N / 16),
-    K / 32, 16]."""
-    panel_codes = pack_panels(unpack_codes(codes, bits)).to(torch.uint8)
-    if bits == 4:
-        half = PANEL_WIDTH // 2
-        panel_codes = panel_codes[..., :half] | (panel_codes[..., half:] << 4)
-    return panel_codes.contiguous(), *(None if t is None else pack_panels(t) for t in (scales, mins))
-
-
-def quant_panel_linear(x, codes, scales, mins, bits, n):
-    """x [T, K] fp32 @ W^T for W [n, K] packed by pack_quant_panels, x kept in fp32 (not quantized)."""
-    if bits == 4:
-        codes = torch.cat((codes & 0x0F, codes >> 4), dim=-1)
-    weight = codes.view(torch.int8).float() if bits == 8 else codes.float()
-    weight = weight * scales.repeat_interleave(QUANT_GROUP, dim=1)
-    if mins is not None:
-        weight = weight + mins.repeat_interleave(QUANT_GROUP, dim=1)
-    return panel_linear(x.float(), weight, n)
 
 
 def dequantize_codes(codes, scales, mins, bits):

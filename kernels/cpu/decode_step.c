@@ -13,14 +13,12 @@
 #include "paged_decode.h"
 
 /* a weight [n, k] in the step's dtype, plain or (panels 1) packed in column panels, or (scales set)
- * codes with fp32 scales and mins (or NULL) for the int8 kernel up to int8_rows, and beyond those rows the
- * same codes in panels (panel_codes, panel_scales, panel_mins: reference.pack_quant_panels) */
+ * codes with fp32 scales and mins (or NULL), row by row for quant_linear.c or (panels 1) in column panels
+ * for quant_panel_linear.c */
 typedef struct {
     const void *weight, *bias;                    /* bias [n] or NULL */
     const float *scales, *mins;
-    int64_t bits, panels, int8_rows;
-    const uint8_t *panel_codes;
-    const float *panel_scales, *panel_mins;
+    int64_t bits, panels;
 } Linear;
 
 typedef struct {
@@ -46,17 +44,16 @@ typedef struct {
 /* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it; STATUS_NO_MEMORY where a
  * kernel's scratch could not be allocated */
 static int32_t linear(const Step *s, const Linear *l, const void *x, void *out, int64_t k, int64_t n) {
-    if (l->panels) return kvtool_panel_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
+    if (!l->scales && l->panels)
+        return kvtool_panel_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
     if (!l->scales) {
         kvtool_small_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
         return STATUS_OK;
     }
     float *y = out;
     int32_t bits = (int32_t)l->bits, status =
-        s->rows <= l->int8_rows
-            ? kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, s->num_threads)
-            : kvtool_quant_panel_linear(x, y, s->rows, k, n, l->panel_codes, l->panel_scales, l->panel_mins, bits,
-                                        s->num_threads);
+        l->panels ? kvtool_quant_panel_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, s->num_threads)
+                  : kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, s->num_threads);
     if (l->bias)
         for (int64_t i = 0; i < s->rows * n; i++) y[i] += ((const float *)l->bias)[i % n];
     return status;

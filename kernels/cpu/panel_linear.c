@@ -8,8 +8,8 @@
  * elements of x multiply-add into 2 x TILE vectors of sums (12 of AVX2's 16 registers), in fp32, carried
  * from one DEPTH block to the next; the bias is added and the sum rounded to the dtype once. While the
  * first tile runs, each k-step asks for the same line of the next panel, so reading W from memory
- * overlaps the other tiles' FMAs. GGUF-style codes kept in panels go through the same tiles, a DEPTH
- * block dequantized at a time (dequantize.h).
+ * overlaps the other tiles' FMAs. GGUF-style codes kept in panels have their own tiles
+ * (quant_panel_linear.c).
  */
 #include <stdlib.h>
 
@@ -20,7 +20,12 @@
 /* BLOCK_TILES tiles of x (120 rows: 120 KiB of one DEPTH block) stay in L2 while a thread's panels pass */
 enum { PANEL = 16, TILE = 6, DEPTH = 256, BLOCK_TILES = 20 };
 
-#include "dequantize.h"
+/* W [n, k] as panels [ceil(n / PANEL)][k][PANEL] in the dtype */
+typedef struct {
+    const char *panels;
+    int64_t n, k;
+    int dtype;
+} Weights;
 
 #if defined(__AVX2__) && defined(__FMA__)
 
@@ -109,25 +114,18 @@ static void store_panel(const float *sums, const void *bias, void *out, int64_t 
  * the first tile asks for the same line of panel p + 1 */
 static void panel_block(const float *packed, const Weights *w, int64_t p, const void *bias, void *out, int64_t r0,
                         int64_t rows) {
-    float sums[BLOCK_TILES * TILE * PANEL], dequantized[DEPTH * PANEL];
+    float sums[BLOCK_TILES * TILE * PANEL];
     int64_t k = w->k, line = PANEL * (w->dtype == DTYPE_F32 ? 4 : 2), last = (w->n + PANEL - 1) / PANEL - 1;
-    int dtype = w->codes ? DTYPE_F32 : w->dtype;
     for (int64_t i0 = 0; i0 < k; i0 += DEPTH) {
         int64_t depth = k - i0 < DEPTH ? k - i0 : DEPTH;
-        const char *chunk = (const char *)dequantized, *ahead = NULL;
-        if (w->codes) {
-            dequantize_chunk(w, p, i0, depth, dequantized);
-        } else {
-            chunk = w->panels + (p * k + i0) * line;
-            ahead = p < last ? chunk + k * line : NULL;
-        }
+        const char *chunk = w->panels + (p * k + i0) * line, *ahead = p < last ? chunk + k * line : NULL;
         for (int64_t t = 0; t * TILE < rows; t++) {
             int64_t tile_rows = rows - t * TILE < TILE ? rows - t * TILE : TILE;
-            any_tile(packed + (r0 + t * TILE) * k + i0 * TILE, chunk, tile_rows, depth, dtype, t == 0 ? ahead : NULL,
+            any_tile(packed + (r0 + t * TILE) * k + i0 * TILE, chunk, tile_rows, depth, w->dtype, t == 0 ? ahead : NULL,
                      i0 == 0, sums + t * TILE * PANEL);
         }
     }
-    store_panel(sums, bias, (char *)out + r0 * w->n * (dtype == DTYPE_F32 ? 4 : 2), rows, w->n, p * PANEL, dtype);
+    store_panel(sums, bias, (char *)out + r0 * w->n * (w->dtype == DTYPE_F32 ? 4 : 2), rows, w->n, p * PANEL, w->dtype);
 }
 
 /* x [rows, k] as tiles of TILE rows, each k-major ([k][TILE] fp32, the last one zero-padded) */
@@ -143,12 +141,11 @@ static float *pack_tiles(const void *x, int64_t rows, int64_t k, int dtype, int3
     return packed;
 }
 
-/* out [rows, n] = x [rows, k] W^T + bias; x and out in the dtype of the panels, fp32 for codes */
+/* out [rows, n] = x [rows, k] W^T + bias; x and out in the dtype of the panels */
 static int32_t linear(const void *x, const Weights *w, const void *bias, void *out, int64_t rows,
                       int32_t num_threads) {
-    int dtype = w->codes ? DTYPE_F32 : w->dtype;
     if (rows < 1) return STATUS_OK;
-    float *packed = pack_tiles(x, rows, w->k, dtype, num_threads);
+    float *packed = pack_tiles(x, rows, w->k, w->dtype, num_threads);
     if (!packed) return STATUS_NO_MEMORY;
     /* blocks of at most BLOCK_TILES tiles, as even as whole tiles allow, so that the threads' shares match */
     int64_t count = (w->n + PANEL - 1) / PANEL, blocks = (rows + BLOCK_TILES * TILE - 1) / (BLOCK_TILES * TILE);
@@ -167,14 +164,6 @@ static int32_t linear(const void *x, const Weights *w, const void *bias, void *o
 /* out [rows, n] = x [rows, k] W^T + bias, W as panels [ceil(n / PANEL)][k][PANEL] */
 int32_t kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
                             int64_t n, int32_t dtype, int32_t num_threads) {
-    Weights w = {panels, NULL, NULL, NULL, n, k, 0, dtype};
+    Weights w = {panels, n, k, dtype};
     return linear(x, &w, bias, out, rows, num_threads);
-}
-
-/* out [rows, n] fp32 = x [rows, k] fp32 times W held as codes in panels (dequantize.h), x kept in fp32 */
-int32_t kvtool_quant_panel_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n,
-                                  const uint8_t *codes, const float *scales, const float *mins, int32_t bits,
-                                  int32_t num_threads) {
-    Weights w = {NULL, codes, scales, mins, n, k, bits, DTYPE_F32};
-    return linear(x, &w, NULL, out, rows, num_threads);
 }

@@ -8,14 +8,14 @@
  * scale amax / 127 and int8 codes rounded to nearest even); each group's dot product is then exact
  * in int32 and scaled once. out [rows, n] fp32. Output columns are spread over OpenMP threads.
  */
-#include <math.h>
 #include <stdlib.h>
 
 #include "common.h"
 #include "layer_ops.h"
+#include "quantize_rows.h"
 #include "vectors.h"
 
-enum { GROUP = 32, ROW_TILE = 4 };
+enum { GROUP = QUANT_GROUP, ROW_TILE = 4 };
 
 typedef struct {
     const int8_t *qx;   /* [rows, k] */
@@ -23,22 +23,9 @@ typedef struct {
     const float *xsum;  /* [rows, k / GROUP]: dx * the sum of the group's codes */
 } QuantizedRows;
 
-/* x rounded to int8 codes per group, as the reference does: d = amax / 127, code = rint(x * (1 / d)) */
+/* x [rows, k] quantized group by group (quantize_rows.h) */
 static void quantize_rows(const float *x, int64_t rows, int64_t k, int8_t *qx, float *dx, float *xsum) {
-    for (int64_t g = 0; g < rows * (k / GROUP); g++) {
-        const float *v = x + g * GROUP;
-        float amax = 0;
-        for (int i = 0; i < GROUP; i++) amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
-        float d = amax / 127.0f, inv = d != 0.0f ? 1.0f / d : 0.0f;
-        int32_t sum = 0;
-        for (int i = 0; i < GROUP; i++) {
-            int32_t q = (int32_t)__builtin_rintf(v[i] * inv);
-            qx[g * GROUP + i] = (int8_t)q;
-            sum += q;
-        }
-        dx[g] = d;
-        xsum[g] = d * (float)sum;
-    }
+    for (int64_t g = 0; g < rows * (k / GROUP); g++) quantize_group(x + g * GROUP, qx + g * GROUP, dx + g, xsum + g);
 }
 
 /* sum over the row's groups of min * xsum: the part of the dot product the mins contribute */

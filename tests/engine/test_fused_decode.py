@@ -103,10 +103,10 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
 @pytest.mark.parametrize("rows", [1, 9, 65])
 def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm, rows):
     """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of up to as many rows as
-    the int8 kernel or (on AVX2) the codes in panels take run in one call, through the same kernel at each
-    row count as the layers."""
+    the int8 kernel or (on AVX2) the codes in panels take run in one call, through the same kernel as the
+    layers."""
     fused_decode = smollm2_quantized_llm.engine.model_runner.model.model.fused_decode
-    limit = sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.quant_kernel_rows()
+    limit = sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.QUANT_KERNEL_WINS_UP_TO
     assert fused_decode is not None and fused_decode.max_rows == limit
     prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
     fused, layers = first_decode_both_ways(smollm2_quantized_llm, prompts)

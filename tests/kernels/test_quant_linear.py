@@ -69,65 +69,83 @@ def test_quant_linear_module_keeps_batch_shape_bias_and_dtype():
     x = torch.randn(2, 3, 64, generator=g)
     y = layer(x.bfloat16())
     assert y.shape == (2, 3, 40) and y.dtype == torch.bfloat16
-    expected = reference.quant_linear(x.bfloat16().float().view(6, 64), layer.codes, scales, mins, 4) + bias
+    expected = reference.quant_linear(x.bfloat16().float().view(6, 64), pack_codes(codes, 4), scales, mins, 4) + bias
     torch.testing.assert_close(y.float().view(6, 40), expected, atol=2e-2, rtol=2e-2)
 
 
-def test_quant_linear_module_takes_the_int8_kernel_up_to_its_rows_and_fp32_activations_beyond(monkeypatch):
-    """Beyond the int8 kernel's rows x stays fp32: the codes in panels where they are kept (AVX2), else the
-    whole weight dequantized for a matmul."""
+def test_quant_linear_module_keeps_its_codes_in_panels_where_they_apply_and_quantizes_x_at_every_row_count(
+    monkeypatch,
+):
+    """On AVX2 CPUs without AVX-512 the codes live in panels only, for every row count; elsewhere they stay
+    row by row for the int8 kernel, and beyond its rows the whole weight is dequantized for a matmul."""
     g = torch.Generator().manual_seed(4)
     codes, scales, mins = random_weight(40, 64, 4, True, g)
-    bias = torch.randn(40, generator=g)
+    bias, packed = torch.randn(40, generator=g), pack_codes(codes, 4)
     layer = QuantLinear(codes, scales, mins, 4, bias)
-    weight = reference.dequantize_codes(layer.codes, scales, mins, 4)
+    in_panels = cpu_ops.panel_linear_wins()
+    assert layer.in_panels == in_panels and layer.codes.shape == ((3, 16, 32) if in_panels else (40, 32))
     panel_rows = []
     original = cpu_ops.quant_panel_linear
     monkeypatch.setattr(cpu_ops, "quant_panel_linear", lambda x, *a: panel_rows.append(len(x)) or original(x, *a))
-    int8_rows = cpu_ops.quant_kernel_rows()
-    x = torch.randn(int8_rows + 300, 64, generator=g)
-    for rows in (int8_rows + 1, len(x)):  # fp32 activations: within fp32 rounding of the dequantized matmul
-        torch.testing.assert_close(layer(x[:rows]), x[:rows] @ weight.T + bias)
-    assert panel_rows == ([int8_rows + 1, len(x)] if cpu_ops.panel_linear_wins() else [])
-    decode = x[:int8_rows]
-    expected = reference.quant_linear(decode, layer.codes, scales, mins, 4) + bias
-    torch.testing.assert_close(layer(decode), expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+    limit = cpu_ops.QUANT_KERNEL_WINS_UP_TO
+    x = torch.randn(limit + 1, 64, generator=g)
+    for rows in (1, 9, limit):
+        expected = reference.quant_linear(x[:rows], packed, scales, mins, 4) + bias
+        torch.testing.assert_close(layer(x[:rows]), expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+    beyond = layer(x)
+    if in_panels:
+        expected = reference.quant_linear(x, packed, scales, mins, 4) + bias
+        torch.testing.assert_close(beyond, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+    else:  # fp32 activations: within fp32 rounding of the dequantized matmul
+        torch.testing.assert_close(beyond, x @ reference.dequantize_codes(packed, scales, mins, 4).T + bias)
+    assert panel_rows == ([1, 9, limit, limit + 1] if in_panels else [])
 
 
-def test_codes_in_panels_are_the_same_weights_16_columns_at_a_time():
+def test_codes_in_panels_are_the_same_weights_16_columns_and_4_k_steps_at_a_time():
     g = torch.Generator().manual_seed(30)
     codes, scales, mins = random_weight(20, 64, 4, True, g)  # 20 columns: a second panel 4 wide
     panel_codes, panel_scales, panel_mins = reference.pack_quant_panels(pack_codes(codes, 4), scales, mins, 4)
-    assert panel_codes.shape == (2, 64, 8) and panel_scales.shape == panel_mins.shape == (2, 2, 16)
-    assert torch.equal(panel_codes[0, 5] & 15, codes[:8, 5].to(torch.uint8))  # columns 0-7: low nibbles
-    assert torch.equal(panel_codes[0, 5] >> 4, codes[8:16, 5].to(torch.uint8))  # 8-15: high nibbles
+    assert panel_codes.shape == (2, 16, 32) and panel_scales.shape == panel_mins.shape == (2, 2, 16)
+    lanes = panel_codes[0, 5].view(8, 4)  # k-steps 20-23, one column's 4 codes side by side
+    assert torch.equal(lanes & 15, codes[:8, 20:24].to(torch.uint8))  # columns 0-7: low nibbles
+    assert torch.equal(lanes >> 4, codes[8:16, 20:24].to(torch.uint8))  # 8-15: high nibbles
     assert torch.equal(panel_scales[1, 1, :4], scales[16:, 1]) and not panel_scales[1, :, 4:].any()
+    codes8, scales8, _ = random_weight(20, 64, 8, False, g)
+    panel_codes8 = reference.pack_quant_panels(pack_codes(codes8, 8), scales8, None, 8)[0]
+    assert panel_codes8.shape == (2, 16, 64)
+    assert torch.equal(panel_codes8[1, 3].view(torch.int8).view(16, 4)[:4], codes8[16:, 12:16].to(torch.int8))
 
 
 @pytest.mark.parametrize("rows", [1, 7, 33])
 @pytest.mark.parametrize("n", [96, 40])  # whole panels, and a last one 8 wide
 @pytest.mark.parametrize("bits,with_mins", [(4, True), (8, False)])
-def test_codes_in_panels_match_the_dequantized_matmul(rows, n, bits, with_mins):
+def test_codes_in_panels_give_the_int8_kernels_results(rows, n, bits, with_mins):
     g = torch.Generator().manual_seed(rows + n + bits)
     codes, scales, mins = random_weight(n, 320, bits, with_mins, g)
     packed, x = pack_codes(codes, bits), torch.randn(rows, 320, generator=g)
     panels = reference.pack_quant_panels(packed, scales, mins, bits)
-    dense = x @ reference.dequantize_codes(packed, scales, mins, bits).T
-    within_fp32_rounding = {"rtol": 1e-5, "atol": 1e-5 * dense.abs().max().item()}  # sums in another order
-    torch.testing.assert_close(reference.quant_panel_linear(x, *panels, bits, n), dense, **within_fp32_rounding)
-    torch.testing.assert_close(cpu_ops.quant_panel_linear(x, *panels, bits, n), dense, **within_fp32_rounding)
+    expected = reference.quant_linear(x, packed, scales, mins, bits)
+    assert torch.equal(reference.quant_panel_linear(x, *panels, bits, n), expected)
+    within_fp32_rounding = {"rtol": 1e-5, "atol": 1e-5 * expected.abs().max().item()}  # sums in another order
+    torch.testing.assert_close(cpu_ops.quant_panel_linear(x, *panels, bits, n), expected, **within_fp32_rounding)
 
 
-@pytest.mark.parametrize("bits", [4, 8])
-@pytest.mark.parametrize("build", ["avx2_library", "portable_library"])
-def test_the_avx2_and_portable_builds_of_codes_in_panels_match_the_reference(build, bits, request):
+@pytest.mark.parametrize("bits,with_mins", [(4, True), (8, False)])
+@pytest.mark.parametrize("build,vectorized", [("avx2_library", 8), ("portable_library", 0)])
+def test_the_avx2_and_portable_builds_of_codes_in_panels_match_the_reference(
+    build, vectorized, bits, with_mins, request
+):
     library = request.getfixturevalue(build)
+    assert library.kvtool_quant_panel_linear_vectorized() == vectorized
     g = torch.Generator().manual_seed(40 + bits)
-    codes, scales, mins = random_weight(40, 352, bits, True, g)
-    x, out = torch.randn(9, 352, generator=g), torch.empty(9, 40)
+    codes, scales, mins = random_weight(40, 352, bits, with_mins, g)
+    codes[0, :32] = -128 if bits == 8 else 15  # the extremes a group's int16 / maddubs sums must hold
     panels = reference.pack_quant_panels(pack_codes(codes, bits), scales, mins, bits)
-    library.kvtool_quant_panel_linear(
-        x.data_ptr(), out.data_ptr(), 9, 352, 40, *(t.data_ptr() for t in panels), bits, 2
-    )
-    expected = reference.quant_panel_linear(x, *panels, bits, 40)
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+    for rows in (1, 9, 14):
+        x, out = torch.randn(rows, 352, generator=g), torch.empty(rows, 40)
+        x[0, :32] = -5.0  # every code of the group at -127
+        library.kvtool_quant_panel_linear(
+            x.data_ptr(), out.data_ptr(), rows, 352, 40, *(t if t is None else t.data_ptr() for t in panels), bits, 2
+        )
+        expected = reference.quant_panel_linear(x, *panels, bits, 40)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())

@@ -39,10 +39,10 @@ def test_json_schema_holds_over_20_samples_at_temperature_0_8(client):
 
 
 def test_json_object_always_parses(client):
-    # any object: nothing bounds a string's length, so sample greedily and leave max_tokens room
+    # any object: nothing bounds its size, so an example keeps the greedy reply short and max_tokens leaves room
     reply = client.completions.create(
         model="smollm2",
-        prompt="A cat, as JSON:",
+        prompt='A dog, as JSON: {"name": "Rex", "age": 3}\nA cat, as JSON:',
         temperature=0.0,
         max_tokens=200,
         extra_body={"response_format": {"type": "json_object"}},

@@ -6,7 +6,7 @@ for a plain Llama-family model on the CPU kernels whose linear layers are dense 
 (AVX2) or plain weights (AVX-512) kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype,
 one KV cache group, and a decode-only step of no more rows than the kernels take
 (any where the weights or codes are kept in panels, else `cpu_ops.small_linear_rows` for plain weights
-and `cpu_ops.quant_kernel_rows()` for codes); every other step runs the layers.
+and `cpu_ops.QUANT_KERNEL_WINS_UP_TO` for codes); every other step runs the layers.
 """
 
 import ctypes
@@ -30,8 +30,7 @@ class Linear(ctypes.Structure):
     """Mirrors `Linear` in cpu/decode_step.c: a plain weight, column panels, or codes with scales (and mins)."""
 
     _fields_ = [(name, _p) for name in ("weight", "bias", "scales", "mins")]
-    _fields_ += [("bits", _i64), ("panels", _i64), ("int8_rows", _i64)]
-    _fields_ += [(name, _p) for name in ("panel_codes", "panel_scales", "panel_mins")]
+    _fields_ += [("bits", _i64), ("panels", _i64)]
 
 
 class Layer(ctypes.Structure):
@@ -167,9 +166,11 @@ def _fusable(linear, dtype: torch.dtype) -> bool:
 def _row_limit(linear, dtype: torch.dtype) -> int:
     """Beyond these rows a QuantLinear dequantizes its whole weight for an fp32 matmul and a PackedLinear hands
     them to oneDNN."""
-    if linear.panels is not None:  # panel_linear and quant_panel_linear take any row count
+    if isinstance(linear, QuantLinear):  # quant_panel_linear takes any row count
+        return sys.maxsize if linear.in_panels else cpu_ops.QUANT_KERNEL_WINS_UP_TO
+    if linear.panels is not None:
         return sys.maxsize
-    return linear.int8_rows if isinstance(linear, QuantLinear) else cpu_ops.small_linear_rows(dtype)
+    return cpu_ops.small_linear_rows(dtype)
 
 
 def _address(tensor: torch.Tensor | None) -> int | None:
@@ -179,8 +180,7 @@ def _address(tensor: torch.Tensor | None) -> int | None:
 def _linear(linear) -> Linear:
     if isinstance(linear, QuantLinear):
         parts = (linear.codes, linear.bias, linear.scales, linear.mins)
-        panels = (_address(t) for t in linear.panels) if linear.panels is not None else ()
-        return Linear(*(_address(t) for t in parts), linear.bits, 0, linear.int8_rows, *panels)
+        return Linear(*(_address(t) for t in parts), linear.bits, int(linear.in_panels))
     if linear.panels is not None:
         return Linear(_address(linear.panels), _address(linear.bias), None, None, 0, 1)
     return Linear(_address(linear.plain_weight), _address(linear.bias), None, None, 0, 0)
