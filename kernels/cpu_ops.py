@@ -31,15 +31,8 @@ __all__ = [
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 SMALL_LINEAR_MAX_ROWS = 64  # MAX_ROWS in cpu/small_linear.c
 # up to how many rows small_linear beats oneDNN's packed weights, by the fp32 lanes of the kernel's vectors
-# (docs/engine.md): with AVX-512, 4 in bf16 where oneDNN has AMX tiles; with AVX2, 4 (its FMA loops are
-# compute-bound from 8 rows on, where oneDNN's blocking is not)
-SMALL_LINEAR_WINS_UP_TO = {
-    16: {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4},
-    8: {torch.float32: 4, torch.bfloat16: 4},
-}
-# panel_linear applies where small_linear has 8 lanes (AVX2 without AVX-512), at every row count: there it beat
-# small_linear and oneDNN's packed weight at decode sizes and matched oneDNN at a prefill's (docs/engine.md)
-PANEL_LINEAR_CPU_LANES = 8
+# (docs/engine.md): with AVX-512, 4 in bf16 where oneDNN has AMX tiles; without AVX-512 it has no vectors
+SMALL_LINEAR_WINS_UP_TO = {16: {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4}}
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 # up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
 # library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
@@ -314,12 +307,16 @@ def small_linear(x, weight, bias=None):
 
 
 def panel_linear_wins() -> bool:
-    """Whether PackedLinear keeps its weight as panels for panel_linear (AVX2 CPUs without AVX-512).
+    """Whether PackedLinear keeps its weight as panels for panel_linear: where panel_linear has AVX2 vectors
+    and small_linear none (no AVX-512), at every row count.
 
-    Measured there against oneDNN's packed weight and small_linear (docs/engine.md); where AVX-512 gives
-    small_linear 16 lanes (and oneDNN AMX or bf16 instructions) they stay."""
+    There panels beat oneDNN's packed weight and small_linear's AVX2 loops at decode sizes and matched
+    oneDNN at a prefill's (docs/engine.md); where AVX-512 gives small_linear 16 lanes (and oneDNN AMX or
+    bf16 instructions) they stay."""
     library = load_library()
-    return library is not None and library.kvtool_small_linear_vectorized() == PANEL_LINEAR_CPU_LANES
+    if library is None:
+        return False
+    return library.kvtool_panel_linear_vectorized() > 0 and library.kvtool_small_linear_vectorized() == 0
 
 
 def panel_linear(x, panels, n, bias=None):

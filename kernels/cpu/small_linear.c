@@ -15,13 +15,11 @@
  * leaves about a third of the bandwidth unused on these short rows) */
 enum { COLS = 4, GROUP = 4, MAX_ROWS = 64, PREFETCH_AHEAD = 16 << 10 };
 
-#if defined(__AVX2__)
+#if defined(__AVX512F__)
+
 INLINE void prefetch(const void *w, int64_t i, int64_t element) {
     _mm_prefetch((const char *)w + i * element + PREFETCH_AHEAD, _MM_HINT_T0);
 }
-#endif
-
-#if defined(__AVX512F__)
 
 /* sums[4 * r + c] = the lane sum of v[4 * c + r], for 16 vectors: a transposing tree of 3 levels
  * (the order is a row of out: COLS consecutive columns for each row of a group) */
@@ -80,47 +78,6 @@ INLINE int vector_width(void) { return 16; }
 
 int32_t kvtool_small_linear_vectorized(void) { return 16; }
 
-#elif defined(__AVX2__) && defined(__FMA__)
-
-/* sums[4 * r + c] = the lane sum of v[4 * c + r], for 16 vectors (a row of out: COLS consecutive columns) */
-INLINE void reduce16(const __m256 v[16], float sums[16]) {
-    for (int r = 0; r < GROUP; r++) {
-        __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v[r], v[4 + r]), _mm256_hadd_ps(v[8 + r], v[12 + r]));
-        _mm_storeu_ps(sums + 4 * r, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-    }
-}
-
-/* acc[4 * c + r] for rows r0 and r0 + 1 (only r0 when `pair` is 0): two rows at a time keep the sums, the
- * weight vectors and x within AVX2's 16 registers; the tile's W is back from L1 for the second pair */
-INLINE void pair_dots(const void *x, const void *const w[COLS], int64_t r0, int pair, int64_t k, int dtype, int fetch,
-                      __m256 acc[COLS * GROUP]) {
-    int64_t element = dtype == DTYPE_F32 ? 4 : 2;
-    for (int64_t i = 0; i < k; i += 8) {
-        __m256 wv[COLS];
-        for (int c = 0; c < COLS; c++) {
-            if (fetch && (i * element) % 64 == 0) prefetch(w[c], i, element);
-            wv[c] = load8(w[c], i, dtype);
-        }
-        for (int r = r0; r < r0 + 1 + pair; r++) {
-            __m256 xv = load8(x, r * k + i, dtype);
-            for (int c = 0; c < COLS; c++) acc[c * GROUP + r] = _mm256_fmadd_ps(wv[c], xv, acc[c * GROUP + r]);
-        }
-    }
-}
-
-/* dots[4 * r + c] for COLS weight rows w[c] and `rows` (<= GROUP) rows of x, over k elements (k % 8 == 0) */
-INLINE void group_dots(const void *x, const void *const w[COLS], int64_t rows, int64_t k, int dtype, int fetch,
-                       float dots[COLS * GROUP]) {
-    __m256 acc[COLS * GROUP];
-    for (int j = 0; j < COLS * GROUP; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t r0 = 0; r0 < rows; r0 += 2) pair_dots(x, w, r0, r0 + 1 < rows, k, dtype, fetch && r0 == 0, acc);
-    reduce16(acc, dots);
-}
-
-INLINE int vector_width(void) { return 8; }
-
-int32_t kvtool_small_linear_vectorized(void) { return 8; }
-
 #else
 
 INLINE void group_dots(const void *x, const void *const w[COLS], int64_t rows, int64_t k, int dtype, int fetch,
@@ -136,7 +93,7 @@ INLINE void group_dots(const void *x, const void *const w[COLS], int64_t rows, i
 
 INLINE int vector_width(void) { return 1; }
 
-/* without AVX2 the GEMM library's packed weights are the faster choice at every row count (0: no vectors) */
+/* without AVX-512 PackedLinear takes panel_linear.c (AVX2) or the GEMM library's packed weights (0: no vectors) */
 int32_t kvtool_small_linear_vectorized(void) { return 0; }
 
 #endif

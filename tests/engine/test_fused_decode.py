@@ -13,7 +13,10 @@ from kvtool.kernels import cpu_ops
 from kvtool.kernels.cpu_build import compiled_library
 from kvtool.kernels.cpu_linear import can_pack
 
-needs_small_linear = pytest.mark.skipif(not cpu_ops.small_linear_wins(), reason="needs the AVX2 small-batch kernel")
+needs_dense_steps = pytest.mark.skipif(
+    not (cpu_ops.panel_linear_wins() or cpu_ops.small_linear_wins()),
+    reason="dense steps fuse where weights are kept in panels (AVX2) or plain for small_linear (AVX-512)",
+)
 needs_bf16_packing = pytest.mark.skipif(
     not can_pack(torch.device("cpu"), torch.bfloat16), reason="oneDNN packs no bf16 weights on this CPU"
 )
@@ -56,7 +59,7 @@ PROMPTS = [[1, 2, 3, 4, 5, 6, 7], list(range(100, 140)), list(range(300, 310))]
 PROMPTS += [list(range(500 + 40 * i, 509 + 41 * i)) for i in range(6)]  # 9: two groups of 4 rows and one more
 
 
-@needs_small_linear
+@needs_dense_steps
 @pytest.mark.parametrize("rows", [rows for rows in (1, 3, 4, 9) if rows <= dense_rows(torch.float32)])
 def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
@@ -64,7 +67,7 @@ def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert fused.shape == (rows, 576) and torch.equal(fused, layers)
 
 
-@needs_small_linear
+@needs_dense_steps
 @needs_bf16_packing
 @pytest.mark.slow
 def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
@@ -73,7 +76,7 @@ def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     assert fused.dtype == torch.bfloat16 and torch.equal(fused, layers)
 
 
-@needs_small_linear
+@needs_dense_steps
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=needs_bf16_packing)])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
     """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to dense_rows fuse (with
