@@ -34,7 +34,7 @@ SIGNATURES = {
     "kvtool_panel_linear_vectorized": [],
     "kvtool_quant_panel_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
     "kvtool_quant_panel_linear_vectorized": [],
-    "kvtool_store_kv": [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i32],
+    "kvtool_store_kv": [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i32, _i32],
     "kvtool_decode_step": [_ptr],
     "kvtool_flush_denormals": [_i32],
 }

@@ -64,6 +64,7 @@ class DecodeArgs(ctypes.Structure):
         ("scale", ctypes.c_float),
         ("dtype", ctypes.c_int32),
         ("num_threads", ctypes.c_int32),
+        ("cache_dtype", ctypes.c_int32),
         ("sliding_window", ctypes.c_int64),
     ]
 
@@ -75,7 +76,8 @@ def available() -> bool:
 def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.0) -> None:
     """Write each token's K and V at its slot; fp8 caches (which quantize) go to the reference."""
     if not (
-        _covered(key, value, k_cache, v_cache)
+        _covered(key, value)
+        and _cache_covered(key, k_cache, v_cache)
         and _rows_of_heads(key)
         and _rows_of_heads(value)
         and key.shape[1:] == value.shape[1:] == k_cache.shape[2:] == v_cache.shape[2:]
@@ -96,6 +98,7 @@ def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.
         len(key),
         key.shape[1] * key.shape[2],
         DTYPE_CODES[key.dtype],
+        DTYPE_CODES[k_cache.dtype],
     )
 
 
@@ -114,7 +117,8 @@ def paged_decode_attention(
     """One query token per sequence over its context (or its last `sliding_window` tokens), read in
     place from the paged cache; soft-capped logits go to the reference."""
     if not (
-        _covered(query, k_cache)
+        _covered(query)
+        and _cache_covered(query, k_cache, v_cache)
         and query.shape[-1] % DECODE_HEAD_DIM_MULTIPLE == 0
         and k_cache.is_contiguous()
         and len(query)
@@ -153,6 +157,7 @@ def paged_decode_attention(
         scale,
         DTYPE_CODES[query.dtype],
         torch.get_num_threads(),
+        DTYPE_CODES[k_cache.dtype],
         sliding_window or 0,
     )
     compiled_library().kvtool_paged_decode(ctypes.addressof(args))
@@ -352,6 +357,12 @@ def _covered(x, *others) -> bool:
     if x.dtype not in DTYPE_CODES or x.device.type != "cpu" or compiled_library() is None:
         return False
     return all(t is None or (t.dtype == x.dtype and t.device.type == "cpu") for t in others)
+
+
+def _cache_covered(x, k_cache, v_cache) -> bool:
+    """A KV cache the C kernels read and write beside x: CPU tensors of x's dtype, or bf16 beside fp32 x."""
+    same_place = k_cache.device.type == v_cache.device.type == "cpu"
+    return same_place and k_cache.dtype == v_cache.dtype in (x.dtype, torch.bfloat16)
 
 
 def _rows_of_heads(x) -> bool:

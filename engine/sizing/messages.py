@@ -243,8 +243,9 @@ GGUF_TYPE_UNSUPPORTED = "GGUF tensor {name} is {type}; --quantization gguf keeps
 GGUF_TYPE_UNSUPPORTED_FIX = "Serve it with dequantized weights: leave out --quantization gguf."
 GGUF_ARCH_UNKNOWN = "GGUF architecture {arch!r} is unknown to the gguf package."
 GGUF_QUANTIZED_NOTE = (
-    "GGUF weights kept quantized on the CPU: activations and the KV cache in float32, so the KV cache holds half "
-    "the tokens of a 16-bit one (--dtype bfloat16 dequantizes the weights instead)."
+    "GGUF weights kept quantized on the CPU: activations in float32, and by default the KV cache too, which then "
+    "holds half the tokens of a 16-bit one (--kv-cache-dtype bfloat16 keeps K and V in 16 bits; --dtype bfloat16 "
+    "dequantizes the weights instead)."
 )
 BF16_EMULATED_NOTE = (
     "dtype {dtype} runs this model in bfloat16, which this CPU has no instructions for: emulated, it runs "

@@ -35,6 +35,7 @@ typedef struct {
     int64_t block_size, table_stride;
     float eps, scale;
     int32_t dtype, num_threads;
+    int32_t cache_dtype;                          /* the KV cache's: dtype's, or bf16 beside fp32 */
     const int64_t *positions, *slot_mapping;
     const int32_t *block_tables, *context_lens;
     void *x, *residual;                           /* [rows, hidden]: the embeddings in, the last layer's out */
@@ -67,10 +68,10 @@ static int32_t attention(const Step *s, const Layer *l, int64_t element) {
     kvtool_rotary(s->positions, qkv, width, qkv + q * element, width, l->cos_sin, s->q_rot, s->k_rot, s->rows,
                   s->num_heads, s->num_kv_heads, s->head_dim, dt, threads);
     kvtool_store_kv(s->k_rot, qkv + (q + kv) * element, kv, width, l->k_cache, l->v_cache, s->slot_mapping, s->rows,
-                    kv, dt);
+                    kv, dt, s->cache_dtype);
     DecodeArgs args = {s->q_rot, l->k_cache, l->v_cache, s->block_tables, s->context_lens, s->attn,
                        s->rows, s->num_heads, s->num_kv_heads, s->head_dim, s->block_size, s->table_stride,
-                       s->scale, dt, threads, l->sliding_window};
+                       s->scale, dt, threads, s->cache_dtype, l->sliding_window};
     kvtool_paged_decode(&args);
     return linear(s, &l->o, s->attn, s->x, q, s->hidden);
 }

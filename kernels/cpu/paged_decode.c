@@ -3,7 +3,8 @@
  *
  * Same contract as `paged_decode_attention` in kernels/reference.py: query [B, Hq, D], caches
  * [num_blocks, block_size, Hkv, D], block_tables [B, table_stride] int32, context_lens [B] int32,
- * out [B, Hq, D]. Query, caches and out share one dtype: fp32 or bf16. Math is fp32.
+ * out [B, Hq, D]. Query and out share one dtype, fp32 or bf16; the caches hold that dtype, or bf16 beside
+ * an fp32 query (a 16-bit KV cache for an fp32 model). Math is fp32.
  *
  * Two passes per sequence: scores for every cached token (16 tokens at a time), then the softmax and
  * the weighted sum of V. Sequences are spread over OpenMP threads. Built at run time with

@@ -10,7 +10,8 @@ typedef struct {
     void *out;
     int64_t num_seqs, num_heads, num_kv_heads, head_dim, block_size, table_stride;
     float scale;
-    int32_t dtype, num_threads;
+    int32_t dtype, num_threads;   /* dtype: query and out's */
+    int32_t cache_dtype;          /* k_cache and v_cache's: dtype's, or bf16 beside an fp32 query */
     int64_t sliding_window;   /* 0: the whole context; else only its last sliding_window tokens */
 } DecodeArgs;
 

@@ -102,6 +102,25 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
     assert max(rows_fused) == min(6, dense_rows(getattr(torch, dtype)))
 
 
+@needs_dense_steps
+def test_a_bf16_kv_cache_beside_fp32_activations_is_the_layers_bit_for_bit(tiny_qwen2, monkeypatch):
+    """--kv-cache-dtype bfloat16 on an fp32 model: its decode steps fuse, and the C step writes and reads the
+    16-bit cache as the layers do (K and V rounded once, attention in fp32)."""
+    from kvtool.engine.runtime.models.fused_decode import FusedDecode
+
+    llm = LLM(str(tiny_qwen2[0]), dtype="float32", kv_cache_dtype="bfloat16", kv_cache_memory=1 << 20)
+    model = llm.engine.model_runner.model.model
+    assert model.layers[0].self_attn.attn.k_cache.dtype == torch.bfloat16
+    prompts = [list(range(5 + i, 20 + 3 * i)) for i in range(3)]
+    fused, layers = first_decode_both_ways(llm, prompts)
+    assert fused.dtype == torch.float32 and torch.equal(fused, layers)
+    rows_fused = []
+    original = FusedDecode.__call__
+    monkeypatch.setattr(FusedDecode, "__call__", lambda self, x, *a: rows_fused.append(len(x)) or original(self, x, *a))
+    llm.generate(prompts, SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True), use_tqdm=False)
+    assert rows_fused == [3, 3]
+
+
 @needs_kernels
 @pytest.mark.parametrize("rows", [1, 9, 65])
 def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm, rows):

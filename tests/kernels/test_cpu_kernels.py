@@ -34,10 +34,18 @@ def test_kvtool_cpu_kernels_0_keeps_plain_torch(monkeypatch):
     assert not cpu_linear.can_pack(torch.device("cpu"), torch.float32)
 
 
-@pytest.mark.parametrize("cache_dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn])
-def test_store_kv_writes_what_the_reference_writes(cache_dtype):
+# a cache in the model's dtype, a 16-bit one beside an fp32 model, and fp8 (the reference's)
+CACHE_CASES = [
+    (torch.float32, torch.float32),
+    (torch.bfloat16, torch.bfloat16),
+    (torch.float32, torch.bfloat16),
+    (torch.float32, torch.float8_e4m3fn),
+]
+
+
+@pytest.mark.parametrize("dtype,cache_dtype", CACHE_CASES)
+def test_store_kv_writes_what_the_reference_writes(dtype, cache_dtype):
     g = torch.Generator().manual_seed(3)
-    dtype = torch.float32 if cache_dtype == torch.float8_e4m3fn else cache_dtype
     qkv = torch.randn(5, 6 * 64, generator=g).to(dtype)  # k and v as views of a fused projection, as the model has them
     key, value = qkv[:, 128:256].view(5, 2, 64), qkv[:, 256:].view(5, 2, 64)
     slots = torch.tensor([3, -1, 17, 0, 31])
@@ -45,7 +53,7 @@ def test_store_kv_writes_what_the_reference_writes(cache_dtype):
     cpu_ops.store_kv(key, value, caches[0], caches[1], slots, 0.5, 2.0)
     reference.store_kv(key, value, caches[2], caches[3], slots, 0.5, 2.0)
     for got, expected in zip(caches[:2], caches[2:]):
-        assert torch.equal(got.view(torch.uint8), expected.view(torch.uint8))  # plain copies, bit for bit
+        assert torch.equal(got.view(torch.uint8), expected.view(torch.uint8))  # copies or torch's rounding, bit for bit
     written = caches[0].flatten(0, 1).float().abs().sum((1, 2))
     assert written[17] > 0 and written[1] == 0  # slot -1 wrote nothing
 
@@ -56,19 +64,27 @@ def test_decode_attention_matches_token_by_token(num_heads, num_kv_heads, head_d
     check_decode_attention(num_heads, num_kv_heads, head_dim, dtype)
 
 
+def test_decode_attention_reads_a_bf16_cache_beside_an_fp32_query_in_place(monkeypatch):
+    monkeypatch.setattr(reference, "paged_decode_attention", None)  # no fallback: the C kernel reads it
+    check_decode_attention(9, 3, 64, torch.float32, torch.bfloat16)
+
+
 @pytest.mark.parametrize("build", ["avx2_library", "portable_library"])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_decode_attention_of_the_avx2_and_portable_builds(build, dtype, request, monkeypatch):
+@pytest.mark.parametrize("dtype,cache_dtype", CACHE_CASES[:3])
+def test_decode_attention_of_the_avx2_and_portable_builds(build, dtype, cache_dtype, request, monkeypatch):
     """The loops a CPU without AVX-512 (AVX2) or without AVX2 runs, on the same cases."""
     monkeypatch.setattr(cpu_ops, "compiled_library", lambda library=request.getfixturevalue(build): library)
     for shape in [(9, 3, 64), (6, 2, 128)]:
-        check_decode_attention(*shape, dtype)
+        check_decode_attention(*shape, dtype, cache_dtype)
 
 
-def check_decode_attention(num_heads, num_kv_heads, head_dim, dtype):
+def check_decode_attention(num_heads, num_kv_heads, head_dim, dtype, cache_dtype=None):
+    """Against attention in fp64 over the values the cache holds: the math is fp32 whatever the cache's dtype."""
     g = torch.Generator().manual_seed(1)
     context_lens = [1, 15, 16, 17, 40, 300]  # one token, block edges, a partial last score tile
-    k_cache, v_cache, tables, keys, values = filled_caches(context_lens, num_kv_heads, head_dim, dtype, g)
+    k_cache, v_cache, tables, keys, values = filled_caches(
+        context_lens, num_kv_heads, head_dim, cache_dtype or dtype, g
+    )
     query = torch.randn(len(context_lens), num_heads, head_dim, generator=g).to(dtype)
     lens, scale = torch.tensor(context_lens, dtype=torch.int32), head_dim**-0.5
     out = cpu_ops.paged_decode_attention(query, k_cache, v_cache, tables, lens, scale)

@@ -3,7 +3,7 @@
 The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
 bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
 for a plain Llama-family model on the CPU kernels whose linear layers are dense with column panels
-(AVX2) or plain weights (AVX-512) kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype,
+(AVX2) or plain weights (AVX-512) kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype or bf16,
 one KV cache group, and a decode-only step of no more rows than the kernels take
 (any where the weights or codes are kept in panels, else `cpu_ops.small_linear_rows` for plain weights
 and `cpu_ops.QUANT_KERNEL_WINS_UP_TO` for codes); every other step runs the layers.
@@ -46,7 +46,7 @@ class Step(ctypes.Structure):
     _fields_ = [("layers", _p)]
     _fields_ += [(name, _i64) for name in ("num_layers", "rows", "hidden", "num_heads", "num_kv_heads", "head_dim")]
     _fields_ += [("intermediate", _i64), ("block_size", _i64), ("table_stride", _i64), ("eps", _f), ("scale", _f)]
-    _fields_ += [("dtype", _i32), ("num_threads", _i32)]
+    _fields_ += [("dtype", _i32), ("num_threads", _i32), ("cache_dtype", _i32)]
     _fields_ += [(name, _p) for name in ("positions", "slot_mapping", "block_tables", "context_lens", "x", "residual")]
     _fields_ += [(name, _p) for name in ("normed", "qkv", "q_rot", "k_rot", "attn", "gate_up", "act")]
 
@@ -75,7 +75,8 @@ class FusedDecode:
             and not meta.group_metadata
             and cache is not None
             and cache.is_contiguous()
-            and cache.dtype == x.dtype == self.dtype
+            and x.dtype == self.dtype
+            and cache.dtype in (self.dtype, torch.bfloat16)
         )
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
@@ -107,6 +108,7 @@ class FusedDecode:
             self.attn.attn.scale,
             cpu_ops.DTYPE_CODES[x.dtype],
             torch.get_num_threads(),
+            cpu_ops.DTYPE_CODES[self.attn.attn.k_cache.dtype],
             *(t.data_ptr() for t in inputs),
         )
         status = compiled_library().kvtool_decode_step(ctypes.addressof(step))
