@@ -40,6 +40,11 @@ typedef struct {
         lo = _mm256_loadu_ps(sums + r * PANEL);                    \
         hi = _mm256_loadu_ps(sums + r * PANEL + 8);                \
     }
+/* k-step i of the panel times the tile's x, into the 12 sums */
+#define TILE_STEP                                                                               \
+    __m256 w0 = load8(panel, i * PANEL, dtype), w1 = load8(panel, i * PANEL + 8, dtype);       \
+    FMA_ROW(0, s00, s01) FMA_ROW(1, s10, s11) FMA_ROW(2, s20, s21)                              \
+    FMA_ROW(3, s30, s31) FMA_ROW(4, s40, s41) FMA_ROW(5, s50, s51)
 #define STORE_ROW(r, lo, hi)                                       \
     if (rows > r) {                                                \
         _mm256_storeu_ps(sums + r * PANEL, lo);                    \
@@ -57,12 +62,18 @@ INLINE void tile_sums(const float *x, const void *panel, int64_t rows, int64_t d
         LOAD_ROW(3, s30, s31) LOAD_ROW(4, s40, s41) LOAD_ROW(5, s50, s51)
     }
     int64_t line = PANEL * (dtype == DTYPE_F32 ? 4 : 2);
-    #pragma GCC unroll 4
-    for (int64_t i = 0; i < depth; i++) {
-        if (next) _mm_prefetch(next + i * line, _MM_HINT_T0);
-        __m256 w0 = load8(panel, i * PANEL, dtype), w1 = load8(panel, i * PANEL + 8, dtype);
-        FMA_ROW(0, s00, s01) FMA_ROW(1, s10, s11) FMA_ROW(2, s20, s21)
-        FMA_ROW(3, s30, s31) FMA_ROW(4, s40, s41) FMA_ROW(5, s50, s51)
+    /* two loops: with the test for `next` inside one loop, fp32 tiles ran up to 30 % slower */
+    if (next) {
+        #pragma GCC unroll 4
+        for (int64_t i = 0; i < depth; i++) {
+            _mm_prefetch(next + i * line, _MM_HINT_T0);
+            TILE_STEP
+        }
+    } else {
+        #pragma GCC unroll 4
+        for (int64_t i = 0; i < depth; i++) {
+            TILE_STEP
+        }
     }
     STORE_ROW(0, s00, s01) STORE_ROW(1, s10, s11) STORE_ROW(2, s20, s21)
     STORE_ROW(3, s30, s31) STORE_ROW(4, s40, s41) STORE_ROW(5, s50, s51)
