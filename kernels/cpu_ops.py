@@ -266,7 +266,7 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
 
 
 def small_linear_wins() -> bool:
-    """Whether the C kernel beats the GEMM library's packed weights at a few rows (with AVX2 or AVX-512)."""
+    """Whether the C kernel beats the GEMM library's packed weights at a few rows (with AVX-512)."""
     return small_linear_rows(torch.float32) > 0
 
 
