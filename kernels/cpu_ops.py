@@ -233,7 +233,7 @@ def rotary_embedding(positions, query, key, cos_sin_cache):
 
 def quant_linear(x, codes, scales, mins, bits):
     """x [T, K] fp32 times a weight kept as GGUF-style codes (see reference.quant_linear)."""
-    if compiled_library() is None or x.device.type != "cpu" or x.shape[-1] % reference.QUANT_GROUP:
+    if not _quant_covered(x):
         return reference.quant_linear(x, codes, scales, mins, bits)
     x = x.float().contiguous()
     out = torch.empty(len(x), codes.shape[0], dtype=torch.float32)
@@ -255,7 +255,7 @@ def quant_linear(x, codes, scales, mins, bits):
 
 def quant_panel_linear(x, codes, scales, mins, bits, n):
     """x [T, K] fp32 times a weight [n, K] kept as codes in column panels (see reference.quant_panel_linear)."""
-    if compiled_library() is None or x.device.type != "cpu" or x.shape[-1] % reference.QUANT_GROUP:
+    if not _quant_covered(x):
         return reference.quant_panel_linear(x, codes, scales, mins, bits, n)
     x = x.float().contiguous()
     out = torch.empty(len(x), n, dtype=torch.float32)
@@ -357,6 +357,11 @@ def _covered(x, *others) -> bool:
     if x.dtype not in DTYPE_CODES or x.device.type != "cpu" or compiled_library() is None:
         return False
     return all(t is None or (t.dtype == x.dtype and t.device.type == "cpu") for t in others)
+
+
+def _quant_covered(x) -> bool:
+    """x the quantized kernels take: on the CPU, whole groups along k (any float dtype: they read it as fp32)."""
+    return compiled_library() is not None and x.device.type == "cpu" and x.shape[-1] % reference.QUANT_GROUP == 0
 
 
 def _cache_covered(x, k_cache, v_cache) -> bool:

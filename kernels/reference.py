@@ -177,7 +177,7 @@ def small_linear(x, weight, bias=None):
     return out.to(x.dtype)
 
 
-PANEL_WIDTH = 16  # output columns per panel of a packed weight (PANEL in cpu/panel_linear.c)
+PANEL_WIDTH = 16  # output columns per panel of a packed weight (PANEL in cpu/panels.h)
 
 
 def pack_panels(weight):
@@ -255,11 +255,12 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
     lanes = lanes.view(len(codes), codes.shape[1], -1, PANEL_LANE)
     if bits == 4:
         lanes = torch.cat((lanes & 0x0F, lanes >> 4), dim=2)
-    weight = lanes.transpose(2, 3).flatten(1, 2).transpose(1, 2).flatten(0, 1)[:n]  # [n, K]
+    weight = _unpack_panels(lanes.transpose(2, 3).flatten(1, 2), n)  # [P, K, 16] -> [n, K]
     return _quantized_matmul(x, weight, *(None if t is None else _unpack_panels(t, n) for t in (scales, mins)))
 
 
 def _unpack_panels(panels, n):
+    """[P, K, PANEL_WIDTH] panels -> the [n, K] rows they hold."""
     return panels.transpose(1, 2).flatten(0, 1)[:n]
 
 

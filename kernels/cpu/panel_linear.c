@@ -15,10 +15,11 @@
 
 #include "common.h"
 #include "layer_ops.h"
+#include "panels.h"
 #include "vectors.h"
 
-/* BLOCK_TILES tiles of x (120 rows: 120 KiB of one DEPTH block) stay in L2 while a thread's panels pass */
-enum { PANEL = 16, TILE = 6, DEPTH = 256, BLOCK_TILES = 20 };
+/* k-steps of a panel taken at a time: 16 KiB of fp32 in L1, and a block's tiles of x over them 120 KiB in L2 */
+enum { DEPTH = 256 };
 
 /* W [n, k] as panels [ceil(n / PANEL)][k][PANEL] in the dtype */
 typedef struct {
@@ -121,8 +122,8 @@ static void store_panel(const float *sums, const void *bias, void *out, int64_t 
         }
 }
 
-/* rows [r0, r0 + rows) (at most BLOCK_TILES tiles) of panel p's columns of out; with panels, each k-step of
- * the first tile asks for the same line of panel p + 1 */
+/* rows [r0, r0 + rows) (at most BLOCK_TILES tiles) of panel p's columns of out; each k-step of the first
+ * tile asks for the same line of panel p + 1 */
 static void panel_block(const float *packed, const Weights *w, int64_t p, const void *bias, void *out, int64_t r0,
                         int64_t rows) {
     float sums[BLOCK_TILES * TILE * PANEL];
@@ -152,29 +153,22 @@ static float *pack_tiles(const void *x, int64_t rows, int64_t k, int dtype, int3
     return packed;
 }
 
-/* out [rows, n] = x [rows, k] W^T + bias; x and out in the dtype of the panels */
-static int32_t linear(const void *x, const Weights *w, const void *bias, void *out, int64_t rows,
-                      int32_t num_threads) {
+/* out [rows, n] = x [rows, k] W^T + bias, W as panels [ceil(n / PANEL)][k][PANEL]; x, out and the panels in
+ * the dtype */
+int32_t kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
+                            int64_t n, int32_t dtype, int32_t num_threads) {
     if (rows < 1) return STATUS_OK;
-    float *packed = pack_tiles(x, rows, w->k, w->dtype, num_threads);
+    float *packed = pack_tiles(x, rows, k, dtype, num_threads);
     if (!packed) return STATUS_NO_MEMORY;
-    /* blocks of at most BLOCK_TILES tiles, as even as whole tiles allow, so that the threads' shares match */
-    int64_t count = (w->n + PANEL - 1) / PANEL, blocks = (rows + BLOCK_TILES * TILE - 1) / (BLOCK_TILES * TILE);
-    int64_t block_rows = ((rows + blocks - 1) / blocks + TILE - 1) / TILE * TILE;
-    blocks = (rows + block_rows - 1) / block_rows;
+    Weights w = {panels, n, k, dtype};
+    int64_t count = (n + PANEL - 1) / PANEL, rows_per_block = block_rows(rows);
+    int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     /* a thread's share: consecutive panels of one block of rows, or whole blocks where there are several */
     #pragma omp parallel for schedule(static) num_threads(num_threads)
     for (int64_t item = 0; item < blocks * count; item++) {
-        int64_t r0 = item / count * block_rows, block = rows - r0 < block_rows ? rows - r0 : block_rows;
-        panel_block(packed, w, item % count, bias, out, r0, block);
+        int64_t r0 = item / count * rows_per_block, block = rows - r0 < rows_per_block ? rows - r0 : rows_per_block;
+        panel_block(packed, &w, item % count, bias, out, r0, block);
     }
     free(packed);
     return STATUS_OK;
-}
-
-/* out [rows, n] = x [rows, k] W^T + bias, W as panels [ceil(n / PANEL)][k][PANEL] */
-int32_t kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
-                            int64_t n, int32_t dtype, int32_t num_threads) {
-    Weights w = {panels, n, k, dtype};
-    return linear(x, &w, bias, out, rows, num_threads);
 }

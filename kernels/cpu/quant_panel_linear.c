@@ -16,12 +16,11 @@
 
 #include "common.h"
 #include "layer_ops.h"
+#include "panels.h"
 #include "quantize_rows.h"
 #include "vectors.h"
 
-/* BLOCK_TILES tiles of x stay in L2 while a thread's panels pass */
-enum { PANEL = 16, TILE = 6, LANE = 4, BLOCK_TILES = 20 };
-enum { LANES_PER_GROUP = QUANT_GROUP / LANE };
+enum { LANE = 4, LANES_PER_GROUP = QUANT_GROUP / LANE };
 
 /* x quantized and packed: tile t's codes at codes + t * k * TILE ([k / LANE][TILE][LANE]), its scales
  * and code sums at + t * groups * TILE ([groups][TILE]) */
@@ -209,14 +208,12 @@ int32_t kvtool_quant_panel_linear(const float *x, float *out, int64_t rows, int6
     }
     quantize_tiles(x, rows, k, &tiles, num_threads);
     Panels w = {codes, scales, mins, n, k, bits};
-    /* blocks of at most BLOCK_TILES tiles, as even as whole tiles allow, so that the threads' shares match */
-    int64_t panels = (n + PANEL - 1) / PANEL, blocks = (count + BLOCK_TILES - 1) / BLOCK_TILES;
-    int64_t block_rows = (count + blocks - 1) / blocks * TILE;
-    blocks = (rows + block_rows - 1) / block_rows;
+    int64_t panels = (n + PANEL - 1) / PANEL, rows_per_block = block_rows(rows);
+    int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     /* a thread's share: consecutive panels of one block of rows, or whole blocks where there are several */
     #pragma omp parallel for schedule(static) num_threads(num_threads)
     for (int64_t item = 0; item < blocks * panels; item++) {
-        int64_t r0 = item / panels * block_rows, block = rows - r0 < block_rows ? rows - r0 : block_rows;
+        int64_t r0 = item / panels * rows_per_block, block = rows - r0 < rows_per_block ? rows - r0 : rows_per_block;
         panel_block(&tiles, &w, item % panels, out, r0, block);
     }
     free(tiles.codes);
