@@ -6,7 +6,9 @@ cannot take less than weight bytes / memory bandwidth. Both are measured here, i
     .venv/bin/python benchmarks/decode_floor.py --profile       # and torch.profiler's table of fp32 steps
 
 The bandwidth is the best of several copy loops over a buffer much larger than the caches (a copy
-reads and writes each byte: 2 x bytes per pass), measured before and after the decode steps. The
+reads and writes each byte: 2 x bytes per pass), measured before and after the decode steps. A step
+only reads, and on some machines a core's read stream gets less than its share of a copy's traffic, so
+a second floor divides by a read-only loop's rate (a dot product of the buffer with itself). The
 step time is the median of engine steps of one sequence after its prefill, scheduler included.
 """
 
@@ -24,12 +26,22 @@ def copy_bandwidth(passes: int = 6) -> float:
     """Bytes per second one copy loop moves (read + write), the best of `passes`."""
     src = torch.ones(COPY_BYTES // 4)
     dst = torch.empty_like(src)
+    return 2 * COPY_BYTES / _best_time(lambda: dst.copy_(src), passes)
+
+
+def read_bandwidth(passes: int = 6) -> float:
+    """Bytes per second a read-only loop (a dot product of a buffer with itself) reads, the best of `passes`."""
+    src = torch.ones(COPY_BYTES // 4)
+    return COPY_BYTES / _best_time(lambda: torch.dot(src, src), passes)
+
+
+def _best_time(run, passes: int) -> float:
     best = float("inf")
     for _ in range(passes):
         start = time.perf_counter()
-        dst.copy_(src)
+        run()
         best = min(best, time.perf_counter() - start)
-    return 2 * COPY_BYTES / best
+    return best
 
 
 def weight_bytes(model) -> int:
@@ -82,14 +94,15 @@ def measure(model: str, dtype: str, steps: int, threads: int | None, profiled: b
 
     llm = LLM(model, dtype=dtype, max_model_len=1024, kv_cache_memory=64 << 20, threads=threads)
     decode_step_ms(llm, 8)  # warm-up
-    before = copy_bandwidth()
+    before = copy_bandwidth(), read_bandwidth()
     step_ms = decode_step_ms(llm, steps)
-    bandwidth = max(before, copy_bandwidth())
+    bandwidth, read = max(before[0], copy_bandwidth()), max(before[1], read_bandwidth())
     nbytes = weight_bytes(llm.engine.model_runner.model)
-    floor_ms = nbytes / bandwidth * 1e3
+    floor_ms, read_floor_ms = nbytes / bandwidth * 1e3, nbytes / read * 1e3
     print(
         f"{dtype}: {step_ms:.2f} ms/token, floor {floor_ms:.2f} ms/token "
-        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {step_ms / floor_ms:.2f}x",
+        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {step_ms / floor_ms:.2f}x; "
+        f"read-only floor {read_floor_ms:.2f} ms/token ({read / 1e9:.1f} GB/s), ratio {step_ms / read_floor_ms:.2f}x",
         flush=True,
     )
     if profiled:

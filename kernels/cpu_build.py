@@ -141,7 +141,7 @@ def _build_key(compiler: str, flags: list[str]) -> str:
     digest = hashlib.sha256()
     for source in sorted(SOURCE_DIR.iterdir()):
         digest.update(source.name.encode() + source.read_bytes())
-    digest.update(" ".join([compiler, *flags, _compiler_version(compiler), _cpu_flags()]).encode())
+    digest.update(" ".join([compiler, *flags, _compiler_version(compiler), _cpu_flags_line()]).encode())
     return digest.hexdigest()[:16]
 
 
@@ -149,7 +149,13 @@ def _compiler_version(compiler: str) -> str:
     return subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
 
 
-def _cpu_flags() -> str:
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature names, as /proc/cpuinfo gives them (e.g. "avx2", "amx_tile")."""
+    return frozenset(_cpu_flags_line().partition(":")[2].split())
+
+
+def _cpu_flags_line() -> str:
     """The CPU's feature list: a library built with -march=native must not run on another CPU."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()

@@ -10,11 +10,14 @@ On AVX2 CPUs without AVX-512 the C kernel `cpu_ops.panel_linear` beat both oneDN
 decode sizes and matched oneDNN at a prefill's (and oneDNN has no bf16 GEMM there), so there the weight
 is kept once, as column panels, for every row count.
 
-With AVX-512, at decode batch sizes a step is bound by streaming the weights, and the C kernel
-`cpu_ops.small_linear` streams a plain copy faster than oneDNN reads its blocked one, so the plain
-weight is kept beside the packed one, up to the rows `cpu_ops.small_linear_rows` gives: 4 in bf16
-(oneDNN has AMX beyond) and SMALL_LINEAR_MAX_ROWS in fp32.
+With AVX-512, at decode batch sizes a step is bound by streaming the weights, and a C kernel streams
+its own copy faster than oneDNN reads its blocked one, so that copy is kept beside the packed one for a
+few rows: on CPUs with AMX a plain weight for `cpu_ops.small_linear` (up to 4 rows in bf16, where
+oneDNN has AMX beyond, and SMALL_LINEAR_MAX_ROWS in fp32); on those without (AMD Zen 4) column panels
+(up to 8 rows in fp32, 4 in bf16). `cpu_ops.SMALL_ROWS_KERNEL` holds the choice.
 """
+
+import sys
 
 import torch
 from torch import nn
@@ -27,22 +30,23 @@ BATCH_HINT = 64  # the row count oneDNN tunes the layout for; any row count work
 
 class PackedLinear(nn.Module):
     """y = x W^T + b with W held as column panels (AVX2 CPUs without AVX-512), else as an opaque oneDNN tensor
-    (and plain, for the small-batch kernel)."""
+    and, for a few rows, as panels or plain for small_linear (AVX-512)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         weight = weight.detach()
         self.out_features = weight.shape[0]
         self.bias = None if bias is None else bias.detach()
-        self.panels = reference.pack_panels(weight) if cpu_ops.panel_linear_wins() else None
-        in_panels = self.panels is not None
-        self.packed_weight = None if in_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
-        self.plain_rows = 0 if in_panels else cpu_ops.small_linear_rows(weight.dtype)
+        self.panel_rows = cpu_ops.panel_linear_rows(weight.dtype)
+        self.panels = reference.pack_panels(weight) if self.panel_rows else None  # up to panel_rows, panel_linear
+        only_panels = self.panel_rows == sys.maxsize
+        self.packed_weight = None if only_panels else torch.ops.mkldnn._reorder_linear_weight(weight, BATCH_HINT)
+        self.plain_rows = cpu_ops.small_linear_rows(weight.dtype)
         self.plain_weight = weight.contiguous() if self.plain_rows else None  # up to plain_rows, small_linear
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if self.panels is not None:
+        if self.panels is not None and rows <= self.panel_rows:
             y = cpu_ops.panel_linear(x.reshape(rows, -1), self.panels, self.out_features, self.bias)
             return y.view(*x.shape[:-1], self.out_features)
         if self.plain_weight is not None and rows <= self.plain_rows:

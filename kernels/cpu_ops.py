@@ -5,11 +5,12 @@ C kernels do not cover: fp16 and fp8, head dims that are not a multiple of 16, n
 """
 
 import ctypes
+import sys
 
 import torch
 
 from kvtool.kernels import reference
-from kvtool.kernels.cpu_build import compiled_library, load_library
+from kvtool.kernels.cpu_build import compiled_library, cpu_flags, load_library
 from kvtool.kernels.reference import fused_moe, prefill_attention
 
 __all__ = [
@@ -30,9 +31,13 @@ __all__ = [
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
 SMALL_LINEAR_MAX_ROWS = 64  # MAX_ROWS in cpu/small_linear.c
-# up to how many rows small_linear beats oneDNN's packed weights, by the fp32 lanes of the kernel's vectors
-# (docs/engine.md): with AVX-512, 4 in bf16 where oneDNN has AMX tiles; without AVX-512 it has no vectors
-SMALL_LINEAR_WINS_UP_TO = {16: {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4}}
+# With AVX-512, the C kernel that beats oneDNN's packed weights at a few rows and up to how many rows of each
+# dtype (docs/engine.md), by whether the CPU has AMX tiles: measured on an Intel CPU with them, and on an AMD
+# Zen 4 without, where small_linear fell to half oneDNN's fp32 pace from 16 rows and column panels led it
+SMALL_ROWS_KERNEL = {
+    "amx": ("small_linear", {torch.float32: SMALL_LINEAR_MAX_ROWS, torch.bfloat16: 4}),
+    "no amx": ("panel_linear", {torch.float32: 8, torch.bfloat16: 4}),
+}
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
 # up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
 # library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
@@ -266,15 +271,30 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
 
 
 def small_linear_wins() -> bool:
-    """Whether the C kernel beats the GEMM library's packed weights at a few rows (with AVX-512)."""
+    """Whether the C kernel beats the GEMM library's packed weights at a few rows (AVX-512 CPUs with AMX)."""
     return small_linear_rows(torch.float32) > 0
 
 
 def small_linear_rows(dtype: torch.dtype) -> int:
-    """Up to how many rows of `dtype` the C kernel beats the GEMM library here; 0 where it has no vectors."""
+    """Up to how many rows of `dtype` PackedLinear calls small_linear here: 0 where the kernel has no vectors
+    or column panels win."""
+    return _small_rows_kernel(dtype, "small_linear")
+
+
+def panel_linear_rows(dtype: torch.dtype) -> int:
+    """Up to how many rows of `dtype` PackedLinear calls panel_linear here: every row count where panels are
+    its only copy (panel_linear_wins), a few beside oneDNN's on AVX-512 CPUs without AMX, else 0."""
+    if panel_linear_wins():
+        return sys.maxsize
+    return _small_rows_kernel(dtype, "panel_linear")
+
+
+def _small_rows_kernel(dtype: torch.dtype, kernel: str) -> int:
     library = load_library()
-    lanes = library.kvtool_small_linear_vectorized() if library is not None else 0
-    return SMALL_LINEAR_WINS_UP_TO.get(lanes, {}).get(dtype, 0)
+    if library is None or library.kvtool_small_linear_vectorized() == 0:
+        return 0
+    winner, rows = SMALL_ROWS_KERNEL["amx" if "amx_tile" in cpu_flags() else "no amx"]
+    return rows.get(dtype, 0) if winner == kernel else 0
 
 
 def flush_denormals(num_threads: int) -> None:
@@ -316,8 +336,8 @@ def panel_linear_wins() -> bool:
     and small_linear none (no AVX-512), at every row count.
 
     There panels beat oneDNN's packed weight and small_linear's AVX2 loops at decode sizes and matched
-    oneDNN at a prefill's (docs/engine.md); where AVX-512 gives small_linear 16 lanes (and oneDNN AMX or
-    bf16 instructions) they stay."""
+    oneDNN at a prefill's (docs/engine.md); with AVX-512, oneDNN's packed weight stays for larger batches
+    (panel_linear_rows)."""
     library = load_library()
     if library is None:
         return False

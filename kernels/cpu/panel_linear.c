@@ -8,8 +8,8 @@
  * elements of x multiply-add into 2 x TILE vectors of sums (12 of AVX2's 16 registers), in fp32, carried
  * from one DEPTH block to the next; the bias is added and the sum rounded to the dtype once. While the
  * first tile runs, each k-step asks for the same line of the next panel, so reading W from memory
- * overlaps the other tiles' FMAs. GGUF-style codes kept in panels have their own tiles
- * (quant_panel_linear.c).
+ * overlaps the other tiles' FMAs. A single row has a loop of its own (row_sums). GGUF-style codes kept in
+ * panels have their own tiles (quant_panel_linear.c).
  */
 #include <stdlib.h>
 
@@ -80,6 +80,18 @@ INLINE void tile_sums(const float *x, const void *panel, int64_t rows, int64_t d
     STORE_ROW(3, s30, s31) STORE_ROW(4, s40, s41) STORE_ROW(5, s50, s51)
 }
 
+/* sums [PANEL] = one row of x (fp32, contiguous) times a whole panel of k steps, in the order tile_sums takes */
+INLINE void row_sums(const float *x, const void *panel, int64_t k, int dtype, float sums[PANEL]) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    for (int64_t i = 0; i < k; i++) {
+        __m256 a = _mm256_broadcast_ss(x + i);
+        s0 = _mm256_fmadd_ps(a, load8(panel, i * PANEL, dtype), s0);
+        s1 = _mm256_fmadd_ps(a, load8(panel, i * PANEL + 8, dtype), s1);
+    }
+    _mm256_storeu_ps(sums, s0);
+    _mm256_storeu_ps(sums + 8, s1);
+}
+
 int32_t kvtool_panel_linear_vectorized(void) { return 8; }
 
 #else
@@ -93,6 +105,14 @@ INLINE void tile_sums(const float *x, const void *panel, int64_t rows, int64_t d
             for (int64_t i = 0; i < depth; i++) acc += x[i * TILE + r] * load_scalar(panel, i * PANEL + c, dtype);
             sums[r * PANEL + c] = acc;
         }
+}
+
+INLINE void row_sums(const float *x, const void *panel, int64_t k, int dtype, float sums[PANEL]) {
+    for (int c = 0; c < PANEL; c++) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < k; i++) acc += x[i] * load_scalar(panel, i * PANEL + c, dtype);
+        sums[c] = acc;
+    }
 }
 
 int32_t kvtool_panel_linear_vectorized(void) { return 0; }
@@ -140,6 +160,27 @@ static void panel_block(const float *packed, const Weights *w, int64_t p, const 
     store_panel(sums, bias, (char *)out + r0 * w->n * (w->dtype == DTYPE_F32 ? 4 : 2), rows, w->n, p * PANEL, w->dtype);
 }
 
+/* out [1, n] for one row of x: a thread streams its panels whole, the sums in registers. The row is widened
+ * into a contiguous copy: broadcast from a tile's 24-byte stride, a one-row bf16 call ran at 0.63x the pace
+ * on an AMD Zen 4 */
+static int32_t one_row(const void *x, const Weights *w, const void *bias, void *out, int32_t num_threads) {
+    float *row = malloc(w->k * sizeof(float));
+    if (!row) return STATUS_NO_MEMORY;
+    for (int64_t i = 0; i < w->k; i++) row[i] = load_scalar(x, i, w->dtype);
+    int64_t count = (w->n + PANEL - 1) / PANEL, size = w->k * PANEL * (w->dtype == DTYPE_F32 ? 4 : 2);
+    #pragma omp parallel for schedule(static) num_threads(num_threads)
+    for (int64_t p = 0; p < count; p++) {
+        float sums[PANEL];
+        if (w->dtype == DTYPE_F32)  /* the dtype a constant in each loop */
+            row_sums(row, w->panels + p * size, w->k, DTYPE_F32, sums);
+        else
+            row_sums(row, w->panels + p * size, w->k, DTYPE_BF16, sums);
+        store_panel(sums, bias, out, 1, w->n, p * PANEL, w->dtype);
+    }
+    free(row);
+    return STATUS_OK;
+}
+
 /* x [rows, k] as tiles of TILE rows, each k-major ([k][TILE] fp32, the last one zero-padded) */
 static float *pack_tiles(const void *x, int64_t rows, int64_t k, int dtype, int32_t num_threads) {
     int64_t tiles = (rows + TILE - 1) / TILE;
@@ -158,9 +199,10 @@ static float *pack_tiles(const void *x, int64_t rows, int64_t k, int dtype, int3
 int32_t kvtool_panel_linear(const void *x, const void *panels, const void *bias, void *out, int64_t rows, int64_t k,
                             int64_t n, int32_t dtype, int32_t num_threads) {
     if (rows < 1) return STATUS_OK;
+    Weights w = {panels, n, k, dtype};
+    if (rows == 1) return one_row(x, &w, bias, out, num_threads);
     float *packed = pack_tiles(x, rows, k, dtype, num_threads);
     if (!packed) return STATUS_NO_MEMORY;
-    Weights w = {panels, n, k, dtype};
     int64_t count = (n + PANEL - 1) / PANEL, rows_per_block = block_rows(rows);
     int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     /* a thread's share: consecutive panels of one block of rows, or whole blocks where there are several */

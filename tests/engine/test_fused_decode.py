@@ -14,8 +14,8 @@ from kvtool.kernels.cpu_build import compiled_library
 from kvtool.kernels.cpu_linear import can_pack
 
 needs_dense_steps = pytest.mark.skipif(
-    not (cpu_ops.panel_linear_wins() or cpu_ops.small_linear_wins()),
-    reason="dense steps fuse where weights are kept in panels (AVX2) or plain for small_linear (AVX-512)",
+    not (cpu_ops.panel_linear_rows(torch.float32) or cpu_ops.small_linear_wins()),
+    reason="dense steps fuse where weights are kept in panels or plain for small_linear",
 )
 needs_bf16_packing = pytest.mark.skipif(
     not can_pack(torch.device("cpu"), torch.bfloat16), reason="oneDNN packs no bf16 weights on this CPU"
@@ -24,8 +24,8 @@ needs_kernels = pytest.mark.skipif(compiled_library() is None, reason="needs the
 
 
 def dense_rows(dtype: torch.dtype) -> int:
-    """Up to how many rows a dense step fuses here: any where weights are kept in panels, else small_linear's limit."""
-    return sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.small_linear_rows(dtype)
+    """Up to how many rows a dense step fuses here: the small-rows kernel's limit (any where panels are the only copy)."""
+    return cpu_ops.panel_linear_rows(dtype) or cpu_ops.small_linear_rows(dtype)
 
 
 def first_decode_both_ways(llm, prompts):
@@ -80,9 +80,9 @@ def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=needs_bf16_packing)])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
     """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to dense_rows fuse (with
-    panels every size; with AVX-512 every size in fp32, up to 4 rows in bf16, where oneDNN's AMX matmuls win
-    beyond) and the larger steps run the layers; either way the tokens are those of an engine that never
-    fuses."""
+    panels alone every size; with AVX-512 and AMX every size in fp32, up to 4 rows in bf16; without AMX up to
+    8 rows in fp32, 4 in bf16) and the larger steps run the layers; either way the tokens are those of an
+    engine that never fuses."""
     from kvtool.engine.runtime.models.fused_decode import FusedDecode
 
     rows_fused = []

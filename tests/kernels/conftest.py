@@ -34,7 +34,7 @@ def cpu_has(*flags: str) -> bool:
     """Whether this CPU runs these instruction sets (/proc/cpuinfo's names, e.g. "avx2", "fma")."""
     from kvtool.kernels import cpu_build
 
-    return set(flags) <= set(cpu_build._cpu_flags().partition(":")[2].split())
+    return set(flags) <= cpu_build.cpu_flags()
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,15 @@ def test_kernel_matches_reference(rows, n, k, dtype, with_bias):
     torch.testing.assert_close(got, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_row_alone_is_that_row_among_others_bit_for_bit(dtype):
+    # a one-row call has a loop of its own; a sequence's result must not depend on the rows beside it
+    x, weight, bias = linear_case(7, 40, 576, dtype, True)
+    panels = reference.pack_panels(weight)
+    alone = torch.cat([cpu_ops.panel_linear(x[i : i + 1], panels, 40, bias) for i in range(7)])
+    assert torch.equal(alone, cpu_ops.panel_linear(x, panels, 40, bias))
+
+
 def test_what_the_kernel_does_not_cover_goes_to_the_reference():
     x, weight, bias = linear_case(3, 24, 32, torch.float16, True)
     panels = reference.pack_panels(weight)

@@ -1,5 +1,5 @@
 """The small-batch linear kernel against its torch reference (the AVX-512 build and the portable loops),
-and PackedLinear's choice between it and oneDNN's packed weight."""
+and PackedLinear's choice between a small-rows kernel (it, or column panels) and oneDNN's packed weight."""
 
 import pytest
 import torch
@@ -47,22 +47,31 @@ def test_the_builds_without_avx512_match_the_reference(build, dtype, request):
         torch.testing.assert_close(out, reference.small_linear(x, weight, bias), **one_rounding_step(dtype))
 
 
-@pytest.mark.skipif(
-    not cpu_ops.small_linear_wins(),
-    reason="PackedLinear keeps plain weights with AVX-512 (with AVX2 alone, panels: test_panel_linear.py)",
-)
+SMALL_ROWS_KERNELS = {"small_linear": cpu_ops.small_linear_rows, "panel_linear": cpu_ops.panel_linear_rows}
+
+
+@pytest.mark.parametrize("kernel", SMALL_ROWS_KERNELS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_packed_linear_streams_the_plain_weight_up_to_its_row_limit_and_packs_the_rest(dtype, monkeypatch):
-    if not cpu_linear.can_pack(torch.device("cpu"), dtype):
-        pytest.skip("no oneDNN packing for this dtype here")
+def test_packed_linear_sends_a_few_rows_to_its_kernel_and_the_rest_to_onednn(kernel, dtype, monkeypatch):
+    limit = SMALL_ROWS_KERNELS[kernel](dtype)
+    if not 0 < limit < cpu_ops.SMALL_LINEAR_MAX_ROWS + 1 or not cpu_linear.can_pack(torch.device("cpu"), dtype):
+        pytest.skip(f"PackedLinear keeps no copy for {kernel} beside oneDNN's packed weight on this CPU")
     linear = torch.nn.Linear(576, 160).to(dtype)
     packed = cpu_linear.PackedLinear(linear.weight, linear.bias)
+    assert packed.packed_weight is not None
     calls = []
-    original = cpu_ops.small_linear
-    monkeypatch.setattr(cpu_ops, "small_linear", lambda *a: calls.append(len(a[0])) or original(*a))
+    original = getattr(cpu_ops, kernel)
+    monkeypatch.setattr(cpu_ops, kernel, lambda *a: calls.append(len(a[0])) or original(*a))
+    row_counts = sorted({1, 4, limit, limit + 1, 64, 65})
     with torch.inference_mode():
-        for shape in [(1, 576), (2, 2, 576), (4, 576), (5, 576), (64, 576), (65, 576)]:
-            x = torch.randn(*shape).to(dtype)
+        for rows in row_counts:
+            x = torch.randn(rows, 576).to(dtype)
             torch.testing.assert_close(packed(x), linear(x), **one_rounding_step(dtype))
-    # rows, whatever the leading shape, up to this CPU's limit (with AVX-512: fp32 up to 64, bf16 up to 4)
-    assert calls == [rows for rows in (1, 4, 4, 5, 64, 65) if rows <= cpu_ops.small_linear_rows(dtype)]
+        packed(torch.randn(2, 2, 576).to(dtype))  # rows whatever the leading shape
+    # AVX-512 with AMX: small_linear, fp32 up to 64 rows, bf16 up to 4; without AMX: panels, fp32 up to 8, bf16 4
+    assert calls == [rows for rows in row_counts if rows <= limit] + [4] * (4 <= limit)
+
+
+def test_the_small_rows_kernel_is_one_or_the_other():
+    for dtype in DTYPES:
+        assert not (cpu_ops.small_linear_rows(dtype) and cpu_ops.panel_linear_rows(dtype))

@@ -3,10 +3,10 @@
 The C code runs the kernels the Python layers call, in their order, so a step gives what they give,
 bit for bit; what goes away is the Python between the kernels (about half a batch-1 step). It is taken
 for a plain Llama-family model on the CPU kernels whose linear layers are dense with column panels
-(AVX2) or plain weights (AVX-512) kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype or bf16,
-one KV cache group, and a decode-only step of no more rows than the kernels take
-(any where the weights or codes are kept in panels, else `cpu_ops.small_linear_rows` for plain weights
-and `cpu_ops.QUANT_KERNEL_WINS_UP_TO` for codes); every other step runs the layers.
+or plain weights kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype or bf16, one KV cache
+group, and a decode-only step of no more rows than the kernels take (`PackedLinear.panel_rows` or
+`plain_rows`, and `cpu_ops.QUANT_KERNEL_WINS_UP_TO` for codes outside panels); every other step runs the
+layers.
 """
 
 import ctypes
@@ -57,7 +57,7 @@ class FusedDecode:
         first = self.layers[0]
         self.attn, self.mlp = first.self_attn, first.mlp
         self.dtype = first.input_layernorm.weight.dtype
-        self.max_rows = min(_row_limit(linear, self.dtype) for layer in self.layers for linear in _linears(layer))
+        self.max_rows = min(_row_limit(linear) for layer in self.layers for linear in _linears(layer))
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
 
     @classmethod
@@ -165,14 +165,12 @@ def _fusable(linear, dtype: torch.dtype) -> bool:
     return linear.plain_weight is not None and linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0
 
 
-def _row_limit(linear, dtype: torch.dtype) -> int:
+def _row_limit(linear) -> int:
     """Beyond these rows a QuantLinear dequantizes its whole weight for an fp32 matmul and a PackedLinear hands
     them to oneDNN."""
     if isinstance(linear, QuantLinear):  # quant_panel_linear takes any row count
         return sys.maxsize if linear.in_panels else cpu_ops.QUANT_KERNEL_WINS_UP_TO
-    if linear.panels is not None:
-        return sys.maxsize
-    return cpu_ops.small_linear_rows(dtype)
+    return linear.panel_rows if linear.panels is not None else linear.plain_rows
 
 
 def _address(tensor: torch.Tensor | None) -> int | None:
