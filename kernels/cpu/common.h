@@ -12,6 +12,9 @@ enum { STATUS_OK = 0, STATUS_NO_MEMORY = 1 };
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* bytes per element of the dtype */
+INLINE int64_t element_size(int dtype) { return dtype == DTYPE_F32 ? 4 : 2; }
+
 INLINE float load_scalar(const void *base, int64_t i, int dtype) {
     if (dtype == DTYPE_F32) return ((const float *)base)[i];
     uint32_t u = (uint32_t)((const uint16_t *)base)[i] << 16;

@@ -86,7 +86,7 @@ static int32_t mlp(const Step *s, const Layer *l) {
 /* x holds the embeddings on entry; on return x and residual are the last layer's (the model adds them).
  * STATUS_NO_MEMORY where a linear layer's scratch could not be allocated (x is then no step's result) */
 int32_t kvtool_decode_step(const Step *s) {
-    int64_t element = s->dtype == DTYPE_F32 ? 4 : 2;
+    int64_t element = element_size(s->dtype);
     int32_t dt = s->dtype, threads = s->num_threads;
     memcpy(s->residual, s->x, s->rows * s->hidden * element);  /* the first layer: residual = x, x = norm(x) */
     kvtool_rms_norm(s->x, NULL, s->layers[0].input_norm, s->normed, NULL, s->rows, s->hidden, s->eps, dt, threads);

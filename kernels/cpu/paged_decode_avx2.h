@@ -39,7 +39,7 @@ INLINE __m256 keep_lanes(__m256 v, int64_t live) {
 INLINE void prefetch_token(const DecodeArgs *a, const void *cache, const int32_t *table, int64_t first, int64_t t,
                            int64_t ctx) {
     if (t >= ctx) return;
-    int64_t element = a->cache_dtype == DTYPE_F32 ? 4 : 2, bytes = a->num_kv_heads * a->head_dim * element;
+    int64_t element = element_size(a->cache_dtype), bytes = a->num_kv_heads * a->head_dim * element;
     const char *row = (const char *)cache + row_of(a, table, first + t) * a->head_dim * element;
     for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
 }
@@ -121,7 +121,7 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int cac
         score_tile(a, table, first, q, k_tile, t0, n, s, stride, cache_dtype, chunks);
     }
     for (int64_t h = 0; h < hq; h++) sums[h] = softmax_row(s + h * stride, ctx);
-    char *out = (char *)a->out + b * hq * d * (a->dtype == DTYPE_F32 ? 4 : 2);
+    char *out = (char *)a->out + b * hq * d * element_size(a->dtype);
     for (int64_t h = 0; h < hq; h++)
         weigh_values(a, table, first, ctx, h / group, h, s + h * stride, sums[h], out, cache_dtype, chunks);
 }

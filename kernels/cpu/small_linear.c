@@ -63,7 +63,7 @@ INLINE void group_dots(const void *x, const void *const w[COLS], int64_t rows, i
     for (; i < k; i += 16) {
         __m512 wv[COLS];
         for (int c = 0; c < COLS; c++) {
-            if (fetch) prefetch(w[c], i, dtype == DTYPE_F32 ? 4 : 2);
+            if (fetch) prefetch(w[c], i, element_size(dtype));
             wv[c] = load16(w[c], i, dtype);
         }
         for (int r = 0; r < rows; r++) {
@@ -123,7 +123,7 @@ INLINE void any_group(const void *x, const void *const w[COLS], const void *bias
 /* out[r, j0 + c] for the COLS weight rows from j0 (the last ones may repeat row n - 1: not stored) */
 INLINE void column_tile(const void *x, const void *w, const void *bias, void *out, int64_t rows, int64_t k,
                         int64_t n, int64_t j0, int dtype) {
-    int64_t element = dtype == DTYPE_F32 ? 4 : 2;
+    int64_t element = element_size(dtype);
     const void *rows_of_w[COLS];
     for (int c = 0; c < COLS; c++) rows_of_w[c] = (const char *)w + (j0 + c < n ? j0 + c : n - 1) * k * element;
     for (int64_t r0 = 0; r0 < rows; r0 += GROUP) {

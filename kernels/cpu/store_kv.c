@@ -11,7 +11,7 @@
 
 /* cache row `slot` = the row at src, from dtype to cache_dtype */
 static void store_row(void *cache, int64_t slot, const void *src, int64_t row, int32_t dtype, int32_t cache_dtype) {
-    int64_t element = cache_dtype == DTYPE_F32 ? 4 : 2;
+    int64_t element = element_size(cache_dtype);
     if (dtype == cache_dtype) {
         memcpy((char *)cache + slot * row * element, src, row * element);
         return;
@@ -22,7 +22,7 @@ static void store_row(void *cache, int64_t slot, const void *src, int64_t row, i
 void kvtool_store_kv(const void *key, const void *value, int64_t key_stride, int64_t value_stride, void *k_cache,
                      void *v_cache, const int64_t *slot_mapping, int64_t tokens, int64_t row, int32_t dtype,
                      int32_t cache_dtype) {
-    int64_t element = dtype == DTYPE_F32 ? 4 : 2;
+    int64_t element = element_size(dtype);
     for (int64_t t = 0; t < tokens; t++) {
         int64_t slot = slot_mapping[t];
         if (slot < 0) continue;
