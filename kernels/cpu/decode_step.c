@@ -83,8 +83,9 @@ static int32_t mlp(const Step *s, const Layer *l) {
     return linear(s, &l->down, s->act, s->x, s->intermediate, s->hidden);
 }
 
-/* x holds the embeddings on entry; on return x and residual are the last layer's (the model adds them).
- * STATUS_NO_MEMORY where a linear layer's scratch could not be allocated (x is then no step's result) */
+/* x holds the embeddings on entry, and on return the last layer's output plus its residual, rounded to the
+ * dtype as torch's add rounds it. STATUS_NO_MEMORY where a linear layer's scratch could not be allocated (x is
+ * then no step's result) */
 int32_t kvtool_decode_step(const Step *s) {
     int64_t element = element_size(s->dtype);
     int32_t dt = s->dtype, threads = s->num_threads;
@@ -100,5 +101,7 @@ int32_t kvtool_decode_step(const Step *s) {
                         threads);
         if (mlp(s, l)) return STATUS_NO_MEMORY;
     }
+    for (int64_t i = 0; i < s->rows * s->hidden; i++)
+        store_scalar(s->x, i, load_scalar(s->x, i, dt) + load_scalar(s->residual, i, dt), dt);
     return STATUS_OK;
 }

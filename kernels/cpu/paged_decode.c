@@ -6,9 +6,10 @@
  * out [B, Hq, D]. Query and out share one dtype, fp32 or bf16; the caches hold that dtype, or bf16 beside
  * an fp32 query (a 16-bit KV cache for an fp32 model). Math is fp32.
  *
- * Two passes per sequence: scores for every cached token (16 tokens at a time), then the softmax and
- * the weighted sum of V. Sequences are spread over OpenMP threads. Built at run time with
- * -march=native by kernels/cpu_build.py; the AVX-512 or AVX2 path is taken where the compiler offers it.
+ * Two passes per sequence and KV head: scores for every cached token (16 tokens at a time), then the
+ * softmax and the weighted sum of V. (sequence, KV head) pairs are spread over OpenMP threads. Built at
+ * run time with -march=native by kernels/cpu_build.py; the AVX-512 or AVX2 path is taken where the compiler
+ * offers it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -24,8 +25,28 @@ static int64_t first_visible(const DecodeArgs *a, int64_t ctx) {
     return a->sliding_window > 0 && ctx > a->sliding_window ? ctx - a->sliding_window : 0;
 }
 
-static int64_t row_of(const DecodeArgs *a, const int32_t *table, int64_t t) {
-    return ((int64_t)table[t / a->block_size] * a->block_size + t % a->block_size) * a->num_kv_heads;
+/* rows[t] = the cache row (block slot times num_kv_heads) of the t-th token a sequence attends to: read once
+ * per sequence, so the loops over tokens do no division */
+static void token_rows(const DecodeArgs *a, const int32_t *table, int64_t first, int64_t ctx, int64_t *rows) {
+    for (int64_t t = 0, block = first / a->block_size, slot = first % a->block_size; t < ctx; t++) {
+        rows[t] = ((int64_t)table[block] * a->block_size + slot) * a->num_kv_heads;
+        if (++slot == a->block_size) slot = 0, block++;
+    }
+}
+
+/* tokens ahead whose K and V lines a thread asks for: a sequence's blocks lie anywhere in the cache, and
+ * the hardware prefetcher starts anew at each */
+enum { AHEAD = 8 };
+
+/* asks for the K and V lines of KV head kh of token t (the V lines for the weighted sum after the scores),
+ * into L2: prefetches into L1 got in each other's way and read the cache slower */
+INLINE void prefetch_token(const DecodeArgs *a, const int64_t *rows, int64_t kh, int64_t t, int64_t ctx) {
+    if (t >= ctx) return;
+    int64_t bytes = a->head_dim * element_size(a->cache_dtype), offset = (rows[t] + kh) * bytes;
+    for (int64_t i = 0; i < bytes; i += 64) {
+        __builtin_prefetch((const char *)a->k_cache + offset + i, 0, 2);
+        __builtin_prefetch((const char *)a->v_cache + offset + i, 0, 2);
+    }
 }
 
 #if defined(__AVX512F__)
@@ -36,23 +57,32 @@ static int64_t row_of(const DecodeArgs *a, const int32_t *table, int64_t t) {
 #include "paged_decode_portable.h"
 #endif
 
-/* floats one thread needs: the scaled query, a K tile or the output sums, and the scores */
-static int64_t scratch_floats(const DecodeArgs *a) {
+static int64_t longest_context(const DecodeArgs *a) {
     int64_t longest = 0;
     for (int64_t b = 0; b < a->num_seqs; b++)
         if (a->context_lens[b] > longest) longest = a->context_lens[b];
+    return longest;
+}
+
+/* floats one thread needs: the scaled query, a K tile or the output sums, and the scores */
+static int64_t scratch_floats(const DecodeArgs *a, int64_t longest) {
     return 2 * a->num_heads * a->head_dim + TILE * a->head_dim + a->num_heads + (longest + TILE) * a->num_heads;
 }
 
+/* Work items are (sequence, KV head) pairs: a KV head's query heads read only its lines of the cache, and a
+ * batch of one still keeps every thread busy. An item's results do not depend on which thread takes it. */
 void kvtool_paged_decode(const DecodeArgs *a) {
-    int64_t scratch_size = scratch_floats(a);
+    int64_t longest = longest_context(a), floats = scratch_floats(a, longest), hkv = a->num_kv_heads;
     #pragma omp parallel num_threads(a->num_threads)
     {
-        float *scratch = malloc(sizeof(float) * scratch_size);
+        int64_t *rows = malloc(sizeof(int64_t) * longest + sizeof(float) * floats);
         /* longest sequences last in the batch (the runner sorts them); start there for balance */
         #pragma omp for schedule(dynamic, 1)
-        for (int64_t b = a->num_seqs - 1; b >= 0; b--)
-            attend_sequence(a, b, scratch);
-        free(scratch);
+        for (int64_t item = a->num_seqs * hkv - 1; item >= 0; item--) {
+            int64_t b = item / hkv, first = first_visible(a, a->context_lens[b]), ctx = a->context_lens[b] - first;
+            token_rows(a, a->block_tables + b * a->table_stride, first, ctx, rows);
+            attend_group(a, b, item % hkv, rows, ctx, (float *)(rows + longest));
+        }
+        free(rows);
     }
 }

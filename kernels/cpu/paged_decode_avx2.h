@@ -1,7 +1,7 @@
 /* AVX2 path of paged_decode.c: 8 fp32 lanes, the scores of 8 tokens per vector. */
 #include "vectors.h"
 
-enum { LANES = 8, AHEAD = 8 };
+enum { LANES = 8 };
 
 /* exp(x) for x <= 0: Cody-Waite reduction by ln 2, a degree-6 polynomial, 2^n written into the exponent.
  * Below -87, where 2^n would leave the normal range, it gives exp(-87) (about 2e-38), which no softmax
@@ -35,35 +35,25 @@ INLINE __m256 keep_lanes(__m256 v, int64_t live) {
     return _mm256_and_ps(v, _mm256_cmp_ps(index, _mm256_set1_ps((float)live), _CMP_LT_OQ));
 }
 
-/* asks for the cache lines of token t's row (all its KV heads): a sequence's blocks lie anywhere */
-INLINE void prefetch_token(const DecodeArgs *a, const void *cache, const int32_t *table, int64_t first, int64_t t,
-                           int64_t ctx) {
-    if (t >= ctx) return;
-    int64_t element = element_size(a->cache_dtype), bytes = a->num_kv_heads * a->head_dim * element;
-    const char *row = (const char *)cache + row_of(a, table, first + t) * a->head_dim * element;
-    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
-}
-
-/* scores[h * stride + t] = q_h . k_t (q already scaled) for n <= 8 tokens from t0; lanes past n hold 0 */
-INLINE void score_tile(const DecodeArgs *a, const int32_t *table, int64_t first, const float *q, float *k_tile,
-                       int64_t t0, int n, float *scores, int64_t stride, int cache_dtype, int chunks) {
-    int64_t hkv = a->num_kv_heads, group = a->num_heads / hkv, d = a->head_dim;
-    for (int64_t kh = 0; kh < hkv; kh++) {
-        for (int j = 0; j < n; j++) {
-            int64_t base = (row_of(a, table, first + t0 + j) + kh) * d;
-            for (int c = 0; c < chunks; c++) _mm256_storeu_ps(k_tile + j * d + c * 8, load8(a->k_cache, base + c * 8, cache_dtype));
+/* scores[g * stride + t] = q_h . k_t (q already scaled) for the group's query heads h and n <= 8 tokens from
+ * t0; lanes past n hold 0 */
+INLINE void score_tile(const DecodeArgs *a, const int64_t *rows, int64_t kh, const float *q, float *k_tile, int64_t t0,
+                       int n, float *scores, int64_t stride, int cache_dtype, int chunks) {
+    int64_t group = a->num_heads / a->num_kv_heads, d = a->head_dim;
+    for (int j = 0; j < n; j++) {
+        int64_t base = (rows[t0 + j] + kh) * d;
+        for (int c = 0; c < chunks; c++) _mm256_storeu_ps(k_tile + j * d + c * 8, load8(a->k_cache, base + c * 8, cache_dtype));
+    }
+    for (int64_t g = 0; g < group; g++) {
+        const float *qh = q + (kh * group + g) * d;
+        __m256 dots[LANES];
+        for (int j = 0; j < LANES; j++) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int c = 0; c < chunks && j < n; c++)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + c * 8), _mm256_loadu_ps(k_tile + j * d + c * 8), acc);
+            dots[j] = acc;
         }
-        for (int64_t g = 0; g < group; g++) {
-            const float *qh = q + (kh * group + g) * d;
-            __m256 dots[LANES];
-            for (int j = 0; j < LANES; j++) {
-                __m256 acc = _mm256_setzero_ps();
-                for (int c = 0; c < chunks && j < n; c++)
-                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + c * 8), _mm256_loadu_ps(k_tile + j * d + c * 8), acc);
-                dots[j] = acc;
-            }
-            _mm256_storeu_ps(scores + (kh * group + g) * stride + t0, transpose_sum8(dots));
-        }
+        _mm256_storeu_ps(scores + g * stride + t0, transpose_sum8(dots));
     }
 }
 
@@ -89,15 +79,15 @@ INLINE float softmax_row(float *s, int64_t ctx) {
     return hsum8(sum);
 }
 
-/* out for one query head of KV head kh: sum_t p[t] * v_t divided by the row sum (one head at a time keeps
+/* out for one query head h of KV head kh: sum_t p[t] * v_t divided by the row sum (one head at a time keeps
  * the sums in registers; its KV head's rows are back from L2 for the next) */
-INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t first, int64_t ctx, int64_t kh, int64_t h,
-                         const float *p, float sum, void *out, int cache_dtype, int chunks) {
+INLINE void weigh_values(const DecodeArgs *a, const int64_t *rows, int64_t ctx, int64_t kh, int64_t h, const float *p,
+                         float sum, void *out, int cache_dtype, int chunks) {
     int64_t d = a->head_dim;
     __m256 acc[chunks];
     for (int c = 0; c < chunks; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t t = 0; t < ctx; t++) {
-        int64_t base = (row_of(a, table, first + t) + kh) * d;
+        int64_t base = (rows[t] + kh) * d;
         __m256 w = _mm256_set1_ps(p[t]);
         for (int c = 0; c < chunks; c++) acc[c] = _mm256_fmadd_ps(w, load8(a->v_cache, base + c * 8, cache_dtype), acc[c]);
     }
@@ -108,29 +98,30 @@ INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t firs
     }
 }
 
-INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int cache_dtype, int chunks) {
-    int64_t first = first_visible(a, a->context_lens[b]), ctx = a->context_lens[b] - first;
+/* one sequence's query heads of KV head kh over the tokens whose cache rows `rows` lists */
+INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
+                         int cache_dtype, int chunks) {
     int64_t hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
     int64_t stride = (ctx + TILE - 1) / TILE * TILE;
-    const int32_t *table = a->block_tables + b * a->table_stride;
     float *q = scratch, *k_tile = q + hq * d, *sums = k_tile + TILE * d, *s = sums + hq;
-    for (int64_t i = 0; i < hq * d; i++) q[i] = load_scalar(a->query, b * hq * d + i, a->dtype) * a->scale;
+    for (int64_t i = kh * group * d; i < (kh + 1) * group * d; i++)
+        q[i] = load_scalar(a->query, b * hq * d + i, a->dtype) * a->scale;
     for (int64_t t0 = 0; t0 < ctx; t0 += LANES) {
         int n = ctx - t0 < LANES ? (int)(ctx - t0) : LANES;
-        for (int j = 0; j < LANES; j++) prefetch_token(a, a->k_cache, table, first, t0 + AHEAD + j, ctx);
-        score_tile(a, table, first, q, k_tile, t0, n, s, stride, cache_dtype, chunks);
+        for (int j = 0; j < LANES; j++) prefetch_token(a, rows, kh, t0 + AHEAD + j, ctx);
+        score_tile(a, rows, kh, q, k_tile, t0, n, s, stride, cache_dtype, chunks);
     }
-    for (int64_t h = 0; h < hq; h++) sums[h] = softmax_row(s + h * stride, ctx);
+    for (int64_t g = 0; g < group; g++) sums[g] = softmax_row(s + g * stride, ctx);
     char *out = (char *)a->out + b * hq * d * element_size(a->dtype);
-    for (int64_t h = 0; h < hq; h++)
-        weigh_values(a, table, first, ctx, h / group, h, s + h * stride, sums[h], out, cache_dtype, chunks);
+    for (int64_t g = 0; g < group; g++)
+        weigh_values(a, rows, ctx, kh, kh * group + g, s + g * stride, sums[g], out, cache_dtype, chunks);
 }
 
 /* constant cache dtype and chunk count per call, so that the compiler unrolls the inner loops */
-static void attend_sequence(const DecodeArgs *a, int64_t b, float *scratch) {
+static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch) {
     int chunks = (int)(a->head_dim / 8);
-    #define ATTEND(DT) (chunks == 8 ? attend_typed(a, b, scratch, DT, 8) : chunks == 16 ? \
-                        attend_typed(a, b, scratch, DT, 16) : attend_typed(a, b, scratch, DT, chunks))
+    #define ATTEND(DT) (chunks == 8 ? attend_typed(a, b, kh, rows, ctx, scratch, DT, 8) : chunks == 16 ? \
+                        attend_typed(a, b, kh, rows, ctx, scratch, DT, 16) : attend_typed(a, b, kh, rows, ctx, scratch, DT, chunks))
     if (a->cache_dtype == DTYPE_BF16) ATTEND(DTYPE_BF16);
     else ATTEND(DTYPE_F32);
     #undef ATTEND

@@ -33,62 +33,47 @@ INLINE __m512 transpose_sum16(const __m512 v[16]) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xdd));
 }
 
-/* asks for the cache lines of token t's row (all its KV heads) `AHEAD` tokens ahead: a sequence's
- * blocks lie anywhere in the cache, and the hardware prefetcher starts anew at each */
-enum { AHEAD = 8 };
-
-INLINE void prefetch_token(const DecodeArgs *a, const void *cache, const int32_t *table, int64_t first, int64_t t,
-                           int64_t ctx) {
-    if (t >= ctx) return;
-    int64_t element = element_size(a->cache_dtype), bytes = a->num_kv_heads * a->head_dim * element;
-    const char *row = (const char *)cache + row_of(a, table, first + t) * a->head_dim * element;
-    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
-}
-
-/* scores[h * stride + t] = scale * q_h . k_t for one tile of n <= 16 tokens starting at t0 */
-INLINE void score_tile(const DecodeArgs *a, const int32_t *table, int64_t first, const float *q, float *k_tile, int64_t t0,
+/* scores[g * stride + t] = scale * q_h . k_t for the group's query heads h and one tile of n <= 16 tokens
+ * from t0 */
+INLINE void score_tile(const DecodeArgs *a, const int64_t *rows, int64_t kh, const float *q, float *k_tile, int64_t t0,
                        int n, float *scores, int64_t stride, int cache_dtype, int chunks) {
-    int64_t hkv = a->num_kv_heads, group = a->num_heads / hkv, d = a->head_dim;
-    for (int64_t kh = 0; kh < hkv; kh++) {
-        for (int j = 0; j < n; j++) {
-            int64_t base = (row_of(a, table, first + t0 + j) + kh) * d;
-            for (int c = 0; c < chunks; c++) _mm512_storeu_ps(k_tile + j * d + c * 16, load16(a->k_cache, base + c * 16, cache_dtype));
+    int64_t group = a->num_heads / a->num_kv_heads, d = a->head_dim;
+    for (int j = 0; j < n; j++) {
+        int64_t base = (rows[t0 + j] + kh) * d;
+        for (int c = 0; c < chunks; c++) _mm512_storeu_ps(k_tile + j * d + c * 16, load16(a->k_cache, base + c * 16, cache_dtype));
+    }
+    for (int64_t g = 0; g < group; g++) {
+        const float *qh = q + (kh * group + g) * d;
+        __m512 dots[TILE];
+        for (int j = 0; j < TILE; j++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int c = 0; c < chunks && j < n; c++)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + c * 16), _mm512_loadu_ps(k_tile + j * d + c * 16), acc);
+            dots[j] = acc;
         }
-        for (int64_t g = 0; g < group; g++) {
-            const float *qh = q + (kh * group + g) * d;
-            __m512 dots[TILE];
-            for (int j = 0; j < TILE; j++) {
-                __m512 acc = _mm512_setzero_ps();
-                for (int c = 0; c < chunks && j < n; c++)
-                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + c * 16), _mm512_loadu_ps(k_tile + j * d + c * 16), acc);
-                dots[j] = acc;
-            }
-            _mm512_storeu_ps(scores + (kh * group + g) * stride + t0, transpose_sum16(dots));
-        }
+        _mm512_storeu_ps(scores + g * stride + t0, transpose_sum16(dots));
     }
 }
 
 #if defined(__AVX512BF16__)
 /* score_tile for bf16 caches: pairs of bf16 products summed in fp32 by one instruction, no conversion */
-INLINE void score_tile_bf16(const DecodeArgs *a, const int32_t *table, int64_t first, const uint16_t *query, int64_t t0, int n,
-                            float *scores, int64_t stride, int pairs) {
-    int64_t hkv = a->num_kv_heads, group = a->num_heads / hkv, d = a->head_dim;
-    const uint16_t *rows[TILE];
-    for (int64_t kh = 0; kh < hkv; kh++) {
-        for (int j = 0; j < n; j++) rows[j] = (const uint16_t *)a->k_cache + (row_of(a, table, first + t0 + j) + kh) * d;
-        for (int64_t g = 0; g < group; g++) {
-            const uint16_t *qh = query + (kh * group + g) * d;
-            __m512 dots[TILE];
-            for (int j = 0; j < TILE; j++) {
-                __m512 acc = _mm512_setzero_ps();
-                for (int c = 0; c < pairs && j < n; c++)
-                    acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(qh + c * 32),
-                                           (__m512bh)_mm512_loadu_si512(rows[j] + c * 32));
-                dots[j] = acc;
-            }
-            __m512 s = _mm512_mul_ps(transpose_sum16(dots), _mm512_set1_ps(a->scale));
-            _mm512_storeu_ps(scores + (kh * group + g) * stride + t0, s);
+INLINE void score_tile_bf16(const DecodeArgs *a, const int64_t *rows, int64_t kh, const uint16_t *query, int64_t t0,
+                            int n, float *scores, int64_t stride, int pairs) {
+    int64_t group = a->num_heads / a->num_kv_heads, d = a->head_dim;
+    const uint16_t *keys[TILE];
+    for (int j = 0; j < n; j++) keys[j] = (const uint16_t *)a->k_cache + (rows[t0 + j] + kh) * d;
+    for (int64_t g = 0; g < group; g++) {
+        const uint16_t *qh = query + (kh * group + g) * d;
+        __m512 dots[TILE];
+        for (int j = 0; j < TILE; j++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int c = 0; c < pairs && j < n; c++)
+                acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(qh + c * 32),
+                                       (__m512bh)_mm512_loadu_si512(keys[j] + c * 32));
+            dots[j] = acc;
         }
+        __m512 s = _mm512_mul_ps(transpose_sum16(dots), _mm512_set1_ps(a->scale));
+        _mm512_storeu_ps(scores + g * stride + t0, s);
     }
 }
 #define HAVE_DPBF16 1
@@ -112,56 +97,55 @@ INLINE float softmax_row(float *s, int64_t ctx) {
     return _mm512_reduce_add_ps(sum);
 }
 
-/* out for the query heads of one KV head: sum_t p[h][t] * v_t, divided by the row sums */
-INLINE void weigh_values(const DecodeArgs *a, const int32_t *table, int64_t first, int64_t ctx, int64_t kh, const float *p,
+/* out for the query heads of KV head kh: sum_t p[g][t] * v_t, divided by the row sums */
+INLINE void weigh_values(const DecodeArgs *a, const int64_t *rows, int64_t ctx, int64_t kh, const float *p,
                          int64_t stride, const float *sums, void *out, int cache_dtype, int chunks) {
     int64_t group = a->num_heads / a->num_kv_heads, d = a->head_dim;
     __m512 acc[group * chunks];
     for (int64_t i = 0; i < group * chunks; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t t = 0; t < ctx; t++) {
-        if (kh == 0) prefetch_token(a, a->v_cache, table, first, t + AHEAD, ctx);
-        int64_t base = (row_of(a, table, first + t) + kh) * d;
+        int64_t base = (rows[t] + kh) * d;
         __m512 v[chunks];
         for (int c = 0; c < chunks; c++) v[c] = load16(a->v_cache, base + c * 16, cache_dtype);
         for (int64_t g = 0; g < group; g++) {
-            __m512 w = _mm512_set1_ps(p[(kh * group + g) * stride + t]);
+            __m512 w = _mm512_set1_ps(p[g * stride + t]);
             for (int c = 0; c < chunks; c++) acc[g * chunks + c] = _mm512_fmadd_ps(w, v[c], acc[g * chunks + c]);
         }
     }
     for (int64_t g = 0; g < group; g++)
         for (int c = 0; c < chunks; c++) {
-            __m512 x = _mm512_div_ps(acc[g * chunks + c], _mm512_set1_ps(sums[kh * group + g]));
+            __m512 x = _mm512_div_ps(acc[g * chunks + c], _mm512_set1_ps(sums[g]));
             for (int i = 0; i < 16; i++) store_scalar(out, (kh * group + g) * d + c * 16 + i, x[i], a->dtype);
         }
 }
 
-INLINE void attend_typed(const DecodeArgs *a, int64_t b, float *scratch, int cache_dtype, int chunks) {
-    int64_t first = first_visible(a, a->context_lens[b]), ctx = a->context_lens[b] - first;
-    int64_t hq = a->num_heads, d = a->head_dim;
+/* one sequence's query heads of KV head kh over the tokens whose cache rows `rows` lists */
+INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
+                         int cache_dtype, int chunks) {
+    int64_t hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
     int64_t stride = (ctx + TILE - 1) / TILE * TILE;
-    const int32_t *table = a->block_tables + b * a->table_stride;
     float *q = scratch, *k_tile = q + hq * d, *sums = k_tile + TILE * d, *s = sums + hq;
     int direct_bf16 = HAVE_DPBF16 && cache_dtype == DTYPE_BF16 && a->dtype == DTYPE_BF16 && chunks % 2 == 0;
-    for (int64_t i = 0; i < hq * d && !direct_bf16; i++) q[i] = load_scalar(a->query, b * hq * d + i, a->dtype) * a->scale;
+    for (int64_t i = kh * group * d; i < (kh + 1) * group * d && !direct_bf16; i++)
+        q[i] = load_scalar(a->query, b * hq * d + i, a->dtype) * a->scale;
     for (int64_t t0 = 0; t0 < ctx; t0 += TILE) {
         int n = ctx - t0 < TILE ? (int)(ctx - t0) : TILE;
-        for (int j = 0; j < TILE; j++) prefetch_token(a, a->k_cache, table, first, t0 + AHEAD + j, ctx);
+        for (int j = 0; j < TILE; j++) prefetch_token(a, rows, kh, t0 + AHEAD + j, ctx);
         if (direct_bf16)
-            score_tile_bf16(a, table, first, (const uint16_t *)a->query + b * hq * d, t0, n, s, stride, chunks / 2);
+            score_tile_bf16(a, rows, kh, (const uint16_t *)a->query + b * hq * d, t0, n, s, stride, chunks / 2);
         else
-            score_tile(a, table, first, q, k_tile, t0, n, s, stride, cache_dtype, chunks);
+            score_tile(a, rows, kh, q, k_tile, t0, n, s, stride, cache_dtype, chunks);
     }
-    for (int64_t h = 0; h < hq; h++) sums[h] = softmax_row(s + h * stride, ctx);
-    for (int64_t kh = 0; kh < a->num_kv_heads; kh++)
-        weigh_values(a, table, first, ctx, kh, s, stride, sums, (char *)a->out + b * hq * d * element_size(a->dtype),
-                     cache_dtype, chunks);
+    for (int64_t g = 0; g < group; g++) sums[g] = softmax_row(s + g * stride, ctx);
+    weigh_values(a, rows, ctx, kh, s, stride, sums, (char *)a->out + b * hq * d * element_size(a->dtype), cache_dtype,
+                 chunks);
 }
 
 /* constant cache dtype and chunk count per call, so that the compiler unrolls the inner loops */
-static void attend_sequence(const DecodeArgs *a, int64_t b, float *scratch) {
+static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch) {
     int chunks = (int)(a->head_dim / 16);
-    #define ATTEND(DT) (chunks == 4 ? attend_typed(a, b, scratch, DT, 4) : chunks == 8 ? \
-                        attend_typed(a, b, scratch, DT, 8) : attend_typed(a, b, scratch, DT, chunks))
+    #define ATTEND(DT) (chunks == 4 ? attend_typed(a, b, kh, rows, ctx, scratch, DT, 4) : chunks == 8 ? \
+                        attend_typed(a, b, kh, rows, ctx, scratch, DT, 8) : attend_typed(a, b, kh, rows, ctx, scratch, DT, chunks))
     if (a->cache_dtype == DTYPE_BF16) ATTEND(DTYPE_BF16);
     else ATTEND(DTYPE_F32);
     #undef ATTEND

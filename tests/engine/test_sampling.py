@@ -1,6 +1,7 @@
 """Sampling parameters and stop conditions, through the real SmolLM2 engine."""
 
 import pytest
+import torch
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.errors import UsageError
@@ -86,3 +87,22 @@ def test_n_gives_independent_samples(smollm2_llm):
 def test_bad_sampling_params_are_usage_errors(bad):
     with pytest.raises(UsageError):
         SamplingParams(**bad)
+
+
+def test_greedy_takes_the_first_of_equal_maxima_as_torch_argmax_does():
+    """The sampler's own argmax (numpy's, on CPU) against torch.argmax over rows with ties, a NaN and a
+    uniform row, in a batch that mixes greedy and random rows."""
+    from kvtool.engine.runtime.core.sequence import Sequence
+    from kvtool.engine.runtime.worker.sampler import Sampler
+
+    logits = torch.randn(4, 49152, generator=torch.Generator().manual_seed(0))
+    logits[0, [17, 4096, 40000]] = 50.0
+    logits[1, 123] = float("nan")
+    logits[2] = 0.0
+    greedy = [Sequence(f"g{i}", [1], SamplingParams(temperature=0.0), 4) for i in range(4)]
+    sampler = Sampler(eos_token_ids={0}, seed=0, device=torch.device("cpu"))
+    assert (
+        sampler(logits.clone(), greedy).token_ids == logits.argmax(-1).tolist() == [17, 123, 0, int(logits[3].argmax())]
+    )
+    mixed = greedy[:2] + [Sequence("r", [1], SamplingParams(temperature=1.0, seed=1), 4)]
+    assert sampler(logits[[0, 1, 3]].clone(), mixed).token_ids[:2] == [17, 123]

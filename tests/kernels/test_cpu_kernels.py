@@ -78,6 +78,32 @@ def test_decode_attention_of_the_avx2_and_portable_builds(build, dtype, cache_dt
         check_decode_attention(*shape, dtype, cache_dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_attention_of_a_sequence_is_the_same_alone_in_a_batch_and_on_any_thread_count(dtype):
+    """Work is split by (sequence, KV head): which thread takes a piece, and what else is in the batch,
+    must not change a bit of any sequence's result."""
+    g = torch.Generator().manual_seed(4)
+    context_lens = [300, 1, 40, 17]
+    k_cache, v_cache, tables, _, _ = filled_caches(context_lens, 3, 64, dtype, g)
+    query = torch.randn(len(context_lens), 9, 64, generator=g).to(dtype)
+    lens, threads = torch.tensor(context_lens, dtype=torch.int32), torch.get_num_threads()
+    runs = []
+    try:
+        for count in (1, 2, 3):
+            torch.set_num_threads(count)
+            runs.append(cpu_ops.paged_decode_attention(query, k_cache, v_cache, tables, lens, 0.125))
+        alone = [
+            cpu_ops.paged_decode_attention(
+                query[b : b + 1], k_cache, v_cache, tables[b : b + 1], lens[b : b + 1], 0.125
+            )
+            for b in range(4)
+        ]
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(run, runs[0]) for run in runs[1:])
+    assert torch.equal(torch.cat(alone), runs[0])
+
+
 def check_decode_attention(num_heads, num_kv_heads, head_dim, dtype, cache_dtype=None):
     """Against attention in fp64 over the values the cache holds: the math is fp32 whatever the cache's dtype."""
     g = torch.Generator().manual_seed(1)

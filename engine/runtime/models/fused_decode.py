@@ -59,6 +59,7 @@ class FusedDecode:
         self.dtype = first.input_layernorm.weight.dtype
         self.max_rows = min(_row_limit(linear) for layer in self.layers for linear in _linears(layer))
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
+        self._buffers: dict[int, list[torch.Tensor]] = {}  # rows -> residual and scratch
 
     @classmethod
     def for_model(cls, model) -> "FusedDecode | None":
@@ -80,17 +81,15 @@ class FusedDecode:
         )
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
-        """x + residual after every layer, for the embeddings `x` of a decode step (x is overwritten)."""
+        """x + residual after every layer, for the embeddings `x` of a decode step (x is overwritten and returned)."""
         rows, hidden = x.shape
-        residual = torch.empty_like(x)
         # held here until the call returns: the C code reads them through their addresses
         inputs = [
-            positions.to(torch.int64).contiguous(),
-            meta.slot_mapping.to(torch.int64).contiguous(),
-            meta.decode_block_tables.to(torch.int32).contiguous(),
-            meta.decode_context_lens.to(torch.int32).contiguous(),
+            _contiguous(positions, torch.int64),
+            _contiguous(meta.slot_mapping, torch.int64),
+            _contiguous(meta.decode_block_tables, torch.int32),
+            _contiguous(meta.decode_context_lens, torch.int32),
             x,
-            residual,
             *self._scratch(rows),
         ]
         step = Step(
@@ -113,13 +112,17 @@ class FusedDecode:
         )
         status = compiled_library().kvtool_decode_step(ctypes.addressof(step))
         cpu_ops.raise_if_out_of_memory(status, "decode_step", rows)
-        return x + residual
+        return x
 
     def _scratch(self, rows: int) -> list[torch.Tensor]:
-        attn, hidden = self.attn, self.layers[0].input_layernorm.weight.shape[0]
-        q, kv = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
-        sizes = (hidden, q + 2 * kv, q, kv, q, 2 * self.mlp.shard_sizes[0], self.mlp.shard_sizes[0])
-        return [torch.empty(rows, size, dtype=self.dtype) for size in sizes]
+        """The residual and the scratch buffers for `rows` rows, made once per row count: after a step has
+        streamed every weight, each tensor made anew costs tens of microseconds of cold code."""
+        if rows not in self._buffers:
+            attn, hidden = self.attn, self.layers[0].input_layernorm.weight.shape[0]
+            q, kv = attn.num_heads * attn.head_dim, attn.num_kv_heads * attn.head_dim
+            sizes = (hidden, hidden, q + 2 * kv, q, kv, q, 2 * self.mlp.shard_sizes[0], self.mlp.shard_sizes[0])
+            self._buffers[rows] = [torch.empty(rows, size, dtype=self.dtype) for size in sizes]
+        return self._buffers[rows]
 
     def _layer_structs(self) -> ctypes.Array:
         """The Layer structs, made again when the KV cache was (re)allocated."""
@@ -171,6 +174,10 @@ def _row_limit(linear) -> int:
     if isinstance(linear, QuantLinear):  # quant_panel_linear takes any row count
         return sys.maxsize if linear.in_panels else cpu_ops.QUANT_KERNEL_WINS_UP_TO
     return linear.panel_rows if linear.panels is not None else linear.plain_rows
+
+
+def _contiguous(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return tensor if tensor.dtype == dtype and tensor.is_contiguous() else tensor.to(dtype).contiguous()
 
 
 def _address(tensor: torch.Tensor | None) -> int | None:

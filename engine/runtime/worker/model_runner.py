@@ -9,6 +9,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+import numpy
 import torch
 
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
@@ -46,6 +47,9 @@ class ModelInput:
 class ModelRunnerOutput:
     sampled: dict[int, int]  # seq_id -> new token
     logprobs: dict[int, dict]  # seq_id -> {token_id: Logprob}, for requests that asked
+
+
+NUMPY_DTYPES = {torch.long: numpy.int64, torch.int32: numpy.int32}
 
 
 class ModelRunner:
@@ -158,7 +162,8 @@ class ModelRunner:
         hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
         if not batch.sample_seqs:
             return ModelRunnerOutput({}, {})
-        logits = self.model.compute_logits(hidden[batch.logits_indices])
+        sampled = hidden if len(batch.logits_indices) == len(hidden) else hidden[batch.logits_indices]
+        logits = self.model.compute_logits(sampled)
         result = self.sampler(logits, batch.sample_seqs)
         ids = [seq.seq_id for seq in batch.sample_seqs]
         logprobs = {i: lp for i, lp in zip(ids, result.logprobs) if lp is not None}
@@ -250,6 +255,8 @@ class ModelRunner:
 
     def _tensor(self, data, dtype) -> torch.Tensor:
         """A host tensor copied to the device; pinned on CUDA so that the copy is truly asynchronous."""
+        if self.device.type == "cpu":  # numpy's array: none of torch.tensor's ops to run cold after a step
+            return torch.from_numpy(numpy.array(data, dtype=NUMPY_DTYPES[dtype]))
         pinned = self.device.type == "cuda"
         return torch.tensor(data, dtype=dtype, pin_memory=pinned).to(self.device, non_blocking=True)
 
