@@ -80,16 +80,26 @@ INLINE void tile_sums(const float *x, const void *panel, int64_t rows, int64_t d
     STORE_ROW(3, s30, s31) STORE_ROW(4, s40, s41) STORE_ROW(5, s50, s51)
 }
 
-/* sums [PANEL] = one row of x (fp32, contiguous) times a whole panel of k steps, in the order tile_sums takes */
+/* sums [PANEL] = one row of x (fp32, contiguous) times a whole panel of k steps. Each column keeps two partial
+ * sums, of the even and of the odd k-steps, added at the end: with one, each k-step waited on the last one's
+ * FMA, and bf16 panels already in cache ran at 0.7x the pace of two */
 INLINE void row_sums(const float *x, const void *panel, int64_t k, int dtype, float sums[PANEL]) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    for (int64_t i = 0; i < k; i++) {
-        __m256 a = _mm256_broadcast_ss(x + i);
-        s0 = _mm256_fmadd_ps(a, load8(panel, i * PANEL, dtype), s0);
-        s1 = _mm256_fmadd_ps(a, load8(panel, i * PANEL + 8, dtype), s1);
+    __m256 even0 = _mm256_setzero_ps(), even1 = even0, odd0 = even0, odd1 = even0;
+    int64_t i = 0;
+    for (; i + 1 < k; i += 2) {
+        __m256 a = _mm256_broadcast_ss(x + i), b = _mm256_broadcast_ss(x + i + 1);
+        even0 = _mm256_fmadd_ps(a, load8(panel, i * PANEL, dtype), even0);
+        even1 = _mm256_fmadd_ps(a, load8(panel, i * PANEL + 8, dtype), even1);
+        odd0 = _mm256_fmadd_ps(b, load8(panel, (i + 1) * PANEL, dtype), odd0);
+        odd1 = _mm256_fmadd_ps(b, load8(panel, (i + 1) * PANEL + 8, dtype), odd1);
     }
-    _mm256_storeu_ps(sums, s0);
-    _mm256_storeu_ps(sums + 8, s1);
+    if (i < k) {
+        __m256 a = _mm256_broadcast_ss(x + i);
+        even0 = _mm256_fmadd_ps(a, load8(panel, i * PANEL, dtype), even0);
+        even1 = _mm256_fmadd_ps(a, load8(panel, i * PANEL + 8, dtype), even1);
+    }
+    _mm256_storeu_ps(sums, _mm256_add_ps(even0, odd0));
+    _mm256_storeu_ps(sums + 8, _mm256_add_ps(even1, odd1));
 }
 
 int32_t kvtool_panel_linear_vectorized(void) { return 8; }
@@ -160,9 +170,9 @@ static void panel_block(const float *packed, const Weights *w, int64_t p, const 
     store_panel(sums, bias, (char *)out + r0 * w->n * element_size(w->dtype), rows, w->n, p * PANEL, w->dtype);
 }
 
-/* out [1, n] for one row of x: a thread streams its panels whole, the sums in registers. The row is widened
- * into a contiguous copy: broadcast from a tile's 24-byte stride, a one-row call ran at about two thirds
- * the pace on an AMD Zen 4 */
+/* out [1, n] for one row of x: a thread streams its panels whole, the sums in registers (summed in another
+ * order than the tiles': within one rounding step of a row among others). The row is widened into a contiguous
+ * copy: broadcast from a tile's 24-byte stride, a one-row call ran at about two thirds the pace on an AMD Zen 4 */
 static int32_t one_row(const void *x, const Weights *w, const void *bias, void *out, int32_t num_threads) {
     float *row = malloc(w->k * sizeof(float));
     if (!row) return STATUS_NO_MEMORY;
