@@ -2,14 +2,19 @@
 cannot take less than weight bytes / memory bandwidth. Both are measured here, in one run.
 
     .venv/bin/python benchmarks/decode_floor.py                 # SmolLM2-135M, fp32 (and bf16 where supported)
-    .venv/bin/python benchmarks/decode_floor.py --steps 64 --threads 1
+    .venv/bin/python benchmarks/decode_floor.py --steps 32 --rounds 8 --threads 1
     .venv/bin/python benchmarks/decode_floor.py --profile       # and torch.profiler's table of fp32 steps
 
-The bandwidth is the best of several copy loops over a buffer much larger than the caches (a copy
-reads and writes each byte: 2 x bytes per pass), measured before and after the decode steps. A step
-only reads, and on some machines a core's read stream gets less than its share of a copy's traffic, so
-a second floor divides by a read-only loop's rate (a dot product of the buffer with itself). The
-step time is the median of engine steps of one sequence after its prefill, scheduler included.
+The bandwidth is the best of a few copy loops over a buffer much larger than the caches (a copy
+reads and writes each byte: 2 x bytes per pass). A step only reads, and on some machines a core's read
+stream gets less than its share of a copy's traffic, so a second floor divides by a read-only loop's
+rate (a dot product of the buffer with itself). The step time is the median of engine steps of one
+sequence after its prefill, scheduler included.
+
+The run alternates: rounds of copy and read loops, each followed by decode steps, and each round's
+step time is set against its own floors. On a shared machine the memory's pace can move by 1.5x from
+one second to the next; a floor measured once, before or after the steps, then reads a swing as
+overhead. The ratios printed are the medians of the rounds' ratios, with their range.
 """
 
 import argparse
@@ -89,30 +94,36 @@ def profile_steps(llm, steps: int) -> None:
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=14))
 
 
-def measure(model: str, dtype: str, steps: int, threads: int | None, profiled: bool = False) -> None:
+def measure(model: str, dtype: str, steps: int, rounds: int, threads: int | None, profiled: bool = False) -> None:
     from kvtool.engine.runtime.llm import LLM
 
     llm = LLM(model, dtype=dtype, max_model_len=1024, kv_cache_memory=64 << 20, threads=threads)
     decode_step_ms(llm, 8)  # warm-up
-    before = copy_bandwidth(), read_bandwidth()
-    step_ms = decode_step_ms(llm, steps)
-    bandwidth, read = max(before[0], copy_bandwidth()), max(before[1], read_bandwidth())
     nbytes = weight_bytes(llm.engine.model_runner.model)
-    floor_ms, read_floor_ms = nbytes / bandwidth * 1e3, nbytes / read * 1e3
+    measured = [(copy_bandwidth(3), read_bandwidth(3), decode_step_ms(llm, steps)) for _ in range(rounds)]
+    step_ms = statistics.median(step for _, _, step in measured)
+    bandwidth, read = (statistics.median(m[i] for m in measured) for i in (0, 1))
+    ratios = [step * bandwidth_ / (nbytes * 1e3) for bandwidth_, _, step in measured]
+    read_ratios = [step * read_ / (nbytes * 1e3) for _, read_, step in measured]
     print(
-        f"{dtype}: {step_ms:.2f} ms/token, floor {floor_ms:.2f} ms/token "
-        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {step_ms / floor_ms:.2f}x; "
-        f"read-only floor {read_floor_ms:.2f} ms/token ({read / 1e9:.1f} GB/s), ratio {step_ms / read_floor_ms:.2f}x",
+        f"{dtype}: {step_ms:.2f} ms/token, floor {nbytes / bandwidth * 1e3:.2f} ms/token "
+        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {_spread(ratios)}; "
+        f"read-only floor {nbytes / read * 1e3:.2f} ms/token ({read / 1e9:.1f} GB/s), ratio {_spread(read_ratios)}",
         flush=True,
     )
     if profiled:
         profile_steps(llm, 16)
 
 
+def _spread(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} rounds)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--steps", type=int, default=48)
+    parser.add_argument("--steps", type=int, default=24, help="decode steps a round")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of floors then steps")
     parser.add_argument("--threads", type=int, default=None, help="engine threads (default: the CPUs it may use)")
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's table of fp32 decode steps")
     args = parser.parse_args()
@@ -123,9 +134,9 @@ def main() -> None:
     threads = args.threads or len(os.sched_getaffinity(0))
     omp = {name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     print(f"{threads} threads, {omp}, load average {_load()}")
-    measure(folder, "float32", args.steps, threads, args.profile)
+    measure(folder, "float32", args.steps, args.rounds, threads, args.profile)
     if can_pack(torch.device("cpu"), torch.bfloat16):
-        measure(folder, "bfloat16", args.steps, threads)
+        measure(folder, "bfloat16", args.steps, args.rounds, threads)
     else:
         print("bfloat16: skipped, neither bf16 instructions nor AVX2's column panels here (it would be emulated)")
     print(f"load average {_load()}")
