@@ -162,6 +162,7 @@ class ModelRunner:
         hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
         if not batch.sample_seqs:
             return ModelRunnerOutput({}, {})
+        # one index per sampled sequence, each past the last: as many as rows means every row, in order
         sampled = hidden if len(batch.logits_indices) == len(hidden) else hidden[batch.logits_indices]
         logits = self.model.compute_logits(sampled)
         result = self.sampler(logits, batch.sample_seqs)
