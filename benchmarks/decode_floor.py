@@ -100,22 +100,23 @@ def measure(model: str, dtype: str, steps: int, rounds: int, threads: int | None
     llm = LLM(model, dtype=dtype, max_model_len=1024, kv_cache_memory=64 << 20, threads=threads)
     decode_step_ms(llm, 8)  # warm-up
     nbytes = weight_bytes(llm.engine.model_runner.model)
-    measured = [(copy_bandwidth(3), read_bandwidth(3), decode_step_ms(llm, steps)) for _ in range(rounds)]
-    step_ms = statistics.median(step for _, _, step in measured)
-    bandwidth, read = (statistics.median(m[i] for m in measured) for i in (0, 1))
-    ratios = [step * bandwidth_ / (nbytes * 1e3) for bandwidth_, _, step in measured]
-    read_ratios = [step * read_ / (nbytes * 1e3) for _, read_, step in measured]
+    rounds_measured = [(copy_bandwidth(3), read_bandwidth(3), decode_step_ms(llm, steps)) for _ in range(rounds)]
+    copies, reads, step_times = zip(*rounds_measured)
+    bandwidth, read = statistics.median(copies), statistics.median(reads)
     print(
-        f"{dtype}: {step_ms:.2f} ms/token, floor {nbytes / bandwidth * 1e3:.2f} ms/token "
-        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), ratio {_spread(ratios)}; "
-        f"read-only floor {nbytes / read * 1e3:.2f} ms/token ({read / 1e9:.1f} GB/s), ratio {_spread(read_ratios)}",
+        f"{dtype}: {statistics.median(step_times):.2f} ms/token, floor {nbytes / bandwidth * 1e3:.2f} ms/token "
+        f"({nbytes / 1e6:.0f} MB of weights at {bandwidth / 1e9:.1f} GB/s), "
+        f"ratio {_spread(nbytes, copies, step_times)}; read-only floor {nbytes / read * 1e3:.2f} ms/token "
+        f"({read / 1e9:.1f} GB/s), ratio {_spread(nbytes, reads, step_times)}",
         flush=True,
     )
     if profiled:
         profile_steps(llm, 16)
 
 
-def _spread(ratios: list[float]) -> str:
+def _spread(nbytes: int, bandwidths, step_times) -> str:
+    """Each round's step time over its own floor (nbytes at that round's bandwidth): median and range."""
+    ratios = [step_ms * bandwidth / (nbytes * 1e3) for bandwidth, step_ms in zip(bandwidths, step_times)]
     return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)} rounds)"
 
 
