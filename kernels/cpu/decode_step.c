@@ -5,7 +5,8 @@
  * buffers as the Python layers do (RMSNorm, qkv, rotary, the KV write, decode attention, o, RMSNorm,
  * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. A linear layer is a plain weight
  * (small_linear.c), a weight packed in column panels (panel_linear.c) or GGUF-style codes (quant_linear.c,
- * fp32 steps only). Contract:
+ * fp32 steps only). Given token ids, it also gathers their embeddings first; given a logits buffer, it ends
+ * with the final norm and the output layer, as compute_logits does. Contract:
  * engine/runtime/models/fused_decode.py.
  */
 #include "common.h"
@@ -40,6 +41,13 @@ typedef struct {
     const int32_t *block_tables, *context_lens;
     void *x, *residual;                           /* [rows, hidden]: the embeddings in, the last layer's out */
     void *normed, *qkv, *q_rot, *k_rot, *attn, *gate_up, *act;  /* scratch, sized for `rows` */
+    const int64_t *input_ids;                     /* or NULL: x holds the embeddings already */
+    const void *embed;                            /* [vocab, hidden], read where input_ids is set */
+    const void *final_norm;                       /* [hidden] */
+    Linear lm_head;                               /* [vocab, hidden] */
+    int64_t vocab;
+    void *head_out;                               /* [rows, vocab] in the dtype, where the output layer's is not fp32 */
+    float *logits;                                /* [rows, vocab], or NULL: x is the step's result */
 } Step;
 
 /* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it; STATUS_NO_MEMORY where a
@@ -83,12 +91,32 @@ static int32_t mlp(const Step *s, const Layer *l) {
     return linear(s, &l->down, s->act, s->x, s->intermediate, s->hidden);
 }
 
-/* x holds the embeddings on entry, and on return the last layer's output plus its residual, rounded to the
- * dtype as torch's add rounds it. STATUS_NO_MEMORY where a linear layer's scratch could not be allocated (x is
- * then no step's result) */
+/* x [r] = embed [input_ids [r]], the rows nn.Embedding gives (the input processor has checked every id
+ * against the vocabulary) */
+static void gather_embeddings(const Step *s, int64_t element) {
+    int64_t row = s->hidden * element;
+    for (int64_t r = 0; r < s->rows; r++)
+        memcpy((char *)s->x + r * row, (const char *)s->embed + s->input_ids[r] * row, row);
+}
+
+/* logits = lm_head(norm(x)), widened to fp32 */
+static int32_t output_logits(const Step *s) {
+    kvtool_rms_norm(s->x, NULL, s->final_norm, s->normed, NULL, s->rows, s->hidden, s->eps, s->dtype, s->num_threads);
+    int fp32_out = s->dtype == DTYPE_F32 || s->lm_head.scales;  /* quantized layers give fp32 */
+    void *out = fp32_out ? (void *)s->logits : s->head_out;
+    if (linear(s, &s->lm_head, s->normed, out, s->hidden, s->vocab)) return STATUS_NO_MEMORY;
+    if (!fp32_out)
+        for (int64_t i = 0; i < s->rows * s->vocab; i++) s->logits[i] = load_scalar(s->head_out, i, s->dtype);
+    return STATUS_OK;
+}
+
+/* x holds the embeddings on entry (or input_ids their rows), and on return the last layer's output plus its
+ * residual, rounded to the dtype as torch's add rounds it; logits (where set) the rows' logits. STATUS_NO_MEMORY
+ * where a linear layer's scratch could not be allocated (x and logits are then no step's result) */
 int32_t kvtool_decode_step(const Step *s) {
     int64_t element = element_size(s->dtype);
     int32_t dt = s->dtype, threads = s->num_threads;
+    if (s->input_ids) gather_embeddings(s, element);
     memcpy(s->residual, s->x, s->rows * s->hidden * element);  /* the first layer: residual = x, x = norm(x) */
     kvtool_rms_norm(s->x, NULL, s->layers[0].input_norm, s->normed, NULL, s->rows, s->hidden, s->eps, dt, threads);
     for (int64_t i = 0; i < s->num_layers; i++) {
@@ -103,5 +131,5 @@ int32_t kvtool_decode_step(const Step *s) {
     }
     for (int64_t i = 0; i < s->rows * s->hidden; i++)
         store_scalar(s->x, i, load_scalar(s->x, i, dt) + load_scalar(s->residual, i, dt), dt);
-    return STATUS_OK;
+    return s->logits ? output_logits(s) : STATUS_OK;
 }

@@ -2,6 +2,7 @@
 same numbers, bit for bit, with dense (column panels on AVX2, plain weights on AVX-512) or quantized GGUF
 linear layers; models and steps it does not cover run the layers."""
 
+import dataclasses
 import sys
 
 import pytest
@@ -28,31 +29,49 @@ def dense_rows(dtype: torch.dtype) -> int:
     return cpu_ops.panel_linear_rows(dtype) or cpu_ops.small_linear_rows(dtype)
 
 
-def first_decode_both_ways(llm, prompts):
-    """The hidden states of the first all-decode step, fused and through the layers, from one KV cache state."""
-    model = llm.engine.model_runner.model.model
-    fused, seen, forward = model.fused_decode, {}, model.forward
+@dataclasses.dataclass
+class BothWays:
+    """The first all-decode step's hidden states and logits, fused and through the layers."""
+
+    fused: torch.Tensor
+    layers: torch.Tensor
+    fused_logits: torch.Tensor
+    layers_logits: torch.Tensor
+
+
+def first_decode_both_ways(llm, prompts) -> BothWays:
+    """The first all-decode step, fused and through the layers, each from the same KV cache state."""
+    causal_lm = llm.engine.model_runner.model
+    model, seen = causal_lm.model, {}
+    fused, decode_logits = model.fused_decode, causal_lm.decode_logits
+
+    def from_the_same_cache(run):
+        caches = [
+            (layer.self_attn.attn.k_cache.clone(), layer.self_attn.attn.v_cache.clone()) for layer in model.layers
+        ]
+        result = run()
+        for layer, (k, v) in zip(model.layers, caches):
+            layer.self_attn.attn.k_cache.copy_(k)
+            layer.self_attn.attn.v_cache.copy_(v)
+        return result
 
     def capture(input_ids, positions, meta):
         if meta.num_prefills == 0 and not seen:
-            caches = [
-                (layer.self_attn.attn.k_cache.clone(), layer.self_attn.attn.v_cache.clone()) for layer in model.layers
-            ]
-            seen["fused"] = fused(model.embed_tokens(input_ids), positions, meta)
-            for layer, (k, v) in zip(model.layers, caches):
-                layer.self_attn.attn.k_cache.copy_(k)
-                layer.self_attn.attn.v_cache.copy_(v)
+            assert fused.gives_logits(meta)
+            seen["fused"] = from_the_same_cache(lambda: fused(model.embed_tokens(input_ids), positions, meta))
+            seen["fused_logits"] = from_the_same_cache(lambda: fused.logits(input_ids, positions, meta).clone())
             model.fused_decode = None
-            seen["layers"] = forward(input_ids, positions, meta)
+            seen["layers"] = from_the_same_cache(lambda: model(input_ids, positions, meta))
+            seen["layers_logits"] = causal_lm.compute_logits(seen["layers"])
             model.fused_decode = fused
-        return forward(input_ids, positions, meta)
+        return decode_logits(input_ids, positions, meta)
 
-    model.forward = capture
+    causal_lm.decode_logits = capture
     try:
         llm.generate(prompts, SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True), use_tqdm=False)
     finally:
-        del model.forward
-    return seen["fused"], seen["layers"]
+        del causal_lm.decode_logits
+    return BothWays(**seen)
 
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7], list(range(100, 140)), list(range(300, 310))]
@@ -63,8 +82,9 @@ PROMPTS += [list(range(500 + 40 * i, 509 + 41 * i)) for i in range(6)]  # 9: two
 @pytest.mark.parametrize("rows", [rows for rows in (1, 3, 4, 9) if rows <= dense_rows(torch.float32)])
 def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
     assert smollm2_llm.engine.model_runner.model.model.fused_decode is not None
-    fused, layers = first_decode_both_ways(smollm2_llm, PROMPTS[:rows])
-    assert fused.shape == (rows, 576) and torch.equal(fused, layers)
+    both = first_decode_both_ways(smollm2_llm, PROMPTS[:rows])
+    assert both.fused.shape == (rows, 576) and torch.equal(both.fused, both.layers)
+    assert both.fused_logits.shape == (rows, 49152) and torch.equal(both.fused_logits, both.layers_logits)
 
 
 @needs_dense_steps
@@ -72,8 +92,9 @@ def test_smollm2_fp32_step_is_the_layers_bit_for_bit(smollm2_llm, rows):
 @pytest.mark.slow
 def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
     llm = LLM(str(smollm2_dir), dtype="bfloat16", max_model_len=1024, kv_cache_memory=64 << 20, seed=0)
-    fused, layers = first_decode_both_ways(llm, PROMPTS[:3])  # bf16 fuses at least 4 rows
-    assert fused.dtype == torch.bfloat16 and torch.equal(fused, layers)
+    both = first_decode_both_ways(llm, PROMPTS[:3])  # bf16 fuses at least 4 rows
+    assert both.fused.dtype == torch.bfloat16 and torch.equal(both.fused, both.layers)
+    assert both.fused_logits.dtype == torch.float32 and torch.equal(both.fused_logits, both.layers_logits)
 
 
 @needs_dense_steps
@@ -86,8 +107,10 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
     from kvtool.engine.runtime.models.fused_decode import FusedDecode
 
     rows_fused = []
-    original = FusedDecode.__call__
-    monkeypatch.setattr(FusedDecode, "__call__", lambda self, x, *a: rows_fused.append(len(x)) or original(self, x, *a))
+    original = FusedDecode._run
+    monkeypatch.setattr(
+        FusedDecode, "_run", lambda self, step, rows: rows_fused.append(rows) or original(self, step, rows)
+    )
     prompts = [list(range(5 + i, 20 + 3 * i)) for i in range(6)]
     params = [SamplingParams(max_tokens=4 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
     outputs = []
@@ -112,11 +135,14 @@ def test_a_bf16_kv_cache_beside_fp32_activations_is_the_layers_bit_for_bit(tiny_
     model = llm.engine.model_runner.model.model
     assert model.layers[0].self_attn.attn.k_cache.dtype == torch.bfloat16
     prompts = [list(range(5 + i, 20 + 3 * i)) for i in range(3)]
-    fused, layers = first_decode_both_ways(llm, prompts)
-    assert fused.dtype == torch.float32 and torch.equal(fused, layers)
+    both = first_decode_both_ways(llm, prompts)
+    assert both.fused.dtype == torch.float32 and torch.equal(both.fused, both.layers)
+    assert torch.equal(both.fused_logits, both.layers_logits)
     rows_fused = []
-    original = FusedDecode.__call__
-    monkeypatch.setattr(FusedDecode, "__call__", lambda self, x, *a: rows_fused.append(len(x)) or original(self, x, *a))
+    original = FusedDecode._run
+    monkeypatch.setattr(
+        FusedDecode, "_run", lambda self, step, rows: rows_fused.append(rows) or original(self, step, rows)
+    )
     llm.generate(prompts, SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True), use_tqdm=False)
     assert rows_fused == [3, 3]
 
@@ -131,8 +157,9 @@ def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm,
     limit = sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.QUANT_KERNEL_WINS_UP_TO
     assert fused_decode is not None and fused_decode.max_rows == limit
     prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
-    fused, layers = first_decode_both_ways(smollm2_quantized_llm, prompts)
-    assert fused.shape == (rows, 576) and torch.equal(fused, layers)
+    both = first_decode_both_ways(smollm2_quantized_llm, prompts)
+    assert both.fused.shape == (rows, 576) and torch.equal(both.fused, both.layers)
+    assert both.fused_logits.shape == (rows, 49152) and torch.equal(both.fused_logits, both.layers_logits)
 
 
 @needs_kernels
@@ -155,8 +182,8 @@ def test_quantized_qwen2_biases_and_tokens_are_the_layers(tmp_path, monkeypatch)
     llm = LLM(str(tmp_path / "tiny-qwen2.gguf"), kv_cache_memory=1 << 20)
     model = llm.engine.model_runner.model.model
     assert llm.engine.config.quantization == "gguf" and model.layers[0].self_attn.qkv_proj.bias is not None
-    fused, layers = first_decode_both_ways(llm, prompts)
-    assert torch.equal(fused, layers)
+    both = first_decode_both_ways(llm, prompts)
+    assert torch.equal(both.fused, both.layers) and torch.equal(both.fused_logits, both.layers_logits)
     outputs = []
     for fused_decode in (model.fused_decode, None):
         model.fused_decode = fused_decode

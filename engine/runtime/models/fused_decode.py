@@ -6,7 +6,10 @@ for a plain Llama-family model on the CPU kernels whose linear layers are dense 
 or plain weights kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype or bf16, one KV cache
 group, and a decode-only step of no more rows than the kernels take (`PackedLinear.panel_rows` or
 `plain_rows`, and `cpu_ops.QUANT_KERNEL_WINS_UP_TO` for codes outside panels); every other step runs the
-layers.
+layers. Where every row is sampled and the output layer is one the C code computes, the same call also
+gathers the embeddings and ends with the final norm and the output layer (`logits`): after a step has
+streamed every weight, the Python of each torch op runs cold, so those three cost about 0.4 ms at batch 1
+(docs/engine.md).
 """
 
 import ctypes
@@ -14,7 +17,7 @@ import sys
 
 import torch
 
-from kvtool.engine.runtime.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP
+from kvtool.engine.runtime.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP, RMSNorm
 from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.kernels import cpu_ops
 from kvtool.kernels.cpu_build import compiled_library
@@ -49,6 +52,8 @@ class Step(ctypes.Structure):
     _fields_ += [("dtype", _i32), ("num_threads", _i32), ("cache_dtype", _i32)]
     _fields_ += [(name, _p) for name in ("positions", "slot_mapping", "block_tables", "context_lens", "x", "residual")]
     _fields_ += [(name, _p) for name in ("normed", "qkv", "q_rot", "k_rot", "attn", "gate_up", "act")]
+    _fields_ += [(name, _p) for name in ("input_ids", "embed", "final_norm")]
+    _fields_ += [("lm_head", Linear), ("vocab", _i64), ("head_out", _p), ("logits", _p)]
 
 
 class FusedDecode:
@@ -60,6 +65,9 @@ class FusedDecode:
         self.max_rows = min(_row_limit(linear) for layer in self.layers for linear in _linears(layer))
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
         self._buffers: dict[int, list[torch.Tensor]] = {}  # rows -> residual and scratch
+        self.embed, self.norm, self.lm_head = model.model.embed_tokens.weight, model.model.norm, model.lm_head
+        self.logits_rows = min(self.max_rows, _row_limit(self.lm_head)) if self._fuses_output_layer() else 0
+        self._outputs: dict[int, list[torch.Tensor]] = {}  # rows -> x, the output layer's out, the logits
 
     @classmethod
     def for_model(cls, model) -> "FusedDecode | None":
@@ -69,22 +77,45 @@ class FusedDecode:
         return cls(model) if all(_plain_layer(layer) for layer in model.model.layers) else None
 
     def applies(self, x: torch.Tensor, meta: AttentionMetadata) -> bool:
+        return x.dtype == self.dtype and self._takes(meta, self.max_rows)
+
+    def gives_logits(self, meta: AttentionMetadata) -> bool:
+        """Whether `logits` takes this step (the caller knows that every row is sampled)."""
+        return self._takes(meta, self.logits_rows)
+
+    def _takes(self, meta: AttentionMetadata, max_rows: int) -> bool:
         cache = self.layers[0].self_attn.attn.k_cache
         return (
             meta.num_prefills == 0
-            and 0 < meta.num_decodes <= self.max_rows
+            and 0 < meta.num_decodes <= max_rows
             and not meta.group_metadata
             and cache is not None
             and cache.is_contiguous()
-            and x.dtype == self.dtype
             and cache.dtype in (self.dtype, torch.bfloat16)
         )
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """x + residual after every layer, for the embeddings `x` of a decode step (x is overwritten and returned)."""
+        step, held = self._step(x, positions, meta)
+        self._run(step, len(x))
+        return x
+
+    def logits(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+        """compute_logits of every row of a decode step of `input_ids`, as fp32 [rows, vocab]; the tensor is
+        this object's, overwritten by the next step."""
+        ids = _contiguous(input_ids, torch.int64)
+        x, head_out, logits = self._output_buffers(len(ids))
+        step, held = self._step(x, positions, meta)
+        step.input_ids, step.embed, step.final_norm = ids.data_ptr(), self.embed.data_ptr(), self.norm.weight.data_ptr()
+        step.lm_head, step.vocab = _linear(self.lm_head), logits.shape[1]
+        step.head_out, step.logits = head_out.data_ptr(), logits.data_ptr()
+        self._run(step, len(ids))
+        return logits
+
+    def _step(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> tuple[Step, list]:
+        """The Step of the layers, and the tensors it points at: the caller holds them until the C code returns."""
         rows, hidden = x.shape
-        # held here until the call returns: the C code reads them through their addresses
-        inputs = [
+        held = [
             _contiguous(positions, torch.int64),
             _contiguous(meta.slot_mapping, torch.int64),
             _contiguous(meta.decode_block_tables, torch.int32),
@@ -102,17 +133,19 @@ class FusedDecode:
             self.attn.head_dim,
             self.mlp.shard_sizes[0],
             self.attn.attn.k_cache.shape[1],
-            inputs[2].shape[1],
+            held[2].shape[1],
             self.layers[0].input_layernorm.eps,
             self.attn.attn.scale,
             cpu_ops.DTYPE_CODES[x.dtype],
             torch.get_num_threads(),
             cpu_ops.DTYPE_CODES[self.attn.attn.k_cache.dtype],
-            *(t.data_ptr() for t in inputs),
+            *(t.data_ptr() for t in held),
         )
+        return step, held
+
+    def _run(self, step: Step, rows: int) -> None:
         status = compiled_library().kvtool_decode_step(ctypes.addressof(step))
         cpu_ops.raise_if_out_of_memory(status, "decode_step", rows)
-        return x
 
     def _scratch(self, rows: int) -> list[torch.Tensor]:
         """The residual and the scratch buffers for `rows` rows, made once per row count: after a step has
@@ -123,6 +156,28 @@ class FusedDecode:
             sizes = (hidden, hidden, q + 2 * kv, q, kv, q, 2 * self.mlp.shard_sizes[0], self.mlp.shard_sizes[0])
             self._buffers[rows] = [torch.empty(rows, size, dtype=self.dtype) for size in sizes]
         return self._buffers[rows]
+
+    def _output_buffers(self, rows: int) -> list[torch.Tensor]:
+        """The embeddings, the output layer's out (in the dtype) and the fp32 logits of `rows` rows, made once."""
+        if rows not in self._outputs:
+            hidden, vocab = self.embed.shape[1], self.lm_head.out_features
+            self._outputs[rows] = [
+                torch.empty(rows, hidden, dtype=self.dtype),
+                torch.empty(rows, vocab, dtype=self.dtype),
+                torch.empty(rows, vocab, dtype=torch.float32),
+            ]
+        return self._outputs[rows]
+
+    def _fuses_output_layer(self) -> bool:
+        """An output layer the C code computes after the final norm of the layers' eps, and embeddings to gather."""
+        return (
+            type(self.norm) is RMSNorm
+            and self.norm.eps == self.layers[0].input_layernorm.eps
+            and self.norm.weight.dtype == self.dtype
+            and self.embed.dtype == self.dtype
+            and self.embed.is_contiguous()
+            and _fusable(self.lm_head, self.dtype)
+        )
 
     def _layer_structs(self) -> ctypes.Array:
         """The Layer structs, made again when the KV cache was (re)allocated."""

@@ -168,6 +168,14 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.model.norm(hidden)).float()
 
+    def decode_logits(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor | None:
+        """compute_logits(forward(...)) of a step whose every row is sampled, in one C call where the fused
+        decode step takes it, else None."""
+        fused = self.model.fused_decode
+        if fused is None or not fused.gives_logits(meta):
+            return None
+        return fused.logits(input_ids, positions, meta)
+
     def bind_kv_cache(self, k_caches, v_caches, k_scale=1.0, v_scale=1.0) -> None:
         for layer, k_cache, v_cache in zip(self.model.layers, k_caches, v_caches):
             attn = layer.self_attn.attn

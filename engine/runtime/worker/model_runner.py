@@ -159,16 +159,26 @@ class ModelRunner:
         if self.cpu_threads is not None:
             self.cpu_threads.update()
         batch = self.prepare_inputs(scheduled)
-        hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
-        if not batch.sample_seqs:
+        logits = self._logits(batch)
+        if logits is None:
             return ModelRunnerOutput({}, {})
-        # one index per sampled sequence, each past the last: as many as rows means every row, in order
-        sampled = hidden if len(batch.logits_indices) == len(hidden) else hidden[batch.logits_indices]
-        logits = self.model.compute_logits(sampled)
         result = self.sampler(logits, batch.sample_seqs)
         ids = [seq.seq_id for seq in batch.sample_seqs]
         logprobs = {i: lp for i, lp in zip(ids, result.logprobs) if lp is not None}
         return ModelRunnerOutput(dict(zip(ids, result.token_ids)), logprobs)
+
+    def _logits(self, batch: ModelInput) -> torch.Tensor | None:
+        """The logits of the sampled rows (None where none is), in one call with the layers where the model can."""
+        # one index per sampled sequence, each past the last: as many as rows means every row, in order
+        every_row = len(batch.logits_indices) == len(batch.input_ids)
+        if every_row and self.graph_runner is None:
+            logits = self.model.decode_logits(batch.input_ids, batch.positions, batch.meta)
+            if logits is not None:
+                return logits
+        hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
+        if not batch.sample_seqs:
+            return None
+        return self.model.compute_logits(hidden if every_row else hidden[batch.logits_indices])
 
     def run_model(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
         if self.graph_runner is not None:
