@@ -33,10 +33,15 @@ async def scrape(client: httpx.AsyncClient, base_url: str) -> Page | None:
         return None
 
 
+# Each scrape costs the server a render of every histogram, on the cores that run its steps: polling every
+# 0.2 s added about 5 % to the served TPOT of one stream on a one-core server (docs/bench.md).
+POLL_INTERVAL_S = 1.0
+
+
 class ServerWatcher:
     """Scrapes /metrics at start, every `interval_s` during the run, and at the end."""
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float = 0.2):
+    def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float = POLL_INTERVAL_S):
         self.client, self.base_url, self.interval_s = client, base_url, interval_s
         self.before: Page | None = None
         self.peaks: dict[str, float] = {}
