@@ -46,7 +46,7 @@ typedef struct {
     const void *final_norm;                       /* [hidden] */
     Linear lm_head;                               /* [vocab, hidden] */
     int64_t vocab;
-    void *head_out;                               /* [rows, vocab] in the dtype, where the output layer's is not fp32 */
+    void *head_out;                               /* [rows, vocab] in a bf16 step (widened into logits), else NULL */
     float *logits;                                /* [rows, vocab], or NULL: x is the step's result */
 } Step;
 
@@ -102,10 +102,9 @@ static void gather_embeddings(const Step *s, int64_t element) {
 /* logits = lm_head(norm(x)), widened to fp32 */
 static int32_t output_logits(const Step *s) {
     kvtool_rms_norm(s->x, NULL, s->final_norm, s->normed, NULL, s->rows, s->hidden, s->eps, s->dtype, s->num_threads);
-    int fp32_out = s->dtype == DTYPE_F32 || s->lm_head.scales;  /* quantized layers give fp32 */
-    void *out = fp32_out ? (void *)s->logits : s->head_out;
+    void *out = s->head_out ? s->head_out : (void *)s->logits;
     if (linear(s, &s->lm_head, s->normed, out, s->hidden, s->vocab)) return STATUS_NO_MEMORY;
-    if (!fp32_out)
+    if (s->head_out)
         for (int64_t i = 0; i < s->rows * s->vocab; i++) s->logits[i] = load_scalar(s->head_out, i, s->dtype);
     return STATUS_OK;
 }

@@ -67,7 +67,7 @@ class FusedDecode:
         self._buffers: dict[int, list[torch.Tensor]] = {}  # rows -> residual and scratch
         self.embed, self.norm, self.lm_head = model.model.embed_tokens.weight, model.model.norm, model.lm_head
         self.logits_rows = min(self.max_rows, _row_limit(self.lm_head)) if self._fuses_output_layer() else 0
-        self._outputs: dict[int, list[torch.Tensor]] = {}  # rows -> x, the output layer's out, the logits
+        self._outputs: dict[int, tuple] = {}  # rows -> x, the output layer's bf16 out (or None), the logits
 
     @classmethod
     def for_model(cls, model) -> "FusedDecode | None":
@@ -108,7 +108,7 @@ class FusedDecode:
         step, held = self._step(x, positions, meta)
         step.input_ids, step.embed, step.final_norm = ids.data_ptr(), self.embed.data_ptr(), self.norm.weight.data_ptr()
         step.lm_head, step.vocab = _linear(self.lm_head), logits.shape[1]
-        step.head_out, step.logits = head_out.data_ptr(), logits.data_ptr()
+        step.head_out, step.logits = _address(head_out), logits.data_ptr()
         self._run(step, len(ids))
         return logits
 
@@ -157,15 +157,14 @@ class FusedDecode:
             self._buffers[rows] = [torch.empty(rows, size, dtype=self.dtype) for size in sizes]
         return self._buffers[rows]
 
-    def _output_buffers(self, rows: int) -> list[torch.Tensor]:
-        """The embeddings, the output layer's out (in the dtype) and the fp32 logits of `rows` rows, made once."""
+    def _output_buffers(self, rows: int) -> tuple:
+        """The embeddings, the output layer's out where the step is not fp32 (its logits are widened from it; a
+        quantized output layer is in an fp32 step) and the fp32 logits of `rows` rows, made once."""
         if rows not in self._outputs:
             hidden, vocab = self.embed.shape[1], self.lm_head.out_features
-            self._outputs[rows] = [
-                torch.empty(rows, hidden, dtype=self.dtype),
-                torch.empty(rows, vocab, dtype=self.dtype),
-                torch.empty(rows, vocab, dtype=torch.float32),
-            ]
+            head_out = None if self.dtype == torch.float32 else torch.empty(rows, vocab, dtype=self.dtype)
+            logits = torch.empty(rows, vocab, dtype=torch.float32)
+            self._outputs[rows] = torch.empty(rows, hidden, dtype=self.dtype), head_out, logits
         return self._outputs[rows]
 
     def _fuses_output_layer(self) -> bool:

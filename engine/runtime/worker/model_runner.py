@@ -171,7 +171,7 @@ class ModelRunner:
         """The logits of the sampled rows (None where none is), in one call with the layers where the model can."""
         # one index per sampled sequence, each past the last: as many as rows means every row, in order
         every_row = len(batch.logits_indices) == len(batch.input_ids)
-        if every_row and self.graph_runner is None:
+        if every_row:
             logits = self.model.decode_logits(batch.input_ids, batch.positions, batch.meta)
             if logits is not None:
                 return logits
