@@ -41,8 +41,9 @@ POLL_INTERVAL_S = 1.0
 class ServerWatcher:
     """Scrapes /metrics at start, every `interval_s` during the run, and at the end."""
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float = POLL_INTERVAL_S):
-        self.client, self.base_url, self.interval_s = client, base_url, interval_s
+    def __init__(self, client: httpx.AsyncClient, base_url: str, interval_s: float | None = None):
+        self.client, self.base_url = client, base_url
+        self.interval_s = POLL_INTERVAL_S if interval_s is None else interval_s
         self.before: Page | None = None
         self.peaks: dict[str, float] = {}
         self._poller: asyncio.Task | None = None

@@ -7,6 +7,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from kvtool.bench import server_view
 from kvtool.bench.client import RequestRecord
 from kvtool.bench.metrics import request_tpot
 from kvtool.cli.app import app
@@ -20,7 +21,9 @@ def bench(base_url: str, *args: str):
     return runner.invoke(app, ["bench", "--url", base_url, *args])
 
 
-def test_run_reports_server_usage_and_the_servers_view(kvtool_server, tmp_path):
+def test_run_reports_server_usage_and_the_servers_view(kvtool_server, tmp_path, monkeypatch):
+    # a run of a few hundred tokens: polls 0.2 s apart find the server busy, as its peaks need
+    monkeypatch.setattr(server_view, "POLL_INTERVAL_S", 0.2)
     out, table = tmp_path / "run.json", tmp_path / "run.csv"
     # 48 output tokens: long enough for the /metrics poller to see the server busy
     result = bench(
