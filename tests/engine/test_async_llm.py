@@ -75,12 +75,13 @@ def test_shutdown_aborts_running_requests(tiny_llama):
     assert llm.config.max_model_len == 512 and llm.kv_cache_info.num_blocks > 0
 
     async def main():
-        task = asyncio.create_task(
-            collect(llm, prompts_of([10])[0], "x", SamplingParams(max_tokens=400, ignore_eos=True))
-        )
-        await asyncio.sleep(0.2)
-        await llm.shutdown()
-        return await task
+        outputs = []
+        stream = llm.generate(prompts_of([10])[0], SamplingParams(max_tokens=400, ignore_eos=True), "x")
+        async for output in stream:
+            outputs.append(output)
+            if len(outputs) == 1:  # running, with 399 tokens to go: a fixed sleep could outlast them
+                await llm.shutdown()
+        return outputs
 
     outputs = asyncio.run(main())
     assert outputs[-1].outputs[0].finish_reason == "abort"
