@@ -11,12 +11,8 @@ import typer
 from typer.core import TyperGroup
 
 from kvtool import __version__
+from kvtool.cli.typer_click import ClickException
 from kvtool.errors import ExitCode, KvtoolError
-
-try:
-    from typer._click.exceptions import ClickException  # Typer 0.28+ carries its own copy of Click
-except ImportError:
-    from click.exceptions import ClickException
 
 # name -> (module, attribute): a command function, or a Typer app of subcommands
 COMMANDS = {
