@@ -6,20 +6,8 @@ from typing import Annotated
 
 import typer
 
-from kvtool.cli.engine_options import (
-    BYTE_SIZE,
-    COUNT,
-    ENGINE,
-    MODEL,
-    Dtype,
-    GpuMemoryUtilization,
-    KvCacheDtype,
-    KvCacheMemory,
-    MaxModelLen,
-    MaxNumBatchedTokens,
-    MaxNumSeqs,
-    Quantization,
-)
+from kvtool.cli import engine_options as flags
+from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus, with_free_memory
@@ -43,8 +31,8 @@ def plan(
             rich_help_panel=MODEL,
         ),
     ] = defaults.DEFAULT_MODEL,
-    dtype: Dtype = "auto",
-    quantization: Quantization = None,
+    dtype: flags.Dtype = "auto",
+    quantization: flags.Quantization = None,
     gpu: Annotated[
         str | None,
         typer.Option(
@@ -84,12 +72,12 @@ def plan(
             help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE
         ),
     ] = NEWEST_NAME,
-    gpu_memory_utilization: GpuMemoryUtilization = None,
-    max_model_len: MaxModelLen = None,
-    kv_cache_dtype: KvCacheDtype = "auto",
-    max_num_seqs: MaxNumSeqs = None,
-    max_num_batched_tokens: MaxNumBatchedTokens = None,
-    kv_cache_memory: KvCacheMemory = None,
+    gpu_memory_utilization: flags.GpuMemoryUtilization = None,
+    max_model_len: flags.MaxModelLen = None,
+    kv_cache_dtype: flags.KvCacheDtype = "auto",
+    max_num_seqs: flags.MaxNumSeqs = None,
+    max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
+    kv_cache_memory: flags.KvCacheMemory = None,
     block_size: Annotated[
         int | None,
         typer.Option(

@@ -8,18 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kvtool.cli.engine_options import (
-    ENGINE,
-    MODEL,
-    Dtype,
-    GpuMemoryUtilization,
-    KvCacheDtype,
-    KvCacheMemory,
-    MaxModelLen,
-    MaxNumBatchedTokens,
-    MaxNumSeqs,
-    Quantization,
-)
+from kvtool.cli import engine_options as flags
+from kvtool.cli.engine_options import ENGINE, MODEL
 from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
@@ -54,18 +44,18 @@ def serve(
             rich_help_panel=MODEL,
         ),
     ] = None,
-    dtype: Dtype = "auto",
-    quantization: Quantization = None,
+    dtype: flags.Dtype = "auto",
+    quantization: flags.Quantization = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.", rich_help_panel=MODEL)] = "auto",
     load_format: Annotated[
         str, typer.Option(help="auto, or dummy for random weights.", rich_help_panel=MODEL)
     ] = "auto",
-    max_model_len: MaxModelLen = None,
-    max_num_seqs: MaxNumSeqs = None,
-    max_num_batched_tokens: MaxNumBatchedTokens = None,
-    kv_cache_dtype: KvCacheDtype = None,
-    gpu_memory_utilization: GpuMemoryUtilization = None,
-    kv_cache_memory: KvCacheMemory = None,
+    max_model_len: flags.MaxModelLen = None,
+    max_num_seqs: flags.MaxNumSeqs = None,
+    max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
+    kv_cache_dtype: flags.KvCacheDtype = None,
+    gpu_memory_utilization: flags.GpuMemoryUtilization = None,
+    kv_cache_memory: flags.KvCacheMemory = None,
     seed: Annotated[int, typer.Option(help="Engine seed.", rich_help_panel=ENGINE)] = 0,
     threads: Annotated[
         int | None,
