@@ -1,15 +1,17 @@
 """The `kvtool` command: one Typer app, one module per subcommand, imported only when that command runs
 (or when `kvtool --help` lists them all), so that `kvtool plan` never pays for serve's or bench's imports."""
 
-import functools
+import errno
 import importlib
 import sys
+import traceback
 from collections.abc import MutableMapping
 
 import typer
 from typer.core import TyperGroup
 
 from kvtool import __version__
+from kvtool.cli.typer_click import ClickException
 from kvtool.errors import ExitCode, KvtoolError
 
 # name -> (module, attribute): a command function, or a Typer app of subcommands
@@ -50,10 +52,30 @@ class LazyCommands(MutableMapping):
         return len(set(COMMANDS) | set(self._built))
 
 
+# the ways out Typer renders itself: usage errors, typer.Exit (--help and every command's status), Abort
+TYPER_EXITS = (ClickException, typer.Exit, typer.Abort, EOFError)
+
+
 class LazyGroup(TyperGroup):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.commands = LazyCommands()
+
+    def invoke(self, ctx):
+        """Every command's errors end here, its flags' parsing included: a KvtoolError as its one line and its
+        status; any other exception as one line and status 70, or its frames with `kvtool --traceback`."""
+        try:
+            return super().invoke(ctx)
+        except KvtoolError as err:
+            print_error(str(err))
+            raise typer.Exit(err.exit_code) from None
+        except TYPER_EXITS:
+            raise
+        except Exception as err:
+            if isinstance(err, OSError) and err.errno == errno.EPIPE:
+                raise  # the reader of stdout left (`kvtool plan --list-models | head`): Typer exits quietly
+            report_internal_error(err, ctx.params.get("show_traceback", False))
+            raise typer.Exit(ExitCode.INTERNAL_ERROR) from None
 
 
 def load_command(name: str):
@@ -63,7 +85,7 @@ def load_command(name: str):
     if isinstance(target, typer.Typer):
         holder.add_typer(target, name=name)
         return typer.main.get_command(holder).commands[name]
-    holder.command(name)(report_errors(target))
+    holder.command(name)(target)
     return typer.main.get_command(holder)
 
 
@@ -78,24 +100,21 @@ app = typer.Typer(
 )
 
 
-def report_errors(command):
-    """Every command's KvtoolError ends here: one line on stderr and the exit status the error carries."""
-
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except KvtoolError as err:
-            print_error(err)
-            raise typer.Exit(err.exit_code) from None
-
-    return run
-
-
-def print_error(err: KvtoolError) -> None:
+def print_error(message: str) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True).print(f"[bold red]kvtool: error:[/] {err}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[bold red]kvtool: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def report_internal_error(err: Exception, show_traceback: bool) -> None:
+    """httpie's way: one line naming the exception, or with --traceback the frames Python would print."""
+    if show_traceback:
+        traceback.print_exception(err, file=sys.stderr)
+        return
+    text = " ".join(str(err).split())  # one line, whatever the message holds
+    what = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    print_error(f"internal error: {what} (run with --traceback to see where)")
 
 
 def _version(value: bool) -> None:
@@ -108,6 +127,9 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    show_traceback: bool = typer.Option(
+        False, "--traceback", help="On an internal error, print the Python traceback instead of one line."
     ),
 ) -> None:
     """kvtool: the tool for when length and memory limits bite."""
@@ -126,8 +148,5 @@ def _bare_gpu_means_local(argv: list[str]) -> list[str]:
 def main() -> None:
     try:
         app(args=_bare_gpu_means_local(sys.argv[1:]), prog_name="kvtool")
-    except KvtoolError as err:
-        print_error(err)
-        sys.exit(err.exit_code)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before Typer's own handler is reached
         sys.exit(ExitCode.INTERRUPTED)

@@ -6,16 +6,18 @@ from typing import Annotated
 
 import typer
 
+from kvtool.cli import engine_options as flags
+from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus, with_free_memory
 from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import resolve_model_spec
-from kvtool.engine.sizing.units import parse_bytes, parse_human_int
+from kvtool.engine.sizing.units import parse_human_int
 from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
-MODEL, GPU, ENGINE, WORKLOAD, OUTPUT = "Model", "GPU", "Engine", "Workload", "Output"
+GPU, WORKLOAD, OUTPUT = "GPU", "Workload", "Output"
 DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
 
 
@@ -29,15 +31,8 @@ def plan(
             rich_help_panel=MODEL,
         ),
     ] = defaults.DEFAULT_MODEL,
-    dtype: Annotated[
-        str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)
-    ] = "auto",
-    quantization: Annotated[
-        str | None,
-        typer.Option(
-            help="Weights quantization: fp8, awq, gptq, mxfp4, ... \\[default: from the config].", rich_help_panel=MODEL
-        ),
-    ] = None,
+    dtype: flags.Dtype = "auto",
+    quantization: flags.Quantization = None,
     gpu: Annotated[
         str | None,
         typer.Option(
@@ -49,17 +44,24 @@ def plan(
         str | None, typer.Option(help="Memory of one GPU, e.g. 23.58GiB or 80GB.", rich_help_panel=GPU)
     ] = None,
     num_gpus: Annotated[
-        int | None, typer.Option(help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)
+        int | None, typer.Option(click_type=COUNT, help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)
     ] = None,
     tp: Annotated[
-        int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.", rich_help_panel=GPU)
+        int,
+        typer.Option(
+            "--tp", "--tensor-parallel-size", click_type=COUNT, help="Tensor-parallel size.", rich_help_panel=GPU
+        ),
     ] = 1,
     pp: Annotated[
-        int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.", rich_help_panel=GPU)
+        int,
+        typer.Option(
+            "--pp", "--pipeline-parallel-size", click_type=COUNT, help="Pipeline-parallel size.", rich_help_panel=GPU
+        ),
     ] = 1,
     gpu_free: Annotated[
-        str | None,
+        int | None,
         typer.Option(
+            click_type=BYTE_SIZE,
             help="Memory other processes leave free on each GPU, e.g. 60GiB \\[default: NVML's reading].",
             rich_help_panel=GPU,
         ),
@@ -70,40 +72,17 @@ def plan(
             help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE
         ),
     ] = NEWEST_NAME,
-    gpu_memory_utilization: Annotated[
-        float | None,
-        typer.Option(
-            help="Fraction of each GPU vLLM may use \\[default: the release's, 0.92 from 0.20, 0.9 before].",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    max_model_len: Annotated[
-        str | None,
-        typer.Option(
-            help="Longest prompt + output: 20000, 8k, 8K, or auto (the "
-            "largest that fits) \\[default: from the config].",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    kv_cache_dtype: Annotated[
-        str, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".", rich_help_panel=ENGINE)
-    ] = "auto",
-    max_num_seqs: Annotated[
-        int | None,
-        typer.Option(help="Most sequences per step \\[default: vLLM's for the GPU].", rich_help_panel=ENGINE),
-    ] = None,
-    max_num_batched_tokens: Annotated[
-        int | None, typer.Option(help="Most tokens per step \\[default: vLLM's for the GPU].", rich_help_panel=ENGINE)
-    ] = None,
-    kv_cache_memory: Annotated[
-        str | None,
-        typer.Option(
-            help="KV-cache size given outright, e.g. 2GiB (vLLM's --kv-cache-memory-bytes; the CPU engine's budget).",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
+    gpu_memory_utilization: flags.GpuMemoryUtilization = None,
+    max_model_len: flags.MaxModelLen = None,
+    kv_cache_dtype: flags.KvCacheDtype = "auto",
+    max_num_seqs: flags.MaxNumSeqs = None,
+    max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
+    kv_cache_memory: flags.KvCacheMemory = None,
     block_size: Annotated[
-        int | None, typer.Option(help="Tokens per KV block \\[default: 16; 64 for MLA models].", rich_help_panel=ENGINE)
+        int | None,
+        typer.Option(
+            click_type=COUNT, help="Tokens per KV block \\[default: 16; 64 for MLA models].", rich_help_panel=ENGINE
+        ),
     ] = None,
     enforce_eager: Annotated[
         bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).", rich_help_panel=ENGINE)
@@ -137,22 +116,12 @@ def plan(
     if list_models or list_gpus:
         render().print_catalogs(list_models, list_gpus)
         return
-    _check_sizes(
-        tp=tp,
-        pp=pp,
-        block_size=block_size,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        num_gpus=num_gpus,
-        gpu_memory_utilization=gpu_memory_utilization,
-    )
     release = VllmRelease.parse(vllm_version)
     _check_choices(release, kv_cache_dtype, dtype, quantization)
     limits = parse_mm_limits(limit_mm_per_prompt)
     spec = resolve_model_spec(model)
-    kv_bytes = parse_bytes(kv_cache_memory, "--kv-cache-memory") if kv_cache_memory else None
-    gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_bytes))
-    gpus = with_free_memory(gpus, parse_bytes(gpu_free, "--gpu-free") if gpu_free else None)
+    gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_cache_memory))
+    gpus = with_free_memory(gpus, gpu_free)
     request = PlanRequest(
         gpus=gpus,
         model=model,
@@ -167,7 +136,7 @@ def plan(
         max_num_batched_tokens=max_num_batched_tokens,
         block_size=block_size,
         enforce_eager=enforce_eager,
-        kv_cache_memory=kv_bytes,
+        kv_cache_memory=kv_cache_memory,
         workloads=parse_workloads(workload),
         vllm_version=release.name,
         limit_mm_per_prompt=limits,
@@ -193,18 +162,6 @@ def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
     if kv_bytes is None:
         return None
     return GpuInfo(name="no GPU (given KV budget)", total_bytes=kv_bytes, source="kv-cache-memory")
-
-
-def _check_sizes(gpu_memory_utilization: float | None, **counts: int | None) -> None:
-    for name, value in counts.items():
-        if value is not None and value < 1:
-            flag = "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} must be at least 1, got {value}.", f"Use a positive {flag}.")
-    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
-        raise UsageError(
-            f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}.",
-            "Use e.g. --gpu-memory-utilization 0.9.",
-        )
 
 
 def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quantization: str | None) -> None:

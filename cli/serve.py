@@ -8,13 +8,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from kvtool.cli import engine_options as flags
+from kvtool.cli.engine_options import ENGINE, MODEL
 from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.errors import StartupError
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
-PROFILE, MODEL, ENGINE, REQUESTS, SERVER = "Profile", "Model", "Engine", "Requests", "Server"
+PROFILE, REQUESTS, SERVER = "Profile", "Requests", "Server"
 
 
 class Backend(str, Enum):
@@ -42,43 +44,18 @@ def serve(
             rich_help_panel=MODEL,
         ),
     ] = None,
-    dtype: Annotated[
-        str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)
-    ] = "auto",
-    quantization: Annotated[
-        str | None,
-        typer.Option(
-            help="gguf: keep a GGUF file's weights quantized (CPU) \\[default: gguf for a GGUF file on CPU "
-            "without --dtype].",
-            rich_help_panel=MODEL,
-        ),
-    ] = None,
+    dtype: flags.Dtype = "auto",
+    quantization: flags.Quantization = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.", rich_help_panel=MODEL)] = "auto",
     load_format: Annotated[
         str, typer.Option(help="auto, or dummy for random weights.", rich_help_panel=MODEL)
     ] = "auto",
-    max_model_len: Annotated[
-        int | None, typer.Option(help="Longest prompt + output, in tokens.", rich_help_panel=ENGINE)
-    ] = None,
-    max_num_seqs: Annotated[
-        int | None, typer.Option(help="Most sequences in one batch.", rich_help_panel=ENGINE)
-    ] = None,
-    max_num_batched_tokens: Annotated[
-        int | None, typer.Option(help="Most tokens in one step.", rich_help_panel=ENGINE)
-    ] = None,
-    kv_cache_dtype: Annotated[
-        str | None, typer.Option(help=", ".join(defaults.KV_CACHE_DTYPES) + ".", rich_help_panel=ENGINE)
-    ] = None,
-    gpu_memory_utilization: Annotated[
-        float | None, typer.Option(help="Fraction of GPU memory for the engine.", rich_help_panel=ENGINE)
-    ] = None,
-    kv_cache_memory: Annotated[
-        str | None,
-        typer.Option(
-            help="KV-cache budget, e.g. 512MiB or 2GiB (the CPU path's budget; on a GPU it replaces the fraction).",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
+    max_model_len: flags.MaxModelLen = None,
+    max_num_seqs: flags.MaxNumSeqs = None,
+    max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
+    kv_cache_dtype: flags.KvCacheDtype = None,
+    gpu_memory_utilization: flags.GpuMemoryUtilization = None,
+    kv_cache_memory: flags.KvCacheMemory = None,
     seed: Annotated[int, typer.Option(help="Engine seed.", rich_help_panel=ENGINE)] = 0,
     threads: Annotated[
         int | None,
@@ -142,7 +119,6 @@ def serve(
         api_key=api_key,
         served_model_name=served_model_name,
         default_max_tokens=default_max_tokens,
-        kv_cache_memory=kv_cache_memory,
         tool_call_parser=ToolCallParser(tool_call_parser).value,
         engine_overrides=dict(
             dtype=dtype,
@@ -154,6 +130,7 @@ def serve(
             max_num_batched_tokens=max_num_batched_tokens,
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
+            kv_cache_memory=kv_cache_memory,
             seed=seed,
             threads=threads,
             overflow=overflow.value if overflow else None,
@@ -209,9 +186,11 @@ def _render_ready(plan, engine, settings) -> None:
         f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
         f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}"
     )
-    device = "GPU" if plan.device.kind == "cuda" else "CPU"
     console.print(
-        "  " + messages.kv_cache_size_log(info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, device)
+        "  "
+        + messages.kv_cache_size_log(
+            info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, plan.device.log_name
+        )
     )
     key = " (API key required)" if settings.api_key else ""
     console.print(

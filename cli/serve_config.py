@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kvtool.cli.engine_options import AUTO_MAX_MODEL_LEN
 from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.sizing import kv_cache, messages
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
@@ -30,6 +31,11 @@ class DeviceInfo:
     # bf16 matmuls at speed: bf16 instructions (oneDNN packs bf16 weights) or AVX2 (the C kernels' column
     # panels); elsewhere a CPU runs bf16 emulated
     fast_bf16: bool = True
+
+    @property
+    def log_name(self) -> str:
+        """The device as vLLM's log lines name it."""
+        return "GPU" if self.kind == "cuda" else "CPU"
 
 
 def detect_device(requested: str = "auto") -> DeviceInfo:
@@ -61,6 +67,7 @@ def build_serve_plan(
     _fit_max_model_len(settings, sources, spec, plan)
     _fit_parallelism(settings, sources, device, plan)
     _fit_kv_cache(settings, sources, device, spec, plan)
+    _fit_auto_max_model_len(settings, device, spec, plan)
     _fit_batch(settings, sources, plan)
     if plan.default_max_tokens is not None and settings.get("max_model_len"):
         plan.default_max_tokens = min(plan.default_max_tokens, settings["max_model_len"])
@@ -133,8 +140,37 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
         )
 
 
+def _fit_auto_max_model_len(settings: dict, device: DeviceInfo, spec: ModelSpec, plan: ServePlan) -> None:
+    """`--max-model-len auto`: the largest length whose one request fits the KV budget, by the arithmetic of
+    `kvtool plan --max-model-len auto` and the engine's start-up check (vLLM's auto-fit, done before loading)."""
+    if settings.get("max_model_len") != AUTO_MAX_MODEL_LEN:
+        return
+    budget = settings.get("kv_cache_memory")
+    if budget is None:
+        raise UsageError(
+            "--max-model-len auto on a GPU needs --kv-cache-memory: the embedded engine fixes its context "
+            "length before it measures the memory left for the KV cache.",
+            "Give --kv-cache-memory, or a length (`kvtool plan --max-model-len auto` computes one for this GPU).",
+        )
+    dtype = settings.get("dtype", "auto")
+    quantized = engine_quantization(spec.source, device.kind, dtype, settings.get("quantization"))
+    run_spec = replace(spec, dtype="float32" if quantized else resolve_dtype(dtype, spec.dtype))
+    kv_args = dict(
+        kv_cache_dtype=settings.get("kv_cache_dtype", "auto"),
+        max_num_batched_tokens=settings.get("max_num_batched_tokens"),
+    )
+    settings["max_model_len"] = kv_cache.resolve_max_model_len(run_spec, "auto", budget, **kv_args)
+    if settings["max_model_len"] < spec.derived_max_model_len:  # vLLM's log line when it lowers the length
+        plan.notes.append(
+            f"Auto-fit max_model_len: reduced from {spec.derived_max_model_len} to {settings['max_model_len']} "
+            f"to fit in available KV cache memory ({kv_cache.format_gib(budget)} GiB {device.log_name})"
+        )
+
+
 def _cpu_kv_budget(settings: dict, spec: ModelSpec) -> int:
-    max_model_len = settings.get("max_model_len") or spec.derived_max_model_len
+    max_model_len = settings.get("max_model_len")
+    if max_model_len in (None, AUTO_MAX_MODEL_LEN):  # auto: the budget of the model's full context
+        max_model_len = spec.derived_max_model_len
     per_request = kv_cache.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
     one_block = kv_cache.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
     return min(

@@ -12,7 +12,6 @@ from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, det
 from kvtool.engine.server.serving import ServerSettings
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.spec import ModelSpec, resolve_model_spec
-from kvtool.engine.sizing.units import parse_bytes
 from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile
@@ -40,7 +39,6 @@ class ServeRequest:
     api_key: str | None = None
     served_model_name: str | None = None
     default_max_tokens: int | None = None
-    kv_cache_memory: str | None = None
     tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
     engine_overrides: dict = field(default_factory=dict)
 
@@ -67,8 +65,6 @@ def plan_startup(request: ServeRequest) -> StartupPlan:
     spec = resolve_model_spec(model)
     device = detect_device(request.engine_overrides.get("device", "auto"))
     overrides = {**request.engine_overrides, "model": model, "default_max_tokens": request.default_max_tokens}
-    if request.kv_cache_memory is not None:
-        overrides["kv_cache_memory"] = parse_bytes(request.kv_cache_memory, "--kv-cache-memory")
     return StartupPlan(request, profile, spec, device, build_serve_plan(profile, overrides, device, spec))
 
 

@@ -12,6 +12,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     # serve: the engine could not start (e.g. the KV cache cannot hold one max_model_len sequence).
     STARTUP_FAILED = 3
+    # an unexpected exception: a fault in kvtool, not in the input (EX_SOFTWARE in sysexits.h)
+    INTERNAL_ERROR = 70
     INTERRUPTED = 130
 
 

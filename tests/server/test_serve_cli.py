@@ -61,6 +61,17 @@ def test_backend_vllm_execs_vllm_serve_with_the_profiles_flags(tmp_path):
     assert flags["--key-from-env"] == "sekret" and "--api-key" not in flags  # not visible in `ps`
 
 
+@pytest.mark.parametrize("given, passed", [("8k", "8000"), ("8K", "8192"), ("auto", "-1"), ("-1", "-1")])
+def test_backend_vllm_passes_max_model_len_as_vllm_reads_it(tmp_path, given, passed):
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text('#!/bin/sh\necho "vllm $*"\n')
+    fake_vllm.chmod(0o755)
+    result = run_kvtool("serve", "--backend", "vllm", "--max-model-len", given, path=f"{tmp_path}:{os.environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    argv = result.stdout.split()
+    assert argv[argv.index("--max-model-len") + 1] == passed
+
+
 def test_backend_vllm_refuses_a_profile_the_model_cannot_run(tmp_path):
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text("#!/bin/sh\necho vllm\n")

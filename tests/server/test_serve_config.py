@@ -1,11 +1,16 @@
 """Profile + flags + device -> EngineConfig, with a note for every setting the device cannot honour."""
 
+import json
 from dataclasses import replace
 
 import pytest
+from typer.testing import CliRunner
 
+from kvtool.cli.app import app
+from kvtool.cli.engine_options import AUTO_MAX_MODEL_LEN
 from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
 from kvtool.engine.sizing import kv_cache
+from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import load_profile
@@ -99,3 +104,44 @@ def test_a_flag_longer_than_the_model_context_is_refused(smollm2):
         match=r"max_model_len \(9000\) is greater than the derived max_model_len \(max_position_embeddings=8192",
     ):
         build_serve_plan(None, {"max_model_len": 9000}, CPU, smollm2)
+
+
+def test_auto_max_model_len_is_the_length_plan_predicts_for_the_same_budget(smollm2):
+    """`--max-model-len auto` on the CPU: the largest length one request of which fits, as vLLM's auto-fit,
+    and what `kvtool plan --max-model-len auto` gives for the same model and KV budget."""
+    budget = 16 << 20
+    plan = build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN, "kv_cache_memory": budget}, CPU, smollm2)
+    planned = CliRunner().invoke(
+        app, ["plan", "--model", "smollm2", "--kv-cache-memory", "16MiB", "--max-model-len", "auto", "--json"]
+    )
+    length = plan.engine_config.max_model_len
+    assert length == json.loads(planned.stdout)["max_model_len"] < smollm2.derived_max_model_len
+    run_spec = replace(smollm2, dtype="float32")  # the GGUF's weights stay quantized: a float32 KV cache
+    kv_cache.check_kv_cache_fits(run_spec, budget, length)  # the engine's start-up check
+    with pytest.raises(KVCacheTooSmallError):
+        kv_cache.check_kv_cache_fits(run_spec, budget, length + 1)
+    assert (
+        f"Auto-fit max_model_len: reduced from 8192 to {length} to fit in available KV cache memory" in plan.notes[-1]
+    )
+
+
+def test_auto_max_model_len_keeps_the_full_context_when_it_fits(smollm2):
+    plan = build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN}, CPU, smollm2)
+    assert plan.engine_config.max_model_len == smollm2.derived_max_model_len
+    assert not any("Auto-fit" in note for note in plan.notes)
+
+
+def test_auto_max_model_len_on_a_gpu_needs_a_kv_budget(smollm2):
+    with pytest.raises(UsageError, match="--max-model-len auto on a GPU needs --kv-cache-memory"):
+        build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN}, ONE_GPU, smollm2)
+    given = build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN, "kv_cache_memory": 16 << 20}, ONE_GPU, smollm2)
+    assert given.engine_config.max_model_len == kv_cache.estimate_max_model_len(16 << 20, smollm2)
+
+
+@pytest.mark.slow
+def test_the_engine_starts_at_the_auto_length(smollm2):
+    from kvtool.engine.runtime.llm_engine import LLMEngine
+
+    plan = build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN, "kv_cache_memory": 16 << 20}, CPU, smollm2)
+    engine = LLMEngine(plan.engine_config)
+    assert engine.config.max_model_len == plan.engine_config.max_model_len < smollm2.derived_max_model_len
