@@ -37,6 +37,7 @@ class MemoryProfile:
     peak_torch_memory_gib: float | None = None  # 0.6.4: weights + activation peak
     non_torch_memory_gib: float | None = None
     consumed_memory_gib: float | None = None  # 0.28+: weights + non-torch
+    non_kv_cache_memory_gib: float | None = None  # all of the above, as V1 takes it off the budget
     cudagraph_memory_gib: float | None = None  # captured ("Graph capturing finished ... took")
     cudagraph_memory_estimate_gib: float | None = None  # profiled before sizing the KV cache (0.18+)
     available_kv_cache_memory_gib: float | None = None

@@ -20,6 +20,7 @@ OVERHEADS = (
     "peak_torch_memory_gib",
     "non_torch_memory_gib",
     "consumed_memory_gib",
+    "non_kv_cache_memory_gib",
     "cudagraph_memory_gib",
     "cudagraph_memory_estimate_gib",
 )

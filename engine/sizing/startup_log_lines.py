@@ -151,8 +151,22 @@ LINES = (
         ("kv_cache_memory_bytes_to_requested_limit", "kv_cache_memory_bytes_to_gpu_limit"),
         "0.10.2+",
     ),
+    _v1(
+        "Initial free memory {gib} GiB, reserved {gib} GiB memory for KV Cache as specified by kv_cache_memory_bytes",
+        ("free_gpu_memory_gib", "available_kv_cache_memory_gib"),
+        "0.10.2+ (--kv-cache-memory given: no profiling)",
+    ),
     _v1("Current kv cache memory in use is {bytes} bytes", ("available_kv_cache_memory_gib",), "0.10.2"),
     _v1("Current kv cache memory in use is {gib} GiB", ("available_kv_cache_memory_gib",), "0.11+"),
+    # V1 debug lines (VLLM_LOGGING_LEVEL=DEBUG): gpu_worker.py and utils' MemoryProfilingResult.
+    _v1("Initial free memory: {gib} GiB", ("free_gpu_memory_gib",), "0.9+"),
+    _v1("requested GPU memory: {gib} GiB", ("requested_memory_gib",), "0.9 - 0.11"),
+    _v1("Requested memory: {x} (util), {gib} GiB", ("gpu_memory_utilization", "requested_memory_gib"), "0.12+"),
+    _v1("Total non KV cache memory: {gib}GiB", ("non_kv_cache_memory_gib",), "0.9+"),
+    _v1("torch peak memory increase: {gib}GiB", ("peak_activation_memory_gib",), "0.9+"),
+    _v1("non-torch forward increase memory: {gib}GiB", ("non_torch_memory_gib",), "0.9 - 0.30"),
+    _v1("total consumed (from mem_get_info): {gib}GiB", ("consumed_memory_gib",), "0.33+"),
+    _v1("weights memory: {gib}GiB", ("weights_memory_gib",), "0.9+"),
     LogLine("# GPU blocks: {n}", ("num_gpu_blocks",), "V1 0.6.4 - 0.7 (and the start of V0's line)"),
     LogLine("num_gpu_blocks is: {n}", ("num_gpu_blocks",), "0.9+ (the engine's final count, once)"),
     # V0: worker/worker.py, worker/model_runner.py, executor/*.

@@ -22,8 +22,6 @@ RECORD_START = re.compile(
     r"|Traceback \(most recent call last\)|[\w.]*(?:Error|Exception):)"
 )
 VLLM_PREFIX = re.compile(rf"\b{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w.]+\.py:\d+\]")
-_LEVEL_AT = re.compile(rf"\b{_LEVEL}\b")
-_PROCESS = re.compile(r"\((\w[^()\n]*\bpid=\d+[^()\n]*)\)")
 _RAY_REPEATS = re.compile(r"\[repeated(\d+)xacrosscluster\]")
 
 
@@ -31,7 +29,6 @@ _RAY_REPEATS = re.compile(r"\[repeated(\d+)xacrosscluster\]")
 class LogRecord:
     text: str  # the record as vLLM wrote it, wraps joined
     compact: str  # the same without any whitespace, which a paste may have added or lost at a wrap
-    process: str  # the innermost process prefix, e.g. "VllmWorker rank=3 pid=123"; "" when none
     repeats: int  # Ray prints one line for N identical ones: "[repeated Nx across cluster]"
 
 
@@ -53,8 +50,8 @@ def log_records(text: str) -> list[LogRecord]:
 
 
 def _record(text: str) -> LogRecord:
+    if "\x1b" in text or "[" in text:
+        text = _ANSI.sub("", text)  # a colour code cut in two by a wrap
     compact = "".join(text.split())
-    level = _LEVEL_AT.search(text, 0, 300)
-    processes = _PROCESS.findall(text, 0, level.start() if level else 160)
     repeats = _RAY_REPEATS.search(compact)
-    return LogRecord(text, compact, processes[-1] if processes else "", int(repeats[1]) if repeats else 1)
+    return LogRecord(text, compact, int(repeats[1]) if repeats else 1)

@@ -5,7 +5,7 @@ Four places print them, from the most to the least authoritative:
   max_seq_len=16384, ...` (`Initializing an LLM engine (v0.4.3) ...` in V0), the values the engine runs with;
 - `non-default args: {'model': '...', 'max_model_len': 16384, ...}` (0.9+), a Python dict that may hold a long
   chat template;
-- `args: Namespace(model='...', max_model_len=None, ...)` (0.4 - 0.34, api_server.py run directly), every flag;
+- `args: Namespace(model='...', max_model_len=None, ...)` (0.4 - 0.8), every flag;
 - the command line a report quotes, `vllm serve MODEL --max-model-len 16384 ...`.
 """
 
@@ -67,12 +67,13 @@ def _convert(name: str, value: object) -> object:
         value = value[0] if value else None
     if value is None or str(value) == "None":
         return None
+    first_word = str(value).split()[0] if str(value).split() else ""  # 0.6's config line lacks a comma
     if name in _BOOL:
-        return str(value).lower() in ("true", "1")
+        return first_word.lower() in ("true", "1")
     if name == "gpu_memory_utilization":
-        return _number(float, value)
+        return _number(float, first_word)
     if name in _INT:
-        number = _number(parse_human_int, str(value))
+        number = _number(parse_human_int, first_word)
         return number if number is not None and number > 0 else None  # -1 / auto: vLLM picks the length
     return str(value).removeprefix("torch.")
 
