@@ -8,7 +8,7 @@ except which start a line belongs to.
 import re
 from collections import defaultdict
 
-from kvtool.engine.sizing.startup_log_lines import GATES, LINES, LogLine
+from kvtool.engine.sizing.startup_log_lines import KEYWORDS, LINES, LogLine
 from kvtool.engine.sizing.startup_log_records import VLLM_PREFIX, LogRecord
 from kvtool.engine.sizing.startup_log_settings import COMMAND_LINE, LOG_LINE, SETTINGS, stated_args, typed_settings
 
@@ -40,8 +40,8 @@ class Launch:
         self.args: dict[str, object] = {}
         self.device_name: str | None = None
         self.started = False  # the banner, the args or the engine's config line was seen
-        self.is_vllm = False
-        self.last_vllm_line = ""
+        self.records: list[LogRecord] = []
+        self._vllm_lines_seen = False
         self._settings: dict[str, tuple[int, object]] = {}
         self._args_trust = COMMAND_LINE - 1
         self._versions: list[tuple[int, str]] = []
@@ -76,11 +76,21 @@ class Launch:
         chosen = [(value, repeats, rank) for line, value, repeats, rank in entries if line == best]
         return tuple(value for value, repeats, rank in chosen if rank or not per_rank for _ in range(repeats))
 
+    @property
+    def is_vllm(self) -> bool:
+        """Whether vLLM wrote any of the lines: one of its messages, or its log format."""
+        return self._vllm_lines_seen or any(VLLM_PREFIX.search(record.text) for record in self.records)
+
+    @property
+    def last_vllm_line(self) -> str:
+        """The message of the last line in vLLM's log format."""
+        prefixes = (VLLM_PREFIX.search(record.text) for record in reversed(self.records))
+        return next((prefix.string[prefix.end() :] for prefix in prefixes if prefix), "")
+
     def read(self, record: LogRecord) -> None:
         """Take every figure and setting the record states."""
-        if prefix := VLLM_PREFIX.search(record.text):
-            self.is_vllm, self.last_vllm_line = True, record.text[prefix.end() :]
-        if GATES.search(record.compact):
+        self.records.append(record)
+        if KEYWORDS.search(record.compact):
             for index, line in enumerate(LINES):
                 if line.gate in record.compact:
                     for reading in line.readings(record.compact):
@@ -91,16 +101,16 @@ class Launch:
             self._take_args(*stated)
 
     def _take(self, index: int, line: LogLine, reading: dict[str, object], record: LogRecord) -> None:
-        self.is_vllm = True
+        self._vllm_lines_seen = True
         self.started = self.started or line.starts_launch or line.engine is not None
+        for kind, engine in (("named", line.engine), ("only", line.only)):
+            if engine:
+                self._engines[kind].add(engine)
         if line.failure:
             self._take_failure(line, reading, record)
             return
         for name, value in (*reading.items(), *line.sets):
             self._take_figure(index, line, name, value, record)
-        for kind, engine in (("named", line.engine), ("only", line.only)):
-            if engine:
-                self._engines[kind].add(engine)
 
     def _take_figure(self, index: int, line: LogLine, name: str, value: object, record: LogRecord) -> None:
         if name == "vllm_version":
@@ -119,7 +129,7 @@ class Launch:
             self.failure_figures.setdefault(name, value)
 
     def _take_args(self, trust: int, args: dict[str, object]) -> None:
-        self.is_vllm = self.is_vllm or trust > COMMAND_LINE
+        self._vllm_lines_seen = self._vllm_lines_seen or trust > COMMAND_LINE
         self.started = self.started or trust > COMMAND_LINE
         if self._args_trust < trust < LOG_LINE:
             self.args, self._args_trust = args, trust
@@ -132,19 +142,26 @@ class Launch:
 
 
 def launches(records: list[LogRecord]) -> list[Launch]:
-    """The starts in a log, each with its records read."""
-    starts = [Launch()]
+    """The starts in a log, each with its records read: the API server's banner or args seen a second time
+    begin a new one (lines picked out of order hold each once)."""
+    starts, banners = [Launch()], set()
     for record in records:
-        if _starts_again(record) and (starts[-1].figures or starts[-1].failure_category):
-            starts.append(Launch())
+        if banner := _banner(record):
+            if banner in banners:
+                starts.append(Launch())
+                banners.clear()
+            banners.add(banner)
         starts[-1].read(record)
     return starts
 
 
-_BANNERS = tuple(line.gate for line in LINES if line.starts_launch) + ("non-defaultargs:", "args:Namespace(")
+_VERSION_BANNERS = tuple(line.gate for line in LINES if line.starts_launch)
 
 
-def _starts_again(record: LogRecord) -> bool:
-    return ("version" in record.compact or "args:" in record.compact) and any(
-        banner in record.compact for banner in _BANNERS
-    )
+def _banner(record: LogRecord) -> str | None:
+    """Which of the API server's first two lines the record is: its version, or its args."""
+    if "non-defaultargs:" in record.compact or "args:Namespace(" in record.compact:
+        return "args"
+    if "version" in record.compact and any(banner in record.compact for banner in _VERSION_BANNERS):
+        return "version"
+    return None

@@ -77,6 +77,10 @@ def _v0(template: str, fields: tuple[str, ...], releases: str, **more) -> LogLin
     return LogLine(template, fields, releases, only="V0", per_rank=True, **more)
 
 
+def _v1_failure(template: str, fields: tuple[str, ...], releases: str, failure: str = KV_TOO_SMALL) -> LogLine:
+    return LogLine(template, fields, releases, failure=failure, only="V1")
+
+
 LINES = (
     # The release: the API server's banner, the engine's config line, a wheel or pip pin in a report.
     LogLine("vLLM API server version {ver}", ("vllm_version",), "0.4 - 0.13", starts_launch=True),
@@ -208,32 +212,32 @@ LINES = (
     ),
     LogLine("total capacity of {gib} GiB", ("total_gpu_memory_gib",), "torch's CUDA out-of-memory error"),
     # Start-up failures: kv_cache_utils.py (V1), worker.py / llm_engine.py (V0), gpu_worker.py / worker/utils.py.
-    LogLine(
-        "To serve at least one request with the {_} max seq len ({n})", ("max_model_len",), "0.7+", failure=KV_TOO_SMALL
-    ),
-    LogLine("{gib} GiB KV cache is needed", ("needed_kv_cache_memory_gib",), "0.8+", failure=KV_TOO_SMALL),
-    LogLine("{gib} GB KV cache is needed", ("needed_kv_cache_memory_gib",), "0.7", failure=KV_TOO_SMALL),
-    LogLine(
-        "larger than the available KV cache memory ({gib} ",
-        ("available_kv_cache_memory_gib",),
-        "0.7+ (GB in 0.7, GiB from 0.8)",
-        failure=KV_TOO_SMALL,
-    ),
-    LogLine("the estimated maximum model length is {n}", ("estimated_max_model_len",), "0.8+", failure=KV_TOO_SMALL),
+    _v1_failure("To serve at least one request with the {_} max seq len ({n})", ("max_model_len",), "0.7+"),
+    _v1_failure("{gib} GiB KV cache is needed", ("needed_kv_cache_memory_gib",), "0.8+"),
+    _v1_failure("{gib} GB KV cache is needed", ("needed_kv_cache_memory_gib",), "0.7"),
+    _v1_failure("larger than the available KV cache memory ({gib} ", ("available_kv_cache_memory_gib",), "0.7+"),
+    _v1_failure("the estimated maximum model length is {n}", ("estimated_max_model_len",), "0.8+"),
     LogLine(
         "The model's max seq len ({n}) is larger than the maximum number of tokens that can be stored in KV cache "
         "({n})",
         ("max_model_len", "kv_cache_size_tokens"),
         "0.2 - 0.10 (V0)",
         failure=KV_TOO_SMALL,
+        only="V0",
     ),
     LogLine("No available memory for the cache blocks", (), "0.2+", failure=NO_CACHE_BLOCKS),
-    LogLine(
+    _v1_failure(
         "Free memory on device {_}({gib}/{gib} GiB) on startup is less than desired GPU memory utilization "
         "({x}, {gib} GiB)",
         ("free_gpu_memory_gib", "total_gpu_memory_gib", "gpu_memory_utilization", "requested_memory_gib"),
-        "0.9+ (device named from 0.15)",
-        failure=MEMORY_HELD_BY_OTHERS,
+        "0.9+ (the device named from 0.15)",
+        MEMORY_HELD_BY_OTHERS,
     ),
 )
-GATES = re.compile("|".join(re.escape(line.gate) for line in LINES))
+# Words at least one of which every line holds: a record with none is skipped after one quick search.
+_KEYWORDS = ("version", "█", "Initializing", "vllm", "memory", "took", "take", "blocks", "concurrency", "Chunked")
+KEYWORDS = re.compile(
+    "|".join(
+        map(re.escape, _KEYWORDS + tuple(line.gate for line in LINES if not any(w in line.gate for w in _KEYWORDS)))
+    )
+)

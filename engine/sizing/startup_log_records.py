@@ -12,13 +12,15 @@ import re
 from dataclasses import dataclass
 
 WRAP_WIDTH_MIN = 60  # a shorter line ended where its writer ended it, not at a paste's wrap (80, 120, 140)
-_ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]|(?<![\w\]])\[[0-9]{1,3}(?:;[0-9]{1,3})*m")
+_ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
+_ANSI_WITHOUT_ESCAPE = re.compile(r"\[[0-9]{1,3}(?:;[0-9]{1,3})*m")  # a paste that dropped the escape character
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 RECORD_START = re.compile(
     r"\s*(?:\(\w[^()\n]*\bpid=\d+[^()\n]*\)"  # a process prefix
     rf"|.{{0,120}}?\b{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d"  # vLLM's own format, behind any other prefix
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d"  # a timestamp added by docker, kubectl or a notebook
     rf"|{_LEVEL}:"  # uvicorn
+    r"|\[rank\d+\]:"  # torch.distributed's prefix on a rank's traceback
     r"|Traceback \(most recent call last\)|[\w.]*(?:Error|Exception):)"
 )
 VLLM_PREFIX = re.compile(rf"\b{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w.]+\.py:\d+\]")
@@ -34,7 +36,7 @@ class LogRecord:
 
 def log_records(text: str) -> list[LogRecord]:
     """The records of a pasted log, in the order pasted."""
-    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = _without_colours(text).replace("\r\n", "\n").replace("\r", "\n")
     records = []
     lines: list[str] = []
     for line in text.split("\n"):
@@ -49,9 +51,15 @@ def log_records(text: str) -> list[LogRecord]:
     return records
 
 
+def _without_colours(text: str) -> str:
+    if "\x1b" in text or "^[" in text:
+        text = _ANSI.sub("", text)
+    return _ANSI_WITHOUT_ESCAPE.sub("", text) if "[0m" in text or "[0;0m" in text else text
+
+
 def _record(text: str) -> LogRecord:
-    if "\x1b" in text or "[" in text:
-        text = _ANSI.sub("", text)  # a colour code cut in two by a wrap
+    if "\x1b" in text:
+        text = _ANSI.sub("", text).replace("\x1b", "")  # a colour code cut in two by a wrap
     compact = "".join(text.split())
-    repeats = _RAY_REPEATS.search(compact)
+    repeats = _RAY_REPEATS.search(compact) if "[repeated" in text else None
     return LogRecord(text, compact, int(repeats[1]) if repeats else 1)

@@ -34,9 +34,9 @@ _ALIASES = {
     "q": "quantization",
 }
 _SOURCES = (
-    (re.compile(r"with\s*config:\s*"), "", ENGINE_CONFIG),
-    (re.compile(r"non-default\s*args:\s*\{"), "}", NON_DEFAULT_ARGS),
-    (re.compile(r"args:\s*Namespace\("), ")", ARGS_NAMESPACE),
+    (re.compile(r"with\s*config:\s*"), ENGINE_CONFIG),
+    (re.compile(r"non-default\s*args:\s*\{"), NON_DEFAULT_ARGS),
+    (re.compile(r"args:\s*Namespace\("), ARGS_NAMESPACE),
 )
 _COMMAND = re.compile(r"\bvllm\s+serve\s|\bvllm\.entrypoints\.openai\.api_server\b")
 
@@ -44,9 +44,9 @@ _COMMAND = re.compile(r"\bvllm\s+serve\s|\bvllm\.entrypoints\.openai\.api_server
 def stated_args(text: str) -> tuple[int, dict[str, object]] | None:
     """(trust, {arg name: value as printed}) for a record that prints the engine config, the args or a command
     line; None for any other."""
-    for start, closing, trust in _SOURCES:
+    for start, trust in _SOURCES:
         if match := start.search(text):
-            return trust, dict(_items(text[match.end() :], closing))
+            return trust, dict(_items(text[match.end() :]))
     if match := _COMMAND.search(text):
         return COMMAND_LINE, dict(_command_items(text[match.end() :].split("`")[0]))
     return None
@@ -85,15 +85,15 @@ def _number(parse, value: object) -> float | int | None:
         return None
 
 
-def _items(text: str, closing: str) -> list[tuple[str, object]]:
+def _items(text: str) -> list[tuple[str, object]]:
     """`key=value, ...` or `'key': value, ...` pairs up to the bracket that closes them (or the text's end)."""
-    pieces = _top_level(text, closing)
+    pieces = _top_level(text)
     pairs = [re.match(r"\s*['\"]?(\w+)['\"]?\s*[:=](.*)", piece, re.S) for piece in pieces]
     return [(pair[1], _python_value(pair[2])) for pair in pairs if pair]
 
 
-def _top_level(text: str, closing: str) -> list[str]:
-    """`text` split at the commas outside brackets and quotes, up to the unmatched `closing` bracket."""
+def _top_level(text: str) -> list[str]:
+    """`text` split at the commas outside brackets and quotes, up to the first bracket it does not open."""
     pieces, depth, quote, start = [], 0, "", 0
     for index, char in enumerate(text):
         if quote:
@@ -104,7 +104,7 @@ def _top_level(text: str, closing: str) -> list[str]:
             depth += 1
         elif char in ")]}" and depth:
             depth -= 1
-        elif char == closing and not depth:
+        elif char in ")]}":
             return [*pieces, text[start:index]]
         elif char == "," and not depth:
             pieces.append(text[start:index])
