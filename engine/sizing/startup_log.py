@@ -14,10 +14,12 @@ from kvtool.engine.sizing.startup_log_launch import Launch, launches
 from kvtool.engine.sizing.startup_log_records import log_records
 from kvtool.errors import UsageError
 
-_GIVE_STARTUP = "Give the server's output from its first line to 'GPU KV cache size' (V1) or '# GPU blocks' (V0)."
+_UNTIL_SIZED = "from its first line to 'GPU KV cache size' (V1) or '# GPU blocks' (V0)"
+GIVE_THE_START = f"Give the server's output {_UNTIL_SIZED}, or to the error it stopped with."
+GIVE_VLLM_OUTPUT = f"Give the output of `vllm serve` {_UNTIL_SIZED}."
 EMPTY_LOG = "The start-up log is empty."
 NOT_VLLM_LOG = "This is not a vLLM log: none of its lines is one vLLM prints."
-TRUNCATED_LOG = "The log stops before vLLM measured its memory; its last vLLM line is: {line}"
+TRUNCATED_LOG = 'The log stops before vLLM measured its memory; its last vLLM line is "{line}".'
 NO_MEMORY_LINES = (
     "This vLLM log has no start-up memory lines ('Model loading took', 'Available KV cache memory', "
     "'# GPU blocks', 'GPU KV cache size', or a start-up error)."
@@ -104,12 +106,12 @@ def read_startup_log(text: str) -> VllmStartupLog:
     start-up memory line."""
     records = log_records(text)
     if not any(record.compact for record in records):
-        raise UsageError(EMPTY_LOG, _GIVE_STARTUP)
+        raise UsageError(EMPTY_LOG, GIVE_THE_START)
     launch = _measured(launches(records))
     if not launch.is_vllm:
-        raise UsageError(NOT_VLLM_LOG, "Give the output of `vllm serve` " + _GIVE_STARTUP[5:])
+        raise UsageError(NOT_VLLM_LOG, GIVE_VLLM_OUTPUT)
     if not launch.figures and not launch.failure_category:
-        raise UsageError(_missing_memory(launch), _GIVE_STARTUP)
+        raise UsageError(_missing_memory(launch), GIVE_THE_START)
     return _startup_log(launch)
 
 
@@ -131,7 +133,7 @@ def _missing_memory(launch: Launch) -> str:
     if not launch.started:
         return NO_MEMORY_LINES
     line = " ".join(launch.last_vllm_line.split())
-    return TRUNCATED_LOG.format(line=line if len(line) <= 100 else line[:97] + "...")
+    return TRUNCATED_LOG.format(line=line if len(line) <= 72 else line[:69] + "...")
 
 
 def _startup_log(launch: Launch) -> VllmStartupLog:

@@ -1,8 +1,8 @@
 """One start of vLLM within a log: its lines gathered, each figure kept with the rank that printed it.
 
-A log may hold several starts (a file appended to by each run): the API server's banner or its args after
-figures were printed begin a new one. Lines may be pasted out of order; nothing here depends on order
-except which start a line belongs to.
+A log may hold several starts (a file appended to by each run): the API server's version banner or its args
+seen a second time begin a new one. Lines picked out of order hold each once, and nothing else here depends
+on their order.
 """
 
 import re
@@ -33,7 +33,8 @@ class Launch:
     """The lines of one start, as they are read."""
 
     def __init__(self):
-        self.figures: dict[str, list[tuple[int, float, int, bool]]] = defaultdict(list)  # (line, value, repeats, rank)
+        # figure -> (index of the line in LINES, value, lines it stands for, printed by every rank) per print
+        self.figures: dict[str, list[tuple[int, float, int, bool]]] = defaultdict(list)
         self.failure_category: str | None = None
         self.failure_message = ""
         self.failure_figures: dict[str, float] = {}
@@ -73,8 +74,10 @@ class Launch:
     def _best(self, name: str, per_rank: bool = False) -> tuple[float, ...]:
         entries = self.figures.get(name, [])
         best = min((line for line, *_ in entries), default=None)
-        chosen = [(value, repeats, rank) for line, value, repeats, rank in entries if line == best]
-        return tuple(value for value, repeats, rank in chosen if rank or not per_rank for _ in range(repeats))
+        chosen = [(value, repeats, every_rank) for line, value, repeats, every_rank in entries if line == best]
+        return tuple(
+            value for value, repeats, every_rank in chosen if every_rank or not per_rank for _ in range(repeats)
+        )
 
     @property
     def is_vllm(self) -> bool:

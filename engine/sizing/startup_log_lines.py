@@ -77,6 +77,10 @@ def _v0(template: str, fields: tuple[str, ...], releases: str, **more) -> LogLin
     return LogLine(template, fields, releases, only="V0", per_rank=True, **more)
 
 
+# The "Free memory on device ... on startup. Desired GPU memory utilization ..." breakdown (gpu_worker.py).
+_FREE_MEMORY_RELEASES = "INFO in 0.10.2 and from 0.26, DEBUG in 0.11 - 0.24"
+
+
 def _v1_failure(template: str, fields: tuple[str, ...], releases: str, failure: str = KV_TOO_SMALL) -> LogLine:
     return LogLine(template, fields, releases, failure=failure, only="V1")
 
@@ -111,10 +115,13 @@ LINES = (
     LogLine("increase --gpu-memory-utilization from {x} to", ("gpu_memory_utilization",), "0.18 - 0.19"),
     # What each worker measured. V1: gpu_model_runner.py, gpu_worker.py, kv_cache_utils.py.
     LogLine(
-        "Model loading took {gib} GiB", ("weights_memory_gib",), "0.8+ ('GiB memory and' from 0.12)", per_rank=True
+        "Model loading took {gib} GiB",
+        ("weights_memory_gib",),
+        "0.8+, V0 and V1 ('GiB memory and' from 0.12)",
+        per_rank=True,
     ),
-    _v1("Available KV cache memory: {gib} GiB", ("available_kv_cache_memory_gib",), "0.8+"),
-    _v1("KV cache size: {n} tokens", ("kv_cache_size_tokens",), "0.8+ ('GPU + host' from 0.33)"),
+    _v1("Available KV cache memory: {gib} GiB", ("available_kv_cache_memory_gib",), "0.9+"),
+    _v1("KV cache size: {n} tokens", ("kv_cache_size_tokens",), "0.8+ (one line with the concurrency from 0.28)"),
     _v1("Estimated CUDA graph memory: {gib} GiB total", ("cudagraph_memory_estimate_gib",), "0.18+"),
     LogLine("Graph capturing finished in {_} secs, took {gib} GiB", ("cudagraph_memory_gib",), "0.6.4+", per_rank=True),
     _v1(
@@ -125,24 +132,24 @@ LINES = (
     LogLine(
         "Maximum concurrency for {n} tokens per request: {x}x",
         ("max_model_len", "max_concurrency"),
-        "0.6.3+ (V0 executor, V1 kv_cache_utils.py)",
+        "V0 0.6.3 - 0.10 (executor), V1 0.7+ (kv_cache_utils.py)",
         per_rank=True,
     ),
     _v1(
         "Free memory on device {_}({gib}/{gib} GiB) on startup",
         ("free_gpu_memory_gib", "total_gpu_memory_gib"),
-        "0.10.2+",
+        _FREE_MEMORY_RELEASES,
     ),
     _v1(
         "Desired GPU memory utilization is ({x}, {gib} GiB)",
         ("gpu_memory_utilization", "requested_memory_gib"),
-        "0.10.2+ (debug 0.15 - 0.24)",
+        _FREE_MEMORY_RELEASES,
     ),
     _v1(
         "Actual usage is {gib} GiB for weight, {gib} GiB for peak activation, {gib} GiB for non-torch memory, "
         "and {gib} GiB for CUDAGraph memory",
         ("weights_memory_gib", "peak_activation_memory_gib", "non_torch_memory_gib", "cudagraph_memory_gib"),
-        "0.10.2 - 0.26",
+        "0.10.2 - 0.26 (" + _FREE_MEMORY_RELEASES + ")",
     ),
     _v1(
         "Actual usage is {gib} GiB for consumed memory (weights + non-torch), {gib} GiB for peak activation, "
@@ -153,7 +160,7 @@ LINES = (
     _v1(
         "`--kv-cache-memory={n}`{_}to fit into requested memory, or `--kv-cache-memory={n}`",
         ("kv_cache_memory_bytes_to_requested_limit", "kv_cache_memory_bytes_to_gpu_limit"),
-        "0.10.2+",
+        _FREE_MEMORY_RELEASES,
     ),
     _v1(
         "Initial free memory {gib} GiB, reserved {gib} GiB memory for KV Cache as specified by kv_cache_memory_bytes",
@@ -161,7 +168,7 @@ LINES = (
         "0.10.2+ (--kv-cache-memory given: no profiling)",
     ),
     _v1("Current kv cache memory in use is {bytes} bytes", ("available_kv_cache_memory_gib",), "0.10.2"),
-    _v1("Current kv cache memory in use is {gib} GiB", ("available_kv_cache_memory_gib",), "0.11+"),
+    _v1("Current kv cache memory in use is {gib} GiB", ("available_kv_cache_memory_gib",), "0.11+ (debug to 0.24)"),
     # V1 debug lines (VLLM_LOGGING_LEVEL=DEBUG): gpu_worker.py and utils' MemoryProfilingResult.
     _v1("Initial free memory: {gib} GiB", ("free_gpu_memory_gib",), "0.9+"),
     _v1("requested GPU memory: {gib} GiB", ("requested_memory_gib",), "0.9 - 0.11"),

@@ -246,7 +246,7 @@ def test_bad_input_gets_one_line_naming_the_problem_and_the_fix(case):
 
 
 def test_a_truncated_log_names_the_last_line_it_has():
-    with pytest.raises(UsageError, match=r"its last vLLM line is: non-default args: \{'host': 'localhost'"):
+    with pytest.raises(UsageError, match=r"its last vLLM line is \"non-default args: \{'host': 'localhost'"):
         read_startup_log("\n".join(release_log("0.10.2").splitlines()[:2]))
 
 
