@@ -122,7 +122,7 @@ LINES = (
     ),
     _v1("Available KV cache memory: {gib} GiB", ("available_kv_cache_memory_gib",), "0.9+"),
     _v1("KV cache size: {n} tokens", ("kv_cache_size_tokens",), "0.8+ (one line with the concurrency from 0.28)"),
-    _v1("Estimated CUDA graph memory: {gib} GiB total", ("cudagraph_memory_estimate_gib",), "0.18+"),
+    _v1("Estimated CUDA graph memory: {gib} GiB total", ("cudagraph_memory_estimate_gib",), "0.18 - 0.33"),
     LogLine("Graph capturing finished in {_} secs, took {gib} GiB", ("cudagraph_memory_gib",), "0.6.4+", per_rank=True),
     _v1(
         "CUDA graph pool memory: {gib} GiB (actual), {gib} GiB (estimated)",

@@ -270,3 +270,67 @@ def test_a_5_mb_log_takes_well_under_a_second_of_cpu():
     log = read_startup_log(text)
     assert time.process_time() - started < 1.0
     assert log.memory.kv_cache_size_tokens == 113_616
+
+
+# -- wordings the release logs above do not use -------------------------------------------------------------
+
+VARIANTS = [
+    (  # 0.6.4 only
+        "INFO 11-18 10:00:00 worker.py:232] Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=15.53GiB "
+        "peak_torch_memory=16.31GiB memory_usage_post_profile=15.63GiB non_torch_memory=0.29GiB kv_cache_size=54.76GiB "
+        "gpu_memory_utilization=0.90",
+        dict(
+            total_gpu_memory_gib=79.15,
+            peak_torch_memory_gib=16.31,
+            non_torch_memory_gib=0.29,
+            available_kv_cache_memory_gib=54.76,
+        ),
+        dict(gpu_memory_utilization=0.9, engine="V0"),
+    ),
+    (  # V1 in 0.6.4 - 0.7 (VLLM_USE_V1=1)
+        "INFO 02-25 10:01:40 gpu_model_runner.py:1060] Loading model weights took 14.9888 GB\n"
+        "INFO 02-25 10:01:50 kv_cache_utils.py:522] # GPU blocks: 27721",
+        dict(weights_memory_gib=14.9888, num_gpu_blocks=27721),
+        dict(),
+    ),
+    (  # --kv-cache-memory given (0.10.2+): no profiling
+        "(EngineCore_DP0 pid=99) INFO 10-01 09:00:00 [gpu_worker.py:270] Initial free memory 23.05 GiB, reserved 12.00GiB "
+        "memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling. This does does not "
+        "respect the gpu_memory_utilization config.",
+        dict(free_gpu_memory_gib=23.05, available_kv_cache_memory_gib=12.0),
+        dict(engine="V1"),
+    ),
+    (  # a report that gives its environment instead of the banner
+        "vLLM Version: 0.7.3\nvLLM Build Flags:\n...\nINFO 02-25 10:01:50 executor_base.py:111] # cuda blocks: 20725, # CPU blocks: 1638",
+        dict(num_gpu_blocks=20725, num_cpu_blocks=1638),
+        dict(vllm_version="0.7.3", engine="V0"),
+    ),
+    (
+        "pip install vllm==0.8.5\nINFO 05-02 14:22:31 [kv_cache_utils.py:634] GPU KV cache size: 448,896 tokens",
+        dict(kv_cache_size_tokens=448896),
+        dict(vllm_version="0.8.5", engine="V1"),
+    ),
+]
+
+
+@pytest.mark.parametrize("text, figures, settings", VARIANTS)
+def test_other_wordings(text, figures, settings):
+    log = read_startup_log(text)
+    assert {name: value for name, value in dataclasses.asdict(log.memory).items() if value is not None} == figures
+    for name, value in settings.items():
+        assert getattr(log, name) == value, name
+
+
+def test_v0_7_s_failure_is_in_gb():
+    log = read_startup_log(
+        "ERROR 02-25 10:01:50 core.py:291] ValueError: To serve at least one request with the models's max seq len "
+        "(131072), (16.00 GB KV cache is needed, which is larger than the available KV cache memory (9.87 GB). Try "
+        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
+    failure = log.failure
+    assert (failure.max_model_len, failure.needed_kv_cache_memory_gib, failure.available_kv_cache_memory_gib) == (
+        131072,
+        16.0,
+        9.87,
+    )
+    assert failure.estimated_max_model_len is None
