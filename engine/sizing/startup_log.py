@@ -130,9 +130,10 @@ def _measured(all_launches: list[Launch]) -> Launch:
 
 
 def _missing_memory(launch: Launch) -> str:
-    if not launch.started:
-        return NO_MEMORY_LINES
+    """Why the log gives no figure: it stops early (vLLM had started), or it is not a start-up's log."""
     line = " ".join(launch.last_vllm_line.split())
+    if not launch.started or not line:
+        return NO_MEMORY_LINES
     return TRUNCATED_LOG.format(line=line if len(line) <= 72 else line[:69] + "...")
 
 

@@ -38,6 +38,7 @@ _SOURCES = (
     (re.compile(r"non-default\s*args:\s*\{"), NON_DEFAULT_ARGS),
     (re.compile(r"args:\s*Namespace\("), ARGS_NAMESPACE),
 )
+_LONGEST_ARGS = 200_000  # characters: a long chat template fits; a whole log glued into one record is not read
 _COMMAND = re.compile(r"\bvllm\s+serve\s|\bvllm\.entrypoints\.openai\.api_server\b")
 
 
@@ -46,9 +47,9 @@ def stated_args(text: str) -> tuple[int, dict[str, object]] | None:
     line; None for any other."""
     for start, trust in _SOURCES:
         if match := start.search(text):
-            return trust, dict(_items(text[match.end() :]))
+            return trust, dict(_items(text[match.end() : match.end() + _LONGEST_ARGS]))
     if match := _COMMAND.search(text):
-        return COMMAND_LINE, dict(_command_items(text[match.end() :].split("`")[0]))
+        return COMMAND_LINE, dict(_command_items(text[match.end() : match.end() + _LONGEST_ARGS].split("`")[0]))
     return None
 
 
