@@ -23,6 +23,10 @@ PUBLIC = [json.loads(line) for line in (HERE / "logs.jsonl").read_text().splitli
 RELEASES = json.loads((HERE / "releases" / "expected.json").read_text())
 
 
+def public_log(record_id: str) -> str:
+    return next(record["log"] for record in PUBLIC if record["id"].startswith(record_id))
+
+
 def release_log(release: str) -> str:
     with open(HERE / "releases" / f"{release}.log", newline="") as file:  # keep vLLM's \r\n inside messages
         return file.read()
@@ -102,7 +106,7 @@ def test_public_log_gives_the_figures_vllm_printed(record):
 
 def test_every_rank_keeps_its_own_figures_and_the_smallest_budget_is_the_log_s():
     """vLLM 0.10.0 on 8 ranks: each prints its KV budget and tokens; the engine keeps the smallest."""
-    log = read_startup_log(next(record["log"] for record in PUBLIC if record["id"].startswith("s-11")))
+    log = read_startup_log(public_log("s-11"))
     budgets = log.rank_figures["available_kv_cache_memory_gib"]
     assert sorted(budgets) == [35.65] * 6 + [35.74, 36.12]
     assert log.memory.available_kv_cache_memory_gib == min(budgets)
@@ -111,12 +115,12 @@ def test_every_rank_keeps_its_own_figures_and_the_smallest_budget_is_the_log_s()
 
 
 def test_ray_s_repeated_lines_count_as_the_ranks_that_printed_them():
-    log = read_startup_log(next(record["log"] for record in PUBLIC if record["id"].startswith("s-06")))
+    log = read_startup_log(public_log("s-06"))
     assert log.rank_figures["available_kv_cache_memory_gib"] == (45.32,) * 4
 
 
 def test_a_failed_start_gives_vllm_s_figures_and_its_words():
-    log = read_startup_log(next(record["log"] for record in PUBLIC if record["id"].startswith("s-25")))
+    log = read_startup_log(public_log("s-25"))
     failure = log.failure
     assert (failure.category, failure.max_model_len, failure.needed_kv_cache_memory_gib) == (
         "kv_cache_too_small_at_startup",
