@@ -77,7 +77,7 @@ class LLMEngine:
         request = prompt if isinstance(prompt, ProcessedRequest) else self.input_processor.process(prompt, params)
         params = request.params
         seqs = [
-            Sequence(request_id, request.prompt_token_ids, params, request.max_tokens, i, request.arrival_time)
+            Sequence(request_id, request.prompt_token_ids, params, request.max_tokens.value, i, request.arrival_time)
             for i in range(params.n)
         ]
         if params.structured_outputs is not None:

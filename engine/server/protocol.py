@@ -7,10 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
-from kvtool.engine.runtime.input_processor import MAX_LOGPROBS
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
-
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's /v1/completions default, in every version
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
 
 # The vocabulary bound of token ids is the served model's: build_app writes it into the OpenAPI document.
 TokenId = Annotated[int, Field(ge=0, json_schema_extra={"x-token-id": True})]
@@ -142,7 +140,7 @@ class _SamplingFields(StrictModel):
 
 class CompletionRequest(_SamplingFields):
     prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
-    max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
+    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
     add_special_tokens: bool = True
