@@ -28,7 +28,7 @@ TEXT = (
 
 
 def perplexity(llm, token_ids: list[int]) -> float:
-    from kvtool.engine.runtime.worker.attention import AttentionMetadata
+    from kvtool.engine.runtime.layers.attention import AttentionMetadata
 
     runner = llm.engine.model_runner
     n, block_size = len(token_ids), runner.block_size

@@ -16,10 +16,9 @@ from functools import cached_property
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.sizing import messages as msg
-from kvtool.engine.sizing.request_length import check_max_tokens, check_prompt_characters, output_budget
+from kvtool.engine.sizing.defaults import MAX_LOGPROBS
+from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
 from kvtool.errors import InvalidRequestError, UsageError
-
-MAX_LOGPROBS = 20  # vLLM's default max_logprobs
 
 
 @dataclass
@@ -29,13 +28,8 @@ class ProcessedRequest:
     prompt: str | None
     prompt_token_ids: list[int]
     params: SamplingParams
-    max_tokens: int  # after the overflow policy
-    requested_max_tokens: int | None  # what the request asked for (or its default)
+    max_tokens: MaxTokens  # what it runs with, after the overflow policy, and what it asked for
     arrival_time: float
-
-    @property
-    def clamped(self) -> bool:
-        return self.requested_max_tokens is not None and self.max_tokens < self.requested_max_tokens
 
 
 class InputProcessor:
@@ -61,8 +55,8 @@ class InputProcessor:
     ) -> ProcessedRequest:
         """Tokenize and check one prompt; RequestTooLongError or InvalidRequestError (HTTP 400) when it cannot run.
 
-        `default_max_tokens` (a serving profile's default, used when the request set none) is lowered to the
-        room left rather than failing the request. A chat request hands its rendered text here.
+        `default_max_tokens` is a serving profile's default, for a request that set none (decide_max_tokens).
+        A chat request hands its rendered text here.
         """
         self.check_params(params)
         requested = params.max_tokens
@@ -70,10 +64,10 @@ class InputProcessor:
         if isinstance(prompt, str) and self.tokenizer is not None:
             check_prompt_characters(len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token)
         text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
-        if default_max_tokens is not None and requested is None:
-            requested = min(default_max_tokens, max(self.max_model_len - len(ids), 1))
-        max_tokens = output_budget(len(ids), requested, self.max_model_len, self.overflow, text is not None)
-        return ProcessedRequest(text, ids, params, max_tokens, requested, time.monotonic())
+        max_tokens = decide_max_tokens(
+            len(ids), self.max_model_len, requested, default_max_tokens, self.overflow, text is not None
+        )
+        return ProcessedRequest(text, ids, params, max_tokens, time.monotonic())
 
     @cached_property
     def max_chars_per_token(self) -> int:

@@ -1,6 +1,5 @@
 """LLMEngine: requests in, one scheduled model step at a time, RequestOutputs out."""
 
-import dataclasses
 import logging
 import time
 
@@ -16,6 +15,7 @@ from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
 from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, resolve_quantization, torch_dtype
 from kvtool.engine.runtime.worker.model_runner import ModelRunner, ModelRunnerOutput
+from kvtool.engine.sizing.kv_cache import KVCachePlan
 from kvtool.engine.sizing.messages import REQUEST_FAILED_IN_STEP
 from kvtool.errors import UsageError
 
@@ -32,38 +32,32 @@ class LLMEngine:
         quantization = resolve_quantization(config, source, self.device)
         dtype = torch_dtype(config.dtype, hf_config, self.device, quantization)
         self.spec = startup.engine_spec(hf_config, source.name, dtype)
-        max_model_len = startup.resolve_max_model_len(config, self.spec)
-        batched_tokens, max_seqs = startup.resolve_scheduler_limits(config, max_model_len, self.device)
-        self.config = dataclasses.replace(
-            config,
-            max_model_len=max_model_len,
-            max_num_batched_tokens=batched_tokens,
-            max_num_seqs=max_seqs,
-            quantization=quantization,
-        )
+        self.config = startup.resolve_config(config, self.spec, self.device, quantization)
         eos = eos_token_ids(self.tokenizer, hf_config)
-        self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, max_model_len, eos)
-        self.kv_cache_info = startup.plan_kv_cache(
-            self.config, self.spec, self.model_runner.available_kv_bytes(), max_model_len, batched_tokens
-        )
-        self.model_runner.allocate_kv_cache(self.kv_cache_info.num_blocks)
-        runner = self.model_runner
+        self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, eos)
+        self.kv_cache_info = self._initialize_kv_cache()
         block_manager = BlockManager(
-            runner.num_pool_blocks(self.kv_cache_info.num_blocks),
-            config.block_size,
-            config.enable_prefix_caching,
-            runner.kv_cache_layout.sliding_windows,
+            self.config,
+            self.model_runner.num_pool_blocks(self.kv_cache_info.num_blocks),
+            self.model_runner.kv_cache_layout.sliding_windows,
         )
-        self.scheduler = Scheduler(
-            block_manager, max_seqs, batched_tokens, max_model_len, config.enable_chunked_prefill, eos
-        )
+        self.scheduler = Scheduler(self.config, block_manager, eos)
         self.input_processor = InputProcessor(
-            self.tokenizer, self.spec.vocab_size, max_model_len, config.overflow, stop_token_ids=eos
+            self.tokenizer, self.spec.vocab_size, self.config.max_model_len, self.config.overflow, stop_token_ids=eos
         )
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
         self.step_listeners: list = []  # called with the number of tokens each step ran
         logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
+
+    def _initialize_kv_cache(self) -> KVCachePlan:
+        """Size the KV cache from the memory the model left (vLLM's start-up check, then the plan) and allocate it."""
+        config, runner = self.config, self.model_runner
+        plan = startup.plan_kv_cache(
+            config, self.spec, runner.available_kv_bytes(), config.max_model_len, config.max_num_batched_tokens
+        )
+        runner.allocate_kv_cache(plan.num_blocks)
+        return plan
 
     def add_request(
         self, request_id: str, prompt: str | list[int] | ProcessedRequest, params: SamplingParams | None = None
@@ -77,7 +71,7 @@ class LLMEngine:
         request = prompt if isinstance(prompt, ProcessedRequest) else self.input_processor.process(prompt, params)
         params = request.params
         seqs = [
-            Sequence(request_id, request.prompt_token_ids, params, request.max_tokens, i, request.arrival_time)
+            Sequence(request_id, request.prompt_token_ids, params, request.max_tokens.value, i, request.arrival_time)
             for i in range(params.n)
         ]
         if params.structured_outputs is not None:

@@ -62,6 +62,19 @@ def resolve_scheduler_limits(config: EngineConfig, max_model_len: int, device) -
     return tokens, seqs
 
 
+def resolve_config(config: EngineConfig, spec: ModelSpec, device, quantization: str | None) -> EngineConfig:
+    """The config with what was left to the model and the device decided: the one every part of the engine reads."""
+    max_model_len = resolve_max_model_len(config, spec)
+    batched_tokens, max_seqs = resolve_scheduler_limits(config, max_model_len, device)
+    return dataclasses.replace(
+        config,
+        max_model_len=max_model_len,
+        max_num_batched_tokens=batched_tokens,
+        max_num_seqs=max_seqs,
+        quantization=quantization,
+    )
+
+
 def _device_memory(device) -> tuple[int | None, str]:
     """(total bytes, name) of a CUDA device; (None, "CPU") on the CPU."""
     import torch

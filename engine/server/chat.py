@@ -70,7 +70,7 @@ class ChatJob(GenerationJob):
             param,
             add_special_tokens=body.add_special_tokens,
         )
-        super().__init__(state, body, header_id, processed, requested is None)
+        super().__init__(state, body, header_id, processed)
         last = body.messages[-1]  # vLLM's chat echo: the last message, when it is the assistant's own
         self.echo_text = (last.text() or "") if body.echo and last.role == "assistant" else ""
         self.tool_streams: dict[int, ToolCallStream] = {}

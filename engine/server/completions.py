@@ -27,16 +27,16 @@ class CompletionJob(GenerationJob):
         constraint: StructuredOutputsParams | None,
     ):
         self.prompts = body.prompts()
-        defaulted = not body.max_tokens_given()
+        self.defaulted = not body.max_tokens_given()
         processed = process_prompts(
             state,
             self.prompts,
             body.max_tokens,
             lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs, constraint),
-            defaulted,
+            self.defaulted,
             add_special_tokens=body.add_special_tokens,
         )
-        super().__init__(state, body, header_id, processed, defaulted)
+        super().__init__(state, body, header_id, processed)
 
     def echo(self, request: EngineRequest) -> str:
         if not self.body.echo:
@@ -78,9 +78,10 @@ class CompletionJob(GenerationJob):
         ]
 
     def on_finished(self, request: EngineRequest, completion: CompletionOutput) -> None:
-        warn_if_default_truncated(
-            self.id, self.max_tokens[request.prompt_index], len(completion.token_ids), completion.finish_reason
-        )
+        if self.defaulted:
+            warn_if_default_truncated(
+                self.id, self.max_tokens[request.prompt_index], len(completion.token_ids), completion.finish_reason
+            )
 
 
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):

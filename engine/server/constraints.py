@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 
-from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.runtime.structured_output.params import KINDS, StructuredOutputsParams
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.protocol import ResponseFormat, StructuredOutputsField
 from kvtool.engine.sizing import messages
-
-KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
 
 
 def structured_outputs_params(

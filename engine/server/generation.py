@@ -70,7 +70,7 @@ class RequestTracker:
                 self.finish_reason,
                 end - start,
                 self.request.n,
-                processed.max_tokens,
+                processed.max_tokens.value,
                 timing,
             )
         )

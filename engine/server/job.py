@@ -15,7 +15,7 @@ from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.outputs import CompletionOutput
 from kvtool.engine.server.errors import stream_error_body
 from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
-from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, max_tokens_of, request_id, usage
+from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, request_id, usage
 
 DISCONNECT_POLL_SECONDS = 0.5
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left before the answer
@@ -32,14 +32,12 @@ class GenerationJob:
     object_name = ""
     chunk_object_name = ""
 
-    def __init__(
-        self, state: ServerState, body, header_id: str | None, processed: list[ProcessedRequest], defaulted: bool
-    ):
+    def __init__(self, state: ServerState, body, header_id: str | None, processed: list[ProcessedRequest]):
         self.state, self.body, self.header_id = state, body, header_id
         self.id = request_id(header_id, self.id_prefix)
         self.created = int(time.time())
         self.prompt_ids = [request.prompt_token_ids for request in processed]
-        self.max_tokens = [max_tokens_of(request, defaulted) for request in processed]
+        self.max_tokens = [request.max_tokens for request in processed]
         self.requests = make_requests(self.id, processed, body.n)
 
     @property

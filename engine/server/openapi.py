@@ -10,11 +10,8 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN
+from kvtool.engine.server.protocol import MAX_TOKENS_MARK, MODEL_MARK, SEED_MARK, TOKEN_ID_MARK
 
-TOKEN_ID_MARK = "x-token-id"  # written on token-id fields by protocol.py
-MAX_TOKENS_MARK = "x-max-model-len"  # written on max_tokens fields
-MODEL_MARK = "x-served-model"  # written on the `model` fields
-SEED_MARK = "x-seed"  # the document's numbers are floats: 2**63 - 1 needs its exact value
 ERROR_STATUSES = {
     "400": "Invalid request",
     "404": "Unknown model or path",

@@ -7,18 +7,21 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
-from kvtool.engine.runtime.input_processor import MAX_LOGPROBS
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
 
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's /v1/completions default, in every version
-
-# The vocabulary bound of token ids is the served model's: build_app writes it into the OpenAPI document.
-TokenId = Annotated[int, Field(ge=0, json_schema_extra={"x-token-id": True})]
+# Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
+# replaces with the values when build_app writes the OpenAPI document.
+TOKEN_ID_MARK = "x-token-id"
+MAX_TOKENS_MARK = "x-max-model-len"
+MODEL_MARK = "x-served-model"
+SEED_MARK = "x-seed"  # the document's numbers are floats: 2**63 - 1 needs its exact value
+TokenId = Annotated[int, Field(ge=0, json_schema_extra={TOKEN_ID_MARK: True})]
 TokenIds = Annotated[list[TokenId], Field(min_length=1)]
 NonEmptyText = Annotated[str, Field(min_length=1)]
-MAX_MODEL_LEN_BOUND = {"x-max-model-len": True}
-Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={"x-seed": True})]
-ServedModel = Annotated[str | None, Field(json_schema_extra={"x-served-model": True})]
+MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
+ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
 
 
 class StrictModel(BaseModel):
@@ -142,7 +145,7 @@ class _SamplingFields(StrictModel):
 
 class CompletionRequest(_SamplingFields):
     prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
-    max_tokens: int | None = Field(COMPLETIONS_DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
+    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
     add_special_tokens: bool = True

@@ -12,8 +12,8 @@ from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
-from kvtool.engine.server.protocol import COMPLETIONS_DEFAULT_MAX_TOKENS
 from kvtool.engine.sizing import defaults, messages
+from kvtool.engine.sizing.request_length import MaxTokens
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
@@ -47,19 +47,6 @@ class ServerState:
             raise APIError(message, HTTPStatus.NOT_FOUND, "NotFoundError", "model")
 
 
-@dataclass
-class MaxTokens:
-    """The max_tokens one engine request runs with, and how it was chosen."""
-
-    value: int
-    requested: int | None
-    defaulted: bool  # the request did not set it
-    clamped: bool = False
-
-    def clamp_note(self) -> str | None:
-        return f"{self.requested}->{self.value}" if self.clamped else None
-
-
 def process_prompts(
     state: ServerState,
     prompts: list,
@@ -69,28 +56,28 @@ def process_prompts(
     param: str = "max_tokens",
     add_special_tokens: bool = True,
 ) -> list[ProcessedRequest]:
-    """Every prompt through the engine's InputProcessor (tokenize, validate, overflow policy): 400s come from there.
+    """Every prompt through the engine's InputProcessor (tokenize, validate, decide max_tokens): 400s come from there.
 
-    `params_for(max_tokens)` builds the request's SamplingParams; a request that set no max_tokens runs with the
-    serving profile's default when there is one.
+    `params_for(max_tokens)` builds the request's SamplingParams. A request that set no max_tokens (`defaulted`)
+    leaves it to the serving profile's default when there is one, rather than the endpoint's own default.
     """
     settings, processor = state.settings, state.engine.input_processor
-    profile_default = settings.default_max_tokens if defaulted else None
-    max_tokens = None if profile_default is not None else requested
+    default_max_tokens = settings.default_max_tokens if defaulted else None
+    max_tokens = requested if default_max_tokens is None else None
     processed = []
     for prompt in prompts:
         request = processor.process(
             prompt,
             params_for(max_tokens),
             max_tokens_param=param,
-            default_max_tokens=profile_default,
+            default_max_tokens=default_max_tokens,
             add_special_tokens=add_special_tokens,
         )
-        if request.clamped:
+        if request.max_tokens.clamped:
             logger.info(
                 "max_tokens %d lowered to %d: prompt of %d tokens, max_model_len %d (--overflow clamp)",
-                request.requested_max_tokens,
-                request.max_tokens,
+                request.max_tokens.requested,
+                request.max_tokens.value,
                 len(request.prompt_token_ids),
                 settings.max_model_len,
             )
@@ -98,29 +85,25 @@ def process_prompts(
     return processed
 
 
-def max_tokens_of(request: ProcessedRequest, defaulted: bool) -> MaxTokens:
-    return MaxTokens(request.max_tokens, request.requested_max_tokens, defaulted, request.clamped)
-
-
 def warn_if_default_truncated(
     request_id: str, max_tokens: MaxTokens, num_generated: int, finish_reason: str | None
 ) -> None:
     """vLLM's most reported surprise: a completions request without max_tokens stops after 16 tokens."""
     if (
-        max_tokens.defaulted
-        and max_tokens.requested == COMPLETIONS_DEFAULT_MAX_TOKENS
+        max_tokens.requested == defaults.DEFAULT_MAX_TOKENS
         and finish_reason == "length"
-        and num_generated == COMPLETIONS_DEFAULT_MAX_TOKENS
+        and num_generated == defaults.DEFAULT_MAX_TOKENS
     ):
         logger.warning(
-            "Request %s stopped at the default max_tokens=16 of /v1/completions; set max_tokens in the "
+            "Request %s stopped at the default max_tokens=%d of /v1/completions; set max_tokens in the "
             "request, or serve with a profile that sets a default (kvtool serve --profile chat-gateway).",
             request_id,
+            defaults.DEFAULT_MAX_TOKENS,
         )
 
 
 def clamp_headers(max_tokens: list[MaxTokens]) -> dict[str, str]:
-    notes = [note for note in (m.clamp_note() for m in max_tokens) if note]
+    notes = [f"{m.requested}->{m.value}" for m in max_tokens if m.clamped]
     return {CLAMP_HEADER: ",".join(notes)} if notes else {}
 
 

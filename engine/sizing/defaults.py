@@ -32,7 +32,8 @@ DEFAULT_MODEL = "smollm2"
 HUB_FACTS_FRESH_SECONDS = 24 * 3600  # a Hub model's cached facts answer plan without asking the Hub for a day
 
 DEFAULT_BLOCK_SIZE = 16
-DEFAULT_MAX_TOKENS = 16  # SamplingParams.max_tokens when a request does not set it
+DEFAULT_MAX_TOKENS = 16  # SamplingParams' and /v1/completions' max_tokens when a request does not set it (vLLM)
+MAX_LOGPROBS = 20  # vLLM's default max_logprobs: the most logprobs (or top_logprobs) a request may ask for
 DEFAULT_MAX_MODEL_LEN = 2048  # when a config names no context length at all
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM >= 0.20

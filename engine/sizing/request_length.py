@@ -1,10 +1,12 @@
 """Per-request length checks with vLLM's messages, and the overflow policy.
 
 `check_request_length` is the plain check (diagnose and plan explain a length with it);
-`check_max_tokens`, `check_prompt_characters` and `output_budget` are what the engine's InputProcessor runs
-for every request, in vLLM 0.33's order: 0.33's rules under the `clamp` policy, 0.31's under `reject`,
-with the " (parameter=..., value=...)" suffix of vLLM's validation errors.
+`check_max_tokens`, `check_prompt_characters` (before tokenizing) and `decide_max_tokens` (after) are what the
+engine's InputProcessor runs for every request, in vLLM 0.33's order: 0.33's rules under the `clamp` policy,
+0.31's under `reject`, with the " (parameter=..., value=...)" suffix of vLLM's validation errors.
 """
+
+from dataclasses import dataclass
 
 from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.defaults import DEFAULT_OVERFLOW
@@ -86,31 +88,62 @@ def check_prompt_characters(
     )
 
 
-def output_budget(
-    prompt_tokens: int, requested: int | None, max_model_len: int, overflow: str = DEFAULT_OVERFLOW, text: bool = False
-) -> int:
-    """The max_tokens a request runs with, or RequestTooLongError in vLLM 0.33's words (0.31's under `reject`).
+@dataclass(frozen=True)
+class MaxTokens:
+    """The max_tokens a request runs with (`value`), and what it asked for."""
 
-    `text` says the prompt was text: vLLM tokenizes text only one token past the limit, so it reports "at least
-    N+1" tokens. The messages carry vLLM's " (parameter=..., value=...)" suffix.
+    value: int
+    requested: int | None  # the request's max_tokens, or the profile default lowered to the room; None: the rest
+
+    @property
+    def clamped(self) -> bool:
+        """Lowered to the room left by the `clamp` policy."""
+        return self.requested is not None and self.value < self.requested
+
+
+def decide_max_tokens(
+    prompt_tokens: int,
+    max_model_len: int,
+    requested: int | None,
+    default_max_tokens: int | None = None,
+    overflow: str = DEFAULT_OVERFLOW,
+    text: bool = False,
+) -> MaxTokens:
+    """The max_tokens a request runs with, as vLLM's get_max_tokens decides it in one min(): the request's value,
+    else the serving profile's default, else the room left (max_model_len - prompt), never more than that room.
+
+    A profile's default is lowered to the room, never refused; a request's value over the room is lowered under
+    `clamp` (vLLM 0.32+) and refused under `reject` (vLLM <= 0.31). RequestTooLongError in vLLM's words, with the
+    " (parameter=..., value=...)" suffix; `text` says the prompt was text (see `_prompt_too_long`).
     """
-    facts = (prompt_tokens, requested, max_model_len)
-    max_input = max_input_tokens(requested, max_model_len, overflow)
-    if prompt_tokens > max_input:
-        count = min(prompt_tokens, max_input + 1) if text else prompt_tokens
-        qualifier = "at least " if text and count == max_input + 1 else ""
-        template = messages.TOTAL_TOO_LONG if overflow == "reject" else messages.PROMPT_TOO_LONG
-        message = template.format(
-            prompt_tokens=count,
-            qualifier=qualifier,
-            total_tokens=count + (requested or 0),
-            max_model_len=max_model_len,
-            max_tokens=requested or 0,
-        )
-        raise RequestTooLongError(messages.with_parameter(message, "input_tokens", count), "input_tokens", *facts)
     room = max_model_len - prompt_tokens
+    if requested is None and default_max_tokens is not None:
+        requested = min(default_max_tokens, max(room, 1))
+    if prompt_tokens > max_input_tokens(requested, max_model_len, overflow):
+        raise _prompt_too_long(prompt_tokens, requested, max_model_len, overflow, text)
     value = room if requested is None else min(requested, room)
     if value < 1:  # vLLM 0.32+: the budget is clamped to 0, which SamplingParams then refuses
         message = messages.MAX_TOKENS_BELOW_ONE.format(max_tokens=value)
-        raise RequestTooLongError(messages.with_parameter(message, "max_tokens", value), "max_tokens", *facts)
-    return value
+        raise RequestTooLongError(
+            messages.with_parameter(message, "max_tokens", value), "max_tokens", prompt_tokens, requested, max_model_len
+        )
+    return MaxTokens(value, requested)
+
+
+def _prompt_too_long(
+    prompt_tokens: int, requested: int | None, max_model_len: int, overflow: str, text: bool
+) -> RequestTooLongError:
+    """vLLM tokenizes a text prompt only one token past the limit, so it reports "at least N+1" tokens."""
+    max_input = max_input_tokens(requested, max_model_len, overflow)
+    count = min(prompt_tokens, max_input + 1) if text else prompt_tokens
+    template = messages.TOTAL_TOO_LONG if overflow == "reject" else messages.PROMPT_TOO_LONG
+    message = template.format(
+        prompt_tokens=count,
+        qualifier="at least " if text and count == max_input + 1 else "",
+        total_tokens=count + (requested or 0),
+        max_model_len=max_model_len,
+        max_tokens=requested or 0,
+    )
+    return RequestTooLongError(
+        messages.with_parameter(message, "input_tokens", count), "input_tokens", prompt_tokens, requested, max_model_len
+    )

@@ -6,6 +6,7 @@ from engine_cases import prompts_of
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
 from kvtool.engine.runtime.llm import LLM
 from kvtool.engine.sizing.kv_cache import RequestTooLongError
+from kvtool.engine.sizing.request_length import decide_max_tokens
 from kvtool.errors import UsageError
 
 
@@ -37,6 +38,29 @@ def test_clamp_lowers_max_tokens_to_the_room_left(tiny_llama):
 def test_max_tokens_none_means_the_rest_of_the_context(short_llm):
     output = short_llm.generate(prompts_of([50]), SamplingParams(max_tokens=None, ignore_eos=True), use_tqdm=False)[0]
     assert len(output.outputs[0].token_ids) == 14
+
+
+@pytest.mark.parametrize(
+    "requested, default, overflow, value, clamped",
+    [
+        (None, None, "reject", 24, False),  # the rest of the context
+        (10, 100, "reject", 10, False),  # the request's own value wins over the profile's default
+        (None, 100, "reject", 24, False),  # a profile's default is lowered to the room, never refused
+        (None, 100, "clamp", 24, False),
+        (30, None, "clamp", 24, True),  # a request's value over the room is lowered under clamp ...
+    ],
+)
+def test_max_tokens_is_the_least_of_the_room_and_the_request_or_the_default(
+    requested, default, overflow, value, clamped
+):
+    decided = decide_max_tokens(40, 64, requested, default, overflow)
+    assert (decided.value, decided.clamped) == (value, clamped)
+
+
+def test_a_requested_max_tokens_over_the_room_is_refused_under_reject():
+    with pytest.raises(RequestTooLongError) as failure:  # ... and refused under reject, as vLLM <= 0.31
+        decide_max_tokens(40, 64, 30, 100, "reject")
+    assert failure.value.param == "input_tokens" and "for a total of 70 tokens" in str(failure.value)
 
 
 @pytest.mark.parametrize("prompt", [[], [3, 9999], ["a"]])

@@ -5,7 +5,7 @@ import math
 import torch
 from transformers import LlamaConfig
 
-from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.kernels import OP_NAMES, KernelOps
 

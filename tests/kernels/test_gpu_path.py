@@ -6,7 +6,7 @@ import torch
 from paged_cases import BLOCK_SIZE
 from transformers import LlamaConfig
 
-from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.cuda_graph import CUDAGraphRunner, DecodeBuffers, capture_sizes
 from kvtool.engine.runtime.worker.kv_budget import (
     GiB,

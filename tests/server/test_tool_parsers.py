@@ -2,7 +2,12 @@
 
 import json
 
-from kvtool.engine.server.tool_parsers import HermesToolParser, Llama3JsonToolParser
+from kvtool.engine.server.tool_parsers import TOOL_PARSERS, HermesToolParser, Llama3JsonToolParser
+from kvtool.engine.sizing.defaults import DEFAULT_TOOL_CALL_PARSER, TOOL_CALL_PARSERS
+
+
+def test_every_tool_call_parser_serve_offers_has_a_parser():
+    assert set(TOOL_PARSERS) == set(TOOL_CALL_PARSERS) and DEFAULT_TOOL_CALL_PARSER in TOOL_PARSERS
 
 
 def test_hermes_reads_every_call_and_the_content_before_them():

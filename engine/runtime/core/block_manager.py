@@ -14,6 +14,7 @@ Prefix caching is off when a group slides (its blocks are not all kept).
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.sequence import Sequence
 
 NULL_BLOCK = 0
@@ -28,19 +29,16 @@ class Block:
 
 
 class BlockManager:
-    """`num_blocks` blocks as the KV cache holds them; block 0 is the null block, never handed out."""
+    """`num_blocks` blocks as the KV cache holds them; block 0 is the null block, never handed out.
 
-    def __init__(
-        self,
-        num_blocks: int,
-        block_size: int,
-        enable_prefix_caching: bool = True,
-        sliding_windows: tuple[int | None, ...] = (None,),
-    ):
-        self.block_size = block_size
+    `num_blocks` and `sliding_windows` are facts of the allocated cache and the model, beside the config.
+    """
+
+    def __init__(self, config: EngineConfig, num_blocks: int, sliding_windows: tuple[int | None, ...] = (None,)):
+        self.block_size = config.block_size
         self.num_blocks = num_blocks
         self.sliding_windows = sliding_windows  # one entry per KV cache group; None: full attention
-        self.enable_prefix_caching = enable_prefix_caching and not any(sliding_windows)
+        self.enable_prefix_caching = config.enable_prefix_caching and not any(sliding_windows)
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
         self.cached: dict[int, int] = {}  # block hash -> block id

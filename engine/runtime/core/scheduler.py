@@ -8,6 +8,7 @@ running sequence needs a block and none is free, the newest running one is preem
 from collections import deque
 from dataclasses import dataclass
 
+from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.core.sequence import Sequence, SequenceStatus
 
@@ -38,20 +39,14 @@ class SchedulerStats:
 
 
 class Scheduler:
-    def __init__(
-        self,
-        block_manager: BlockManager,
-        max_num_seqs: int,
-        max_num_batched_tokens: int,
-        max_model_len: int,
-        enable_chunked_prefill: bool,
-        eos_token_ids: set[int],
-    ):
+    """Reads its limits from the resolved EngineConfig; the model's end-of-sequence tokens come beside it."""
+
+    def __init__(self, config: EngineConfig, block_manager: BlockManager, eos_token_ids: set[int]):
         self.block_manager = block_manager
-        self.max_num_seqs = max_num_seqs
-        self.max_num_batched_tokens = max_num_batched_tokens
-        self.max_model_len = max_model_len
-        self.enable_chunked_prefill = enable_chunked_prefill
+        self.max_num_seqs = config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.max_model_len = config.max_model_len
+        self.enable_chunked_prefill = config.enable_chunked_prefill
         self.eos_token_ids = eos_token_ids
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []

@@ -17,8 +17,8 @@ import sys
 
 import torch
 
+from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP, RMSNorm
-from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.kernels import cpu_ops
 from kvtool.kernels.cpu_build import compiled_library
 from kvtool.kernels.cpu_linear import PackedLinear

@@ -8,8 +8,8 @@ Other families subclass these modules (qwen3.py, gemma.py, moe.py).
 import torch
 from torch import nn
 
+from kvtool.engine.runtime.layers.attention import AttentionMetadata, PagedAttention
 from kvtool.engine.runtime.models.rotary import build_cos_sin_cache, head_dim, rotary_dim
-from kvtool.engine.runtime.worker.attention import AttentionMetadata, PagedAttention
 from kvtool.engine.sizing import hf_config
 
 # HF weight name -> (packed parameter, shard index)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvtool.engine.runtime.worker.attention import AttentionMetadata
+from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.sizing.units import GiB
 
 logger = logging.getLogger("kvtool.engine")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.models.rotary import head_dim
-from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.units import GiB
 from kvtool.errors import StartupError

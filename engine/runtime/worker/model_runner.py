@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import numpy
 import torch
 
+from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
-from kvtool.engine.runtime.worker.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.cpu_malloc import keep_freed_memory
 from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
@@ -53,15 +54,11 @@ NUMPY_DTYPES = {torch.long: numpy.int64, torch.int32: numpy.int32}
 
 
 class ModelRunner:
+    """Reads its settings from the resolved EngineConfig; the model's facts (its HF config and files, the device
+    and dtype it runs in, its end-of-sequence tokens) come beside it."""
+
     def __init__(
-        self,
-        config,
-        hf_config,
-        source,
-        device: torch.device,
-        dtype: torch.dtype,
-        max_model_len: int,
-        eos_token_ids: set[int],
+        self, config: EngineConfig, hf_config, source, device: torch.device, dtype: torch.dtype, eos_token_ids: set[int]
     ):
         self.config = config
         self.device = device
@@ -83,7 +80,7 @@ class ModelRunner:
             self.ops,
             dtype,
             device,
-            max(max_model_len, getattr(hf_config, "max_position_embeddings", 0)),
+            max(config.max_model_len, getattr(hf_config, "max_position_embeddings", 0)),
             config.load_format,
             config.seed,
             config.quantization,
