@@ -114,7 +114,7 @@ def _open_input(log: Path | None):
 
 
 def _gpu_gib(gpu: str | None, gpu_mem: str | None) -> float:
-    from kvtool.engine.sizing.gpus import resolve_gpus
+    from kvtool.engine.discovery.gpus import resolve_gpus
     from kvtool.engine.sizing.units import GiB
 
     return round(resolve_gpus(gpu, gpu_mem, None)[0].total_bytes / GiB, 2)

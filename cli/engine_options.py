@@ -10,11 +10,11 @@ import typer
 
 from kvtool.cli.typer_click import FloatParamType, IntParamType, ParamType
 from kvtool.engine.sizing import defaults
-from kvtool.engine.sizing.units import parse_bytes, parse_human_int
+from kvtool.engine.sizing.engine_args import parse_max_model_len
+from kvtool.engine.sizing.units import parse_bytes
 from kvtool.errors import UsageError
 
 MODEL, ENGINE = "Model", "Engine"
-AUTO_MAX_MODEL_LEN = -1  # vLLM's `--max-model-len -1` (or `auto`): the largest length whose one request fits
 
 
 class Count(IntParamType):
@@ -45,12 +45,7 @@ class Length(ParamType):
     name = "length"
 
     def convert(self, value, param, ctx) -> int:
-        if str(value).strip().lower() in ("auto", str(AUTO_MAX_MODEL_LEN)):
-            return AUTO_MAX_MODEL_LEN
-        length = parse_human_int(value, "max_model_len")
-        if length < 1:
-            raise UsageError(f"max_model_len must be positive, got {length}.", "Give e.g. 8192, 8k or auto.")
-        return length
+        return parse_max_model_len(value)
 
 
 class ByteSize(ParamType):

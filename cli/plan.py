@@ -8,11 +8,13 @@ import typer
 
 from kvtool.cli import engine_options as flags
 from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
-from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan, report_to_json
+from kvtool.engine.discovery.gpus import resolve_gpus
+from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
+from kvtool.engine.plan.report_json import report_to_json
 from kvtool.engine.sizing import defaults
-from kvtool.engine.sizing.gpus import GpuInfo, resolve_gpus, with_free_memory
+from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
 from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
-from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.engine.sizing.units import parse_human_int
 from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
@@ -138,7 +140,7 @@ def plan(
         enforce_eager=enforce_eager,
         kv_cache_memory=kv_cache_memory,
         workloads=parse_workloads(workload),
-        vllm_version=release.name,
+        release=release,
         limit_mm_per_prompt=limits,
         block_size_given=block_size is not None,
     )
@@ -166,11 +168,7 @@ def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
 
 def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quantization: str | None) -> None:
     """Values vLLM would reject are refused here, before any planning."""
-    if kv_cache_dtype not in release.kv_cache_dtypes():
-        raise UsageError(
-            f"vLLM {release.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
-            f"Use one of: {', '.join(release.kv_cache_dtypes())}.",
-        )
+    release.check_kv_cache_dtype(kv_cache_dtype)
     if dtype not in defaults.DTYPES:
         raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
     if quantization is not None and quantization not in QUANTIZATION_METHODS:

@@ -4,7 +4,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvtool.engine.plan.planner import log_lines
 from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
@@ -190,7 +189,7 @@ def _print_verdict(report) -> None:
     if failed is not None:
         console.print(f"[red]vLLM {report.release.name} stops at its '{failed.name.replace('_', ' ')}' check[/]")
     sized = failed is None or failed.name == "one_request"  # the figures are logged once the cache is sized
-    for line in (log_lines(report) if _device(report) == "GPU" else [kv.log_line(_device(report))]) * sized:
+    for line in (report.log_lines if _device(report) == "GPU" else [kv.log_line(_device(report))]) * sized:
         console.print(f"[dim]vLLM would log:[/] {line}", soft_wrap=True)
     if advice["vllm_serve"] is None:
         console.print(f"[bold]no command[/]: {advice['no_command_reason']}", soft_wrap=True)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvtool.cli.engine_options import AUTO_MAX_MODEL_LEN
 from kvtool.engine.runtime.config import EngineConfig
-from kvtool.engine.sizing import kv_cache, messages
+from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
+from kvtool.engine.sizing.engine_args import AUTO_MAX_MODEL_LEN, resolve_max_model_len
 from kvtool.engine.sizing.gguf_spec import engine_quantization
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
 from kvtool.engine.sizing.memory_budget import resolve_dtype
 from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.units import format_gib
 from kvtool.errors import UsageError
 from kvtool.profiles.vllm_flags import ENGINE_KEYS
 from kvtool.profiles.workload import WorkloadProfile
@@ -134,8 +136,8 @@ def _fit_kv_cache(settings: dict, sources: dict, device: DeviceInfo, spec: Model
         util = settings.pop("gpu_memory_utilization", None)
         asked = f"gpu_memory_utilization {util} is a fraction of GPU memory; " if util else ""
         plan.notes.append(
-            f"{asked}on CPU the KV cache gets {kv_cache.format_gib(settings['kv_cache_memory'])} GiB "
-            f"(max_num_seqs full-length sequences, at most {kv_cache.format_gib(CPU_KV_CACHE_CAP)} GiB; "
+            f"{asked}on CPU the KV cache gets {format_gib(settings['kv_cache_memory'])} GiB "
+            f"(max_num_seqs full-length sequences, at most {format_gib(CPU_KV_CACHE_CAP)} GiB; "
             "set --kv-cache-memory to change)."
         )
 
@@ -155,15 +157,15 @@ def _fit_auto_max_model_len(settings: dict, device: DeviceInfo, spec: ModelSpec,
     dtype = settings.get("dtype", "auto")
     quantized = engine_quantization(spec.source, device.kind, dtype, settings.get("quantization"))
     run_spec = replace(spec, dtype="float32" if quantized else resolve_dtype(dtype, spec.dtype))
-    kv_args = dict(
+    layout = KVLayout(
         kv_cache_dtype=settings.get("kv_cache_dtype", "auto"),
         max_num_batched_tokens=settings.get("max_num_batched_tokens"),
     )
-    settings["max_model_len"] = kv_cache.resolve_max_model_len(run_spec, "auto", budget, **kv_args)
+    settings["max_model_len"] = resolve_max_model_len(AUTO_MAX_MODEL_LEN, KVCacheSpec(run_spec, layout), budget)
     if settings["max_model_len"] < spec.derived_max_model_len:  # vLLM's log line when it lowers the length
         plan.notes.append(
             f"Auto-fit max_model_len: reduced from {spec.derived_max_model_len} to {settings['max_model_len']} "
-            f"to fit in available KV cache memory ({kv_cache.format_gib(budget)} GiB {device.log_name})"
+            f"to fit in available KV cache memory ({format_gib(budget)} GiB {device.log_name})"
         )
 
 
@@ -171,11 +173,9 @@ def _cpu_kv_budget(settings: dict, spec: ModelSpec) -> int:
     max_model_len = settings.get("max_model_len")
     if max_model_len in (None, AUTO_MAX_MODEL_LEN):  # auto: the budget of the model's full context
         max_model_len = spec.derived_max_model_len
-    per_request = kv_cache.request_kv_bytes(spec, max_model_len, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
-    one_block = kv_cache.block_bytes(spec, kv_cache_dtype=settings.get("kv_cache_dtype", "auto"))
-    return min(
-        CPU_KV_CACHE_CAP, per_request * (settings.get("max_num_seqs") or CPU_SCHEDULER_LIMITS["server"][1]) + one_block
-    )
+    cache = KVCacheSpec(spec, KVLayout(kv_cache_dtype=settings.get("kv_cache_dtype", "auto")))
+    max_num_seqs = settings.get("max_num_seqs") or CPU_SCHEDULER_LIMITS["server"][1]
+    return min(CPU_KV_CACHE_CAP, cache.request_bytes(max_model_len) * max_num_seqs + cache.block_bytes)
 
 
 def _fit_batch(settings: dict, sources: dict, plan: ServePlan) -> None:

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
+from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.server.serving import ServerSettings
 from kvtool.engine.sizing import defaults
-from kvtool.engine.sizing.spec import ModelSpec, resolve_model_spec
+from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile

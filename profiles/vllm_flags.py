@@ -30,14 +30,15 @@ def check_settings_for_model(model: str, settings: dict, where: str = "the setti
     is known without the network (catalog or local files)."""
     from pathlib import Path
 
-    from kvtool.engine.sizing import catalog, kv_cache
-    from kvtool.engine.sizing.spec import resolve_model_spec
+    from kvtool.engine.discovery.models import resolve_model_spec
+    from kvtool.engine.sizing import catalog
+    from kvtool.engine.sizing.engine_args import check_parallel_sizes
 
     if catalog.find(model) is None and not Path(model).expanduser().exists():
         return
     spec = resolve_model_spec(model)
     try:
-        kv_cache.check_parallel_sizes(spec, settings.get("tensor_parallel_size") or 1)
+        check_parallel_sizes(spec, settings.get("tensor_parallel_size") or 1)
     except UsageError as err:
         raise UsageError(
             f"{where} do not suit {model}: {err.message}",

@@ -6,12 +6,9 @@ import math
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.sizing.defaults import (
-    ASSUMED_MAX_NUM_BATCHED_TOKENS,
-    HIGHEST_ADVISED_UTILIZATION,
-    default_gpu_memory_utilization,
-)
+from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
+from kvtool.engine.sizing.vllm_versions import default_gpu_memory_utilization
 
 
 def default_utilization(context: LogContext) -> float:

@@ -1,11 +1,15 @@
 """The plan memory model (`kvtool.engine.sizing.kv_cache`) seen from a log: what the KV budget the log
 reports would hold at another length, dtype or parallelism, once the model is known."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.sizing import kv_cache
+from kvtool.engine.discovery.models import spec_from_path
+from kvtool.engine.sizing import catalog
+from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE, KV_CACHE_DTYPES
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout, kv_cache_dtype_bytes
+from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
@@ -16,19 +20,24 @@ ASSUMED_MODEL_DTYPE = "bfloat16"
 @dataclass(frozen=True)
 class MemoryModel:
     spec: ModelSpec | None
-    block_size: int = kv_cache.DEFAULT_BLOCK_SIZE
-    kv_cache_dtype: str = "auto"
-    tp: int = 1
+    layout: KVLayout = KVLayout()  # the log's block size, KV dtype and tensor parallel size
 
     @classmethod
     def from_context(cls, context: LogContext, spec: ModelSpec | None = None) -> "MemoryModel":
-        kv_cache_dtype = context.kv_cache_dtype if context.kv_cache_dtype in kv_cache.KV_CACHE_DTYPES else "auto"
-        return cls(
-            spec=spec or catalog_spec(context.model),
-            block_size=context.block_size or kv_cache.DEFAULT_BLOCK_SIZE,
-            kv_cache_dtype=kv_cache_dtype,
+        layout = KVLayout(
+            block_size=context.block_size or DEFAULT_BLOCK_SIZE,
+            kv_cache_dtype=context.kv_cache_dtype if context.kv_cache_dtype in KV_CACHE_DTYPES else "auto",
             tp=context.tensor_parallel_size or 1,
         )
+        return cls(spec=spec or catalog_spec(context.model), layout=layout)
+
+    @property
+    def block_size(self) -> int:
+        return self.layout.block_size
+
+    @property
+    def tp(self) -> int:
+        return self.layout.tp
 
     @property
     def model_dtype(self) -> str:
@@ -36,9 +45,8 @@ class MemoryModel:
 
     def fp8_factor(self) -> int:
         """How many times more tokens the same memory holds with an fp8 KV cache (1 when already fp8)."""
-        return kv_cache.kv_cache_dtype_bytes(self.kv_cache_dtype, self.model_dtype) // kv_cache.kv_cache_dtype_bytes(
-            "fp8", self.model_dtype
-        )
+        own = kv_cache_dtype_bytes(self.layout.kv_cache_dtype, self.model_dtype)
+        return own // kv_cache_dtype_bytes("fp8", self.model_dtype)
 
     def max_len_for(
         self, available_gib: float, kv_cache_dtype: str | None = None, tp: int | None = None, limit: int | None = None
@@ -46,29 +54,25 @@ class MemoryModel:
         """Largest max_model_len one request of which fits `available_gib` (None without a model)."""
         if self.spec is None or available_gib <= 0:
             return None
-        return kv_cache.estimate_max_model_len(
-            int(available_gib * GiB),
-            self.spec,
-            self.block_size,
-            kv_cache_dtype or self.kv_cache_dtype,
-            tp or self.tp,
-            limit=limit,
-        )
+        return self._cache(kv_cache_dtype, tp).estimate_max_model_len(int(available_gib * GiB), limit)
 
     def needed_gib(self, max_model_len: int, kv_cache_dtype: str | None = None) -> float | None:
         """KV memory one request of max_model_len needs, plus the null block."""
         if self.spec is None:
             return None
-        args = (self.block_size, kv_cache_dtype or self.kv_cache_dtype, self.tp)
-        needed = kv_cache.request_kv_bytes(self.spec, max_model_len, *args) + kv_cache.block_bytes(self.spec, *args)
-        return round(needed / GiB, 2)
+        cache = self._cache(kv_cache_dtype)
+        return round((cache.request_bytes(max_model_len) + cache.block_bytes) / GiB, 2)
+
+    def _cache(self, kv_cache_dtype: str | None = None, tp: int | None = None) -> KVCacheSpec:
+        """The model's KV cache under the log's layout, with another KV dtype or tensor parallel size."""
+        layout = self.layout
+        layout = replace(layout, kv_cache_dtype=kv_cache_dtype or layout.kv_cache_dtype, tp=tp or layout.tp)
+        return KVCacheSpec(self.spec, layout)
 
     def kv_budget_gib(self, total_gib: float, gpu_memory_utilization: float) -> float | None:
         """What the plan memory model leaves for the KV cache on a GPU of `total_gib` (None without a model)."""
         if self.spec is None:
             return None
-        from kvtool.engine.sizing.memory_budget import memory_budget
-
         budget = memory_budget(self.spec, int(total_gib * GiB), gpu_memory_utilization, tp=self.tp)
         return round(budget.kv_cache_bytes / GiB, 2)
 
@@ -85,8 +89,6 @@ def catalog_spec(model: str | None) -> ModelSpec | None:
     """The catalog's spec for a model named in a log; None when the name is unknown (no guessing)."""
     if not model:
         return None
-    from kvtool.engine.sizing import catalog
-
     try:
         entry = catalog.find(model)
         return entry.spec() if entry else None
@@ -96,11 +98,9 @@ def catalog_spec(model: str | None) -> ModelSpec | None:
 
 def resolve_spec(model: str) -> ModelSpec:
     """`--model`: a catalog name or a local config.json / model folder / .gguf file."""
-    from kvtool.engine.sizing import catalog
-    from kvtool.engine.sizing.spec import resolve_model_spec
-
-    if Path(model).expanduser().exists():
-        return resolve_model_spec(model)
+    path = Path(model).expanduser()
+    if path.exists():
+        return spec_from_path(path)
     if (spec := catalog_spec(model)) is not None:
         return spec
     close = catalog.suggestions(model)

@@ -3,8 +3,8 @@
 import json
 import shlex
 
-from kvtool.engine.sizing import catalog, kv_cache, messages
-from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION
+from kvtool.engine.sizing import catalog, messages
+from kvtool.engine.sizing.defaults import FP8_KV_CACHE_DTYPES, HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
 from kvtool.engine.sizing.units import format_gib
 
@@ -20,7 +20,7 @@ def recommendations(report) -> dict:
         "gpu_memory_utilization": request.gpu_memory_utilization,
     }
     if not report.fits:
-        fp8_fits = report.fp8_kv.fits and request.kv_cache_dtype not in kv_cache.FP8_KV_CACHE_DTYPES
+        fp8_fits = report.fp8_kv.fits and request.kv_cache_dtype not in FP8_KV_CACHE_DTYPES
         if fp8_fits and kv.max_model_len <= report.spec.derived_max_model_len:
             advice["kv_cache_dtype"] = "fp8"
         else:
@@ -101,8 +101,8 @@ def _vllm_only_flags(report) -> list[str]:
     return args
 
 
-def warnings(report, gpu) -> list[str]:
-    spec, kv, budget = report.spec, report.kv, report.budget
+def warnings(report) -> list[str]:
+    spec, kv, budget, gpu = report.spec, report.kv, report.budget, report.request.gpu
     failed = report.failed_check
     notes = [failed.message] if failed else []
     if failed and failed.name == "kv_memory":

@@ -89,10 +89,11 @@ def plan_kv_cache(
     config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int, max_num_batched_tokens: int
 ) -> kv_cache.KVCachePlan:
     """The start-up check (vLLM's message when one max_model_len request does not fit), then the plan."""
-    args = dict(
+    layout = kv_cache.KVLayout(
         block_size=config.block_size,
         kv_cache_dtype=config.kv_cache_dtype,
         max_num_batched_tokens=max_num_batched_tokens,
     )
-    kv_cache.check_kv_cache_fits(spec, available_bytes, max_model_len, **args)
-    return kv_cache.plan_kv_cache(available_bytes, spec, max_model_len, **args)
+    cache = kv_cache.KVCacheSpec(spec, layout)
+    cache.check_fits(available_bytes, max_model_len)
+    return cache.plan(available_bytes, max_model_len)

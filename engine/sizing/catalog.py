@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from kvtool.engine.sizing.spec import ModelSpec, spec_from_hf_config
+
 CATALOG_FILE = Path(__file__).resolve().parents[2] / "profiles" / "models.yaml"
 
 
@@ -30,9 +32,7 @@ class CatalogEntry:
         path = Path(spec.submodule_search_locations[0]) / self.local["file"]
         return path if path.is_file() else None
 
-    def spec(self):
-        from kvtool.engine.sizing.spec import spec_from_hf_config
-
+    def spec(self) -> ModelSpec:
         local = self.local_file()
         return spec_from_hf_config(self.config, self.id, str(local) if local else f"catalog:{self.id}")
 

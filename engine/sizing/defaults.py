@@ -81,17 +81,6 @@ def default_cpu_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
-    """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before (any version
-    string a log may carry: unknown ones get the newest default)."""
-    from kvtool.engine.sizing.vllm_versions import VllmRelease, version_tuple
-
-    version = version_tuple(vllm_version) if vllm_version else None
-    if version is None or VllmRelease(version).reached("utilization_092"):
-        return DEFAULT_GPU_MEMORY_UTILIZATION
-    return LEGACY_GPU_MEMORY_UTILIZATION
-
-
 def default_scheduler_limits(
     total_bytes: int | None, gpu_name: str = "", server: bool = True, gpu_arch: str | None = None
 ) -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from kvtool.engine.sizing.spec import ModelSpec, spec_from_hf_config
 from kvtool.errors import UsageError
 
 # the tensor types the CPU engine keeps quantized (engine/runtime/worker/gguf_weights.py decodes them)
@@ -53,9 +54,7 @@ def read_gguf_config(path: str | Path) -> dict:
     return config
 
 
-def spec_from_gguf(path: str | Path):
-    from kvtool.engine.sizing.spec import spec_from_hf_config
-
+def spec_from_gguf(path: str | Path) -> ModelSpec:
     config = read_gguf_config(path)
     return spec_from_hf_config(config, Path(path).stem, str(path))
 

@@ -8,6 +8,7 @@ the budget, KV-cache and start-up rules of that release.
 import re
 from dataclasses import dataclass
 
+from kvtool.engine.sizing.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, LEGACY_GPU_MEMORY_UTILIZATION
 from kvtool.errors import UsageError
 
 OLDEST, NEWEST = (0, 2, 0), (0, 33, 0)
@@ -96,6 +97,13 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return version
 
 
+def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
+    """The default of the release a log names, in any version string a log may carry (unknown ones get the
+    newest default)."""
+    version = version_tuple(vllm_version) if vllm_version else None
+    return VllmRelease(version or NEWEST).default_gpu_memory_utilization
+
+
 @dataclass(frozen=True)
 class VllmRelease:
     """One release; `reached(name)` says whether a boundary of BOUNDARIES applies to it."""
@@ -112,6 +120,13 @@ class VllmRelease:
 
     def reached(self, boundary: str) -> bool:
         return self.version >= _BY_NAME[boundary].release
+
+    @property
+    def default_gpu_memory_utilization(self) -> float:
+        """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before."""
+        if self.reached("utilization_092"):
+            return DEFAULT_GPU_MEMORY_UTILIZATION
+        return LEGACY_GPU_MEMORY_UTILIZATION
 
     def uses_v0(self, kv_cache_dtype: str = "auto", compute_capability: float | None = None) -> bool:
         """V0 before 0.8; up to 0.10.2 also for settings V1 did not support yet (an fp8 KV cache until
@@ -134,6 +149,13 @@ class VllmRelease:
         names = ["auto"] + ["bfloat16"] * self.reached("kv_cache_dtype_bfloat16")
         names += ["float16"] * self.reached("kv_cache_dtype_float16")
         return (*names, "fp8", "fp8_e4m3", "fp8_e5m2", *(("fp8_inc",) if self.version >= (0, 10, 0) else ()))
+
+    def check_kv_cache_dtype(self, kv_cache_dtype: str) -> None:
+        if kv_cache_dtype not in self.kv_cache_dtypes():
+            raise UsageError(
+                f"vLLM {self.name} does not accept --kv-cache-dtype {kv_cache_dtype}.",
+                f"Use one of: {', '.join(self.kv_cache_dtypes())}.",
+            )
 
     def sliding_in_flight_batches(self, pp: int = 1) -> int:
         """Batches of max_num_batched_tokens a sliding layer keeps beyond its window; 0: sized as full attention."""

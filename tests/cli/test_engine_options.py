@@ -7,8 +7,8 @@ import typer
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app, load_command
-from kvtool.cli.engine_options import AUTO_MAX_MODEL_LEN
 from kvtool.engine.sizing.defaults import CPU_OMP_ENVIRONMENT
+from kvtool.engine.sizing.engine_args import AUTO_MAX_MODEL_LEN
 
 SHARED = (
     "dtype",

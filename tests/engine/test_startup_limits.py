@@ -7,10 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
+from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.runtime.llm import LLM
-from kvtool.engine.sizing import kv_cache
-from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
-from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError, KVLayout
 from kvtool.errors import UsageError
 
 BUDGET = 3 << 20
@@ -18,7 +17,7 @@ BUDGET = 3 << 20
 
 def test_engine_allocates_what_plan_predicts(tiny_llm, tiny_llama):
     spec = dataclasses.replace(resolve_model_spec(str(tiny_llama[0])), dtype="float32")
-    plan = kv_cache.plan_kv_cache(1 << 20, spec, 512, block_size=16)
+    plan = KVCacheSpec(spec, KVLayout(block_size=16)).plan(1 << 20, 512)
     info = tiny_llm.engine.kv_cache_info
     assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency) == (
         plan.num_blocks,
@@ -37,7 +36,7 @@ def test_engine_allocates_what_plan_predicts_for_a_sliding_model(tiny_family):
     llm = LLM(folder, dtype="float32", kv_cache_memory=1 << 20, max_num_batched_tokens=64)
     spec = dataclasses.replace(resolve_model_spec(folder), dtype="float32")
     assert spec.layer_types == ("sliding_attention", "full_attention") and spec.sliding_window == 24
-    plan = kv_cache.plan_kv_cache(1 << 20, spec, 512, block_size=16, max_num_batched_tokens=64)
+    plan = KVCacheSpec(spec, KVLayout(block_size=16, max_num_batched_tokens=64)).plan(1 << 20, 512)
     info, runner = llm.engine.kv_cache_info, llm.engine.model_runner
     assert (info.num_blocks, info.kv_cache_tokens, info.max_concurrency, info.request_bytes) == (
         plan.num_blocks,

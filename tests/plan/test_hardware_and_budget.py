@@ -8,10 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing import gpus
+from kvtool.engine.discovery import gpus
+from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing.defaults import default_scheduler_limits
+from kvtool.engine.sizing.gpus import GpuProcess, find_gpu
 from kvtool.engine.sizing.memory_budget import memory_budget, weights_bytes
-from kvtool.engine.sizing.spec import resolve_model_spec
 from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
@@ -21,12 +22,12 @@ from kvtool.errors import UsageError
     [("H100", "H100-80GB"), ("nvidia h100-80gb", "H100-80GB"), ("4090", "RTX-4090"), ("a100-80g", "A100-80GB")],
 )
 def test_gpu_catalog_names_and_aliases(name, canonical):
-    assert gpus.find_gpu(name).name == canonical
+    assert find_gpu(name).name == canonical
 
 
 def test_unknown_gpu_suggests_close_names():
     with pytest.raises(UsageError, match="Did you mean H100-80GB"):
-        gpus.find_gpu("H100-80")
+        find_gpu("H100-80")
 
 
 def test_gpu_mem_overrides_a_named_gpu_size_and_repeats_for_num_gpus():
@@ -122,7 +123,7 @@ def test_nvml_readings_and_memory_held_by_others(monkeypatch):
         50 * GiB,
         False,
     )
-    assert gpu.processes == (gpus.GpuProcess(4242, 30 * GiB),)
+    assert gpu.processes == (GpuProcess(4242, 30 * GiB),)
     result = CliRunner().invoke(app, ["plan", "--model", "llama3.1-8b", "--json"])
     report = json.loads(result.stdout)
     assert report["gpu"]["processes"] == [{"pid": 4242, "used_bytes": 30 * GiB}]

@@ -2,9 +2,12 @@
 
 import pytest
 
+from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing import kv_cache
-from kvtool.engine.sizing.kv_cache import GiB, KVCacheTooSmallError
-from kvtool.engine.sizing.spec import resolve_model_spec, spec_from_hf_config
+from kvtool.engine.sizing.engine_args import check_parallel_sizes, resolve_max_model_len
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError, KVLayout, KVRules
+from kvtool.engine.sizing.spec import spec_from_hf_config
+from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -15,71 +18,75 @@ def llama():
     return resolve_model_spec(LLAMA_8B)
 
 
+def cache(spec, kv_cache_dtype="auto", **layout) -> KVCacheSpec:
+    return KVCacheSpec(spec, KVLayout(kv_cache_dtype=kv_cache_dtype, **layout))
+
+
 def test_llama_3_1_8b_bytes_per_token_bf16_and_fp8(llama):
     # 32 layers x 2 (K, V) x 8 KV heads x 128 head_dim x 2 bytes
-    assert kv_cache.kv_bytes_per_token(llama) == 32 * 2 * 8 * 128 * 2 == 131_072
-    assert kv_cache.kv_bytes_per_token(llama, "fp8") == 65_536
-    assert kv_cache.kv_bytes_per_token(llama, "fp8_e5m2") == 65_536
-    assert kv_cache.block_bytes(llama) == 16 * 131_072
+    assert cache(llama).bytes_per_token == 32 * 2 * 8 * 128 * 2 == 131_072
+    assert cache(llama, "fp8").bytes_per_token == 65_536
+    assert cache(llama, "fp8_e5m2").bytes_per_token == 65_536
+    assert cache(llama).block_bytes == 16 * 131_072
 
 
 def test_tensor_parallel_splits_kv_heads_until_one_per_rank(llama):
-    assert kv_cache.kv_bytes_per_token(llama, tp=4) == 32 * 2 * (8 // 4) * 128 * 2
+    assert cache(llama, tp=4).bytes_per_token == 32 * 2 * (8 // 4) * 128 * 2
     # TP 16 > 8 KV heads: heads are replicated, each rank still stores one head
-    assert kv_cache.kv_bytes_per_token(llama, tp=16) == 32 * 2 * 1 * 128 * 2
-    assert kv_cache.kv_bytes_per_token(llama, tp=8) == kv_cache.kv_bytes_per_token(llama, tp=16)
+    assert cache(llama, tp=16).bytes_per_token == 32 * 2 * 1 * 128 * 2
+    assert cache(llama, tp=8).bytes_per_token == cache(llama, tp=16).bytes_per_token
 
 
 def test_pipeline_parallel_splits_layers(llama):
-    assert kv_cache.kv_bytes_per_token(llama, pp=2) == 16 * 2 * 8 * 128 * 2
-    assert kv_cache.kv_bytes_per_token(llama, pp=3) == 11 * 2 * 8 * 128 * 2  # 32 = 11 + 11 + 10
+    assert cache(llama, pp=2).bytes_per_token == 16 * 2 * 8 * 128 * 2
+    assert cache(llama, pp=3).bytes_per_token == 11 * 2 * 8 * 128 * 2  # 32 = 11 + 11 + 10
 
 
 def test_qwen3_head_dim_is_not_hidden_over_heads():
     spec = resolve_model_spec("Qwen/Qwen3-32B")
     assert spec.hidden_size // spec.num_attention_heads == 80
     assert spec.head_dim == 128
-    assert kv_cache.kv_bytes_per_token(spec) == 64 * 2 * 8 * 128 * 2
+    assert cache(spec).bytes_per_token == 64 * 2 * 8 * 128 * 2
 
 
 def test_deepseek_v3_mla_stores_one_latent_not_split_by_tp():
     spec = resolve_model_spec("deepseek-ai/DeepSeek-V3")
     assert spec.is_mla
-    assert kv_cache.kv_bytes_per_token(spec) == 61 * 576 * 2 == 70_272
-    assert kv_cache.kv_bytes_per_token(spec, tp=8) == 70_272
-    assert kv_cache.kv_bytes_per_token(spec, "fp8") == 61 * 576
+    assert cache(spec).bytes_per_token == 61 * 576 * 2 == 70_272
+    assert cache(spec, tp=8).bytes_per_token == 70_272
+    assert cache(spec, "fp8").bytes_per_token == 61 * 576
 
 
 def test_sliding_window_layers_keep_only_the_window():
     spec = resolve_model_spec("google/gemma-3-27b-it")
-    assert kv_cache.stage_layer_counts(spec) == (10, 52)  # every 6th of 62 layers is global
+    assert cache(spec).stage_layer_counts == (10, 52)  # every 6th of 62 layers is global
     page = 16 * 2 * 16 * 128 * 2
     # vLLM 0.33 (async scheduling, two steps in flight): cdiv(W - 1 + 2 x max_num_batched_tokens, 16) + 1
     window_blocks = -(-(1024 - 1 + 2 * 2048) // 16) + 1
     expected = 10 * (131072 // 16) * page + 52 * window_blocks * page
-    assert kv_cache.request_kv_bytes(spec, 131072, max_num_batched_tokens=2048) == expected
-    one_step = kv_cache.KVRules(sliding_batches=1)  # 0.8.3 - 0.25: cdiv(W - 1 + max_num_batched_tokens, 16) + 1
+    assert cache(spec, max_num_batched_tokens=2048).request_bytes(131072) == expected
+    one_step = KVRules(sliding_batches=1)  # 0.8.3 - 0.25: cdiv(W - 1 + max_num_batched_tokens, 16) + 1
     expected = 10 * (131072 // 16) * page + 52 * (-(-(1024 - 1 + 2048) // 16) + 1) * page
-    assert kv_cache.request_kv_bytes(spec, 131072, max_num_batched_tokens=2048, rules=one_step) == expected
-    short = kv_cache.request_kv_bytes(spec, 512)
+    assert cache(spec, max_num_batched_tokens=2048, rules=one_step).request_bytes(131072) == expected
+    short = cache(spec).request_bytes(512)
     assert short == 62 * (512 // 16) * page + 52 * page  # window not reached: full length + 1 block
 
 
 def test_all_sliding_model_fits_any_length_once_the_window_fits():
     spec = resolve_model_spec("mistralai/Mistral-7B-Instruct-v0.1")
-    small = kv_cache.request_kv_bytes(spec, 8192)
-    assert kv_cache.request_kv_bytes(spec, 32768) == small
-    assert kv_cache.estimate_max_model_len(small + kv_cache.block_bytes(spec), spec) == 32768
+    small = cache(spec).request_bytes(8192)
+    assert cache(spec).request_bytes(32768) == small
+    assert cache(spec).estimate_max_model_len(small + cache(spec).block_bytes) == 32768
 
 
 def test_linear_attention_layers_hold_no_per_token_kv():
     spec = resolve_model_spec("Qwen/Qwen3-Next-80B-A3B-Instruct")
     assert spec.num_attention_layers == 12
-    assert kv_cache.kv_bytes_per_token(spec) == 12 * 2 * 2 * 256 * 2
+    assert cache(spec).bytes_per_token == 12 * 2 * 2 * 256 * 2
 
 
 def test_plan_kv_cache_blocks_tokens_and_concurrency(llama):
-    plan = kv_cache.plan_kv_cache(5 * GiB, llama, 20_000)
+    plan = cache(llama).plan(5 * GiB, 20_000)
     assert plan.num_blocks == 5 * GiB // (2 * 1024 * 1024) == 2560
     assert plan.kv_cache_tokens == 2560 * 16
     assert plan.max_concurrency == pytest.approx(2560 / 1250)
@@ -93,7 +100,7 @@ def test_plan_kv_cache_blocks_tokens_and_concurrency(llama):
 
 def test_too_small_cache_raises_vllm_wording_with_estimate(llama):
     with pytest.raises(KVCacheTooSmallError) as caught:
-        kv_cache.check_kv_cache_fits(llama, 1 * GiB, 131072)
+        cache(llama).check_fits(1 * GiB, 131072)
     err = caught.value
     assert err.needed_bytes == 131072 * 131072
     assert err.estimated_max_model_len == (512 - 1) * 16
@@ -102,31 +109,31 @@ def test_too_small_cache_raises_vllm_wording_with_estimate(llama):
         "cache is needed, which is larger than the available KV cache memory (1.0 GiB). Based "
         "on the available memory, the estimated maximum model length is 8176."
     )
-    kv_cache.check_kv_cache_fits(llama, 1 * GiB, 8176)
+    cache(llama).check_fits(1 * GiB, 8176)
     with pytest.raises(KVCacheTooSmallError, match="No available memory for the cache blocks"):
-        kv_cache.check_kv_cache_fits(llama, 0, 16)
+        cache(llama).check_fits(0, 16)
 
 
 @pytest.mark.parametrize(
     "requested, expected", [(None, 131072), ("8k", 8000), ("8K", 8192), ("25.6k", 25600), (4096, 4096)]
 )
 def test_resolve_max_model_len(llama, requested, expected):
-    assert kv_cache.resolve_max_model_len(llama, requested) == expected
+    assert resolve_max_model_len(requested, cache(llama)) == expected
 
 
 def test_resolve_max_model_len_auto_is_largest_that_fits(llama):
-    assert kv_cache.resolve_max_model_len(llama, "auto", 1 * GiB) == 8176
-    assert kv_cache.resolve_max_model_len(llama, -1, 40 * GiB) == 131072
+    assert resolve_max_model_len("auto", cache(llama), 1 * GiB) == 8176
+    assert resolve_max_model_len(-1, cache(llama), 40 * GiB) == 131072
     with pytest.raises(UsageError, match="Cannot auto-fit"):
-        kv_cache.resolve_max_model_len(llama, "auto", 1024)
+        resolve_max_model_len("auto", cache(llama), 1024)
     with pytest.raises(UsageError):
-        kv_cache.resolve_max_model_len(llama, "1.5K")
+        resolve_max_model_len("1.5K", cache(llama))
 
 
 def test_parallel_sizes_must_divide_heads(llama):
-    kv_cache.check_parallel_sizes(llama, tp=16)
+    check_parallel_sizes(llama, tp=16)
     with pytest.raises(UsageError, match=r"attention heads \(32\) must be divisible by tensor parallel size \(3\)"):
-        kv_cache.check_parallel_sizes(llama, tp=3)
+        check_parallel_sizes(llama, tp=3)
     odd = spec_from_hf_config(
         {
             "num_hidden_layers": 2,
@@ -137,7 +144,7 @@ def test_parallel_sizes_must_divide_heads(llama):
         }
     )
     with pytest.raises(UsageError, match="4 KV heads"):
-        kv_cache.check_parallel_sizes(odd, tp=6)
+        check_parallel_sizes(odd, tp=6)
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from kvtool.engine.sizing import catalog, kv_cache
-from kvtool.engine.sizing.spec import resolve_model_path, resolve_model_spec, spec_from_hf_config
+from kvtool.engine.discovery.models import resolve_model_path, resolve_model_spec
+from kvtool.engine.sizing import catalog
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.errors import UsageError
 
 SMOLLM2_CONFIG = {
@@ -63,7 +65,7 @@ def test_model_folder_read_end_to_end(tmp_path):
     spec = resolve_model_spec(str(tmp_path))
     assert (spec.num_hidden_layers, spec.num_key_value_heads, spec.head_dim) == (30, 3, 64)
     assert spec.source == str(tmp_path / "config.json")
-    assert kv_cache.kv_bytes_per_token(spec) == 30 * 2 * 3 * 64 * 2
+    assert KVCacheSpec(spec).bytes_per_token == 30 * 2 * 3 * 64 * 2
 
 
 def test_text_config_nesting_and_quantization():

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing import gpus
+from kvtool.engine.discovery import gpus
 
 runner = CliRunner()
 CONTRACT_ARGS = [

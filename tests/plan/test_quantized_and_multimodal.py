@@ -6,9 +6,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
+from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing.memory_budget import weights_bytes
 from kvtool.engine.sizing.quantization import checkpoint_bytes
-from kvtool.engine.sizing.spec import resolve_model_spec, spec_from_hf_config
+from kvtool.engine.sizing.spec import spec_from_hf_config
 
 runner = CliRunner()
 TEXT = {

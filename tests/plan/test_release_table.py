@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.engine.discovery.models import resolve_model_spec
 
 GiB, MiB = 1 << 30, 1 << 20
 LLAMA = resolve_model_spec("llama3.1-8b")

@@ -5,13 +5,19 @@ import math
 
 import pytest
 
+from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, make_plan
-from kvtool.engine.sizing import kv_cache, vllm_startup
-from kvtool.engine.sizing.defaults import default_gpu_memory_utilization
+from kvtool.engine.sizing import vllm_startup
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
-from kvtool.engine.sizing.spec import resolve_model_spec, spec_from_hf_config
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
+from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.units import GiB
-from kvtool.engine.sizing.vllm_versions import BOUNDARIES, VllmRelease, parse_version
+from kvtool.engine.sizing.vllm_versions import (
+    BOUNDARIES,
+    VllmRelease,
+    default_gpu_memory_utilization,
+    parse_version,
+)
 from kvtool.errors import UsageError
 
 MiB = 1 << 20
@@ -25,7 +31,7 @@ V0_SAMPLER_ROW = 128256 * (2 + 4 + 4 + 8 + 4 + 4 + 2 + 4)
 
 
 def plan(version: str, spec=LLAMA, gpu=GPU_80, **settings):
-    return make_plan(spec, PlanRequest(gpus=[gpu], vllm_version=version, **settings))
+    return make_plan(spec, PlanRequest(gpus=[gpu], release=VllmRelease.parse(version), **settings))
 
 
 def test_every_boundary_names_a_modelled_release_once():
@@ -142,9 +148,11 @@ def test_sliding_window_blocks_per_request(window, batched, length, one_step, tw
     page = 16 * 2 * 64 * 2
     for version, blocks in (("0.25.1", one_step), ("0.26.0", two_steps)):
         rules = vllm_startup.kv_rules(VllmRelease.parse(version), False, 1, False)
-        assert kv_cache.request_kv_bytes(spec, length, max_num_batched_tokens=batched, rules=rules) == blocks * page
+        layout = KVLayout(max_num_batched_tokens=batched, rules=rules)
+        assert KVCacheSpec(spec, layout).request_bytes(length) == blocks * page
     full = vllm_startup.kv_rules(VllmRelease.parse("0.8.2"), False, 1, False)  # no SlidingWindowSpec yet
-    assert kv_cache.request_kv_bytes(spec, length, max_num_batched_tokens=batched, rules=full) == length // 16 * page
+    layout = KVLayout(max_num_batched_tokens=batched, rules=full)
+    assert KVCacheSpec(spec, layout).request_bytes(length) == length // 16 * page
     mixed = vllm_startup.kv_rules(VllmRelease.parse("0.9.0"), False, 1, True)  # mixed models: all full until 0.9.1
     assert mixed.sliding_batches == 0
 
@@ -187,7 +195,7 @@ def test_the_null_block_is_kept_back_in_the_check_from_0_29():
     exact = 8192 * 131072  # one 8192-token request of Llama-3.1-8B, no block to spare
     for version, fits in (("0.28.0", True), ("0.29.0", False)):
         rules = vllm_startup.kv_rules(VllmRelease.parse(version), False, 1, False)
-        assert kv_cache.plan_kv_cache(exact, LLAMA, 8192, rules=rules).fits is fits
+        assert KVCacheSpec(LLAMA, KVLayout(rules=rules)).plan(exact, 8192).fits is fits
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing import kv_cache
-from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.errors import ExitCode
 
 
@@ -21,7 +21,7 @@ def test_refuses_to_start_with_vllms_message_and_the_safe_length(smollm2_dir):
     )
     assert result.exit_code == ExitCode.STARTUP_FAILED, result.output
     output = " ".join(result.output.split())
-    safe = kv_cache.estimate_max_model_len(budget, resolve_model_spec("smollm2"))
+    safe = KVCacheSpec(resolve_model_spec("smollm2")).estimate_max_model_len(budget)
     assert "To serve at least one request with the model's max seq len (8192)" in output
     assert f"the estimated maximum model length is {safe}." in output
     assert f"restart with --max-model-len {safe}, or raise --kv-cache-memory" in output

@@ -7,11 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.cli.engine_options import AUTO_MAX_MODEL_LEN
 from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
-from kvtool.engine.sizing import kv_cache
-from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
-from kvtool.engine.sizing.spec import resolve_model_spec
+from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.sizing.engine_args import AUTO_MAX_MODEL_LEN
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import load_profile
 
@@ -90,7 +89,7 @@ def test_cpu_budget_is_what_max_num_seqs_full_sequences_need_when_small(smollm2)
         build_serve_plan(None, {**flags, "dtype": "bfloat16"}, CPU, smollm2),
     )
     for plan, spec in ((quantized, replace(smollm2, dtype="float32")), (dequantized, smollm2)):
-        need = 2 * kv_cache.request_kv_bytes(spec, 512) + kv_cache.block_bytes(spec)
+        need = 2 * KVCacheSpec(spec).request_bytes(512) + KVCacheSpec(spec).block_bytes
         assert plan.engine_config.kv_cache_memory == need
         assert plan.default_max_tokens is None
     assert quantized.engine_config.kv_cache_memory > dequantized.engine_config.kv_cache_memory
@@ -116,10 +115,10 @@ def test_auto_max_model_len_is_the_length_plan_predicts_for_the_same_budget(smol
     )
     length = plan.engine_config.max_model_len
     assert length == json.loads(planned.stdout)["max_model_len"] < smollm2.derived_max_model_len
-    run_spec = replace(smollm2, dtype="float32")  # the GGUF's weights stay quantized: a float32 KV cache
-    kv_cache.check_kv_cache_fits(run_spec, budget, length)  # the engine's start-up check
+    cache = KVCacheSpec(replace(smollm2, dtype="float32"))  # the GGUF's weights stay quantized: float32 KV
+    cache.check_fits(budget, length)  # the engine's start-up check
     with pytest.raises(KVCacheTooSmallError):
-        kv_cache.check_kv_cache_fits(run_spec, budget, length + 1)
+        cache.check_fits(budget, length + 1)
     assert (
         f"Auto-fit max_model_len: reduced from 8192 to {length} to fit in available KV cache memory" in plan.notes[-1]
     )
@@ -135,7 +134,7 @@ def test_auto_max_model_len_on_a_gpu_needs_a_kv_budget(smollm2):
     with pytest.raises(UsageError, match="--max-model-len auto on a GPU needs --kv-cache-memory"):
         build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN}, ONE_GPU, smollm2)
     given = build_serve_plan(None, {"max_model_len": AUTO_MAX_MODEL_LEN, "kv_cache_memory": 16 << 20}, ONE_GPU, smollm2)
-    assert given.engine_config.max_model_len == kv_cache.estimate_max_model_len(16 << 20, smollm2)
+    assert given.engine_config.max_model_len == KVCacheSpec(smollm2).estimate_max_model_len(16 << 20)
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Model facts from the Hugging Face Hub through huggingface_hub: config.json, and the safetensors headers
+"""A Hugging Face Hub model id -> ModelSpec, through huggingface_hub: config.json, and the safetensors headers
 for the exact element count of every dtype in the checkpoint.
 
 HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and the HF cache are honoured (read at call time). What a lookup
@@ -10,10 +10,14 @@ current revision again, and the facts are read anew when it moved).
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kvtool.cache import cache_dir
+from kvtool.engine.sizing import catalog
 from kvtool.engine.sizing.defaults import HUB_FACTS_FRESH_SECONDS
+from kvtool.engine.sizing.quantization import FLOAT_DTYPES
+from kvtool.engine.sizing.spec import ModelSpec, spec_from_hf_config
 from kvtool.errors import UsageError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -31,6 +35,20 @@ def offline() -> bool:
 def looks_like_repo_id(model: str) -> bool:
     parts = model.split("/")
     return len(parts) == 2 and all(parts) and not model.startswith((".", "/", "~"))
+
+
+def spec_from_hub(repo_id: str) -> ModelSpec:
+    """A Hub model id: its config.json, and its safetensors element counts per dtype when it has them."""
+    facts = hub_facts(repo_id)
+    if not isinstance(facts.get("config"), dict):
+        raise UsageError(f"config.json of '{repo_id}' holds no JSON object.", "Give a local config.json with --model.")
+    spec = spec_from_hf_config(facts["config"], repo_id, f"hub:{repo_id}@{str(facts.get('revision'))[:12]}")
+    counts = facts.get("dtype_counts")
+    if not counts:
+        return spec
+    if set(counts) <= FLOAT_DTYPES:  # unquantized: the headers give the exact parameter count
+        spec = replace(spec, num_parameters=sum(counts.values()))
+    return replace(spec, checkpoint_dtypes=tuple(sorted(counts.items())))
 
 
 def hub_facts(repo_id: str) -> dict:
@@ -95,8 +113,6 @@ def _facts_from_hf_cache(repo_id: str) -> dict:
 def _hub_error(repo_id: str, err: Exception) -> UsageError:
     kind = type(err).__name__
     where = endpoint()
-    from kvtool.engine.sizing import catalog
-
     close = catalog.suggestions(repo_id)
     hint = f"Did you mean {', '.join(close)}? " if close else ""
     if kind == "GatedRepoError":
