@@ -53,9 +53,7 @@ class LLMEngine:
     def _initialize_kv_cache(self) -> KVCachePlan:
         """Size the KV cache from the memory the model left (vLLM's start-up check, then the plan) and allocate it."""
         config, runner = self.config, self.model_runner
-        plan = startup.plan_kv_cache(
-            config, self.spec, runner.available_kv_bytes(), config.max_model_len, config.max_num_batched_tokens
-        )
+        plan = startup.plan_kv_cache(config, self.spec, runner.available_kv_bytes())
         runner.allocate_kv_cache(plan.num_blocks)
         return plan
 

@@ -85,15 +85,14 @@ def _device_memory(device) -> tuple[int | None, str]:
     return properties.total_memory, properties.name
 
 
-def plan_kv_cache(
-    config: EngineConfig, spec: ModelSpec, available_bytes: int, max_model_len: int, max_num_batched_tokens: int
-) -> kv_cache.KVCachePlan:
-    """The start-up check (vLLM's message when one max_model_len request does not fit), then the plan."""
+def plan_kv_cache(config: EngineConfig, spec: ModelSpec, available_bytes: int) -> kv_cache.KVCachePlan:
+    """The start-up check of the resolved config (vLLM's message when one max_model_len request does not fit),
+    then the plan."""
     layout = kv_cache.KVLayout(
         block_size=config.block_size,
         kv_cache_dtype=config.kv_cache_dtype,
-        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_batched_tokens=config.max_num_batched_tokens,
     )
     cache = kv_cache.KVCacheSpec(spec, layout)
-    cache.check_fits(available_bytes, max_model_len)
-    return cache.plan(available_bytes, max_model_len)
+    cache.check_fits(available_bytes, config.max_model_len)
+    return cache.plan(available_bytes, config.max_model_len)
