@@ -2,6 +2,7 @@
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,6 +11,7 @@ from kvtool.cli import engine_options as flags
 from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.plan.from_log import LogRun, WhatIf, plan_from_log
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
 from kvtool.engine.plan.report_json import report_to_json
 from kvtool.engine.sizing import defaults
@@ -19,20 +21,30 @@ from kvtool.engine.sizing.units import parse_human_int
 from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
-GPU, WORKLOAD, OUTPUT = "GPU", "Workload", "Output"
+GPU, WORKLOAD, OUTPUT, LOG = "GPU", "Workload", "Output", "From a start-up log"
 DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
 
 
 def plan(
+    from_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-log",
+            help="A vLLM start-up log: what it measured, answered for the settings given here (the others as in "
+            "the log).",
+            rich_help_panel=LOG,
+        ),
+    ] = None,
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--model",
             "-m",
-            help="Catalog name or alias, HF id, config.json, model folder or .gguf file.",
+            help="Catalog name or alias, HF id, config.json, model folder or .gguf file "
+            f"\\[default: {defaults.DEFAULT_MODEL}; with --from-log the log's].",
             rich_help_panel=MODEL,
         ),
-    ] = defaults.DEFAULT_MODEL,
+    ] = None,
     dtype: flags.Dtype = "auto",
     quantization: flags.Quantization = None,
     gpu: Annotated[
@@ -49,17 +61,25 @@ def plan(
         int | None, typer.Option(click_type=COUNT, help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)
     ] = None,
     tp: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--tp", "--tensor-parallel-size", click_type=COUNT, help="Tensor-parallel size.", rich_help_panel=GPU
+            "--tp",
+            "--tensor-parallel-size",
+            click_type=COUNT,
+            help="Tensor-parallel size \\[default: 1].",
+            rich_help_panel=GPU,
         ),
-    ] = 1,
+    ] = None,
     pp: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--pp", "--pipeline-parallel-size", click_type=COUNT, help="Pipeline-parallel size.", rich_help_panel=GPU
+            "--pp",
+            "--pipeline-parallel-size",
+            click_type=COUNT,
+            help="Pipeline-parallel size \\[default: 1].",
+            rich_help_panel=GPU,
         ),
-    ] = 1,
+    ] = None,
     gpu_free: Annotated[
         int | None,
         typer.Option(
@@ -69,14 +89,16 @@ def plan(
         ),
     ] = None,
     vllm_version: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE
+            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8) \\[default: {NEWEST_NAME}; "
+            "with --from-log the log's].",
+            rich_help_panel=ENGINE,
         ),
-    ] = NEWEST_NAME,
+    ] = None,
     gpu_memory_utilization: flags.GpuMemoryUtilization = None,
     max_model_len: flags.MaxModelLen = None,
-    kv_cache_dtype: flags.KvCacheDtype = "auto",
+    kv_cache_dtype: flags.KvCacheDtype = None,
     max_num_seqs: flags.MaxNumSeqs = None,
     max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
     kv_cache_memory: flags.KvCacheMemory = None,
@@ -87,8 +109,13 @@ def plan(
         ),
     ] = None,
     enforce_eager: Annotated[
-        bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).", rich_help_panel=ENGINE)
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--enforce-eager/--no-enforce-eager",
+            help="No CUDA graphs (their memory goes to the KV cache) \\[default: no].",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
     limit_mm_per_prompt: Annotated[
         str | None,
         typer.Option(
@@ -118,38 +145,86 @@ def plan(
     if list_models or list_gpus:
         render().print_catalogs(list_models, list_gpus)
         return
-    release = VllmRelease.parse(vllm_version)
-    _check_choices(release, kv_cache_dtype, dtype, quantization)
     limits = parse_mm_limits(limit_mm_per_prompt)
-    spec = resolve_model_spec(model)
-    gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_cache_memory))
-    gpus = with_free_memory(gpus, gpu_free)
-    request = PlanRequest(
-        gpus=gpus,
-        model=model,
+    workloads = parse_workloads(workload)
+    what_if = WhatIf(
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_dtype=kv_cache_dtype,
         tp=tp,
         pp=pp,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_model_len=max_model_len,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        quantization=quantization,
+        num_gpus=num_gpus,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
-        block_size=block_size,
         enforce_eager=enforce_eager,
         kv_cache_memory=kv_cache_memory,
-        workloads=parse_workloads(workload),
-        release=release,
-        limit_mm_per_prompt=limits,
-        block_size_given=block_size is not None,
+        block_size=block_size,
     )
-    report = make_plan(spec, request)
+    if from_log is not None:
+        _check_choices(None, kv_cache_dtype, dtype, quantization)
+        run = LogRun(model, gpu, gpu_mem, gpu_free, dtype, quantization, vllm_version, limits)
+        report = plan_from_log(from_log, what_if, run, workloads)
+    else:
+        report = make_plan(
+            *_plan_request(
+                model or defaults.DEFAULT_MODEL,
+                what_if,
+                gpu,
+                gpu_mem,
+                gpu_free,
+                dtype,
+                quantization,
+                vllm_version,
+                limits,
+                workloads,
+            )
+        )
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
     else:
         render().print_report(report)
     raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
+
+
+def _plan_request(
+    model: str,
+    what_if: WhatIf,
+    gpu: str | None,
+    gpu_mem: str | None,
+    gpu_free: int | None,
+    dtype: str,
+    quantization: str | None,
+    vllm_version: str | None,
+    limits: dict[str, int] | None,
+    workloads: list[Workload],
+):
+    """The model's spec and the request of a plan without a log: every setting not given is vLLM's default."""
+    release = VllmRelease.parse(vllm_version or NEWEST_NAME)
+    kv_cache_dtype = what_if.kv_cache_dtype or "auto"
+    _check_choices(release, kv_cache_dtype, dtype, quantization)
+    spec = resolve_model_spec(model)
+    gpus = resolve_gpus(gpu, gpu_mem, what_if.num_gpus, fallback=_kv_budget_host(what_if.kv_cache_memory))
+    request = PlanRequest(
+        gpus=with_free_memory(gpus, gpu_free),
+        model=model,
+        tp=what_if.tp or 1,
+        pp=what_if.pp or 1,
+        gpu_memory_utilization=what_if.gpu_memory_utilization,
+        max_model_len=what_if.max_model_len,
+        kv_cache_dtype=kv_cache_dtype,
+        dtype=dtype,
+        quantization=quantization,
+        max_num_seqs=what_if.max_num_seqs,
+        max_num_batched_tokens=what_if.max_num_batched_tokens,
+        block_size=what_if.block_size,
+        enforce_eager=bool(what_if.enforce_eager),
+        kv_cache_memory=what_if.kv_cache_memory,
+        workloads=workloads,
+        release=release,
+        limit_mm_per_prompt=limits,
+        block_size_given=what_if.block_size is not None,
+    )
+    return spec, request
 
 
 def render():
@@ -166,9 +241,11 @@ def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
     return GpuInfo(name="no GPU (given KV budget)", total_bytes=kv_bytes, source="kv-cache-memory")
 
 
-def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quantization: str | None) -> None:
-    """Values vLLM would reject are refused here, before any planning."""
-    release.check_kv_cache_dtype(kv_cache_dtype)
+def _check_choices(release: VllmRelease | None, kv_cache_dtype: str | None, dtype: str, quantization: str | None):
+    """Values vLLM would reject are refused here, before any planning (the KV dtype by the release's list,
+    once the release is known)."""
+    if release is not None and kv_cache_dtype is not None:
+        release.check_kv_cache_dtype(kv_cache_dtype)
     if dtype not in defaults.DTYPES:
         raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
     if quantization is not None and quantization not in QUANTIZATION_METHODS:

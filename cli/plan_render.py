@@ -4,10 +4,23 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kvtool.engine.sizing.log_budget import CATALOG, DERIVED, ESTIMATED, GIVEN, MEASURED
 from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
 BAR_WIDTH = 30
+PARTS = {
+    "total_bytes": "GPU memory",
+    "weights_bytes": "weights",
+    "activation_bytes": "activation peak",
+    "non_torch_bytes": "non-torch",
+    "cudagraph_bytes": "CUDA graphs",
+    "encoder_bytes": "encoder profile",
+    "other_process_bytes": "other processes",
+    "kv_cache_bytes": "KV cache",
+}
+SOURCES = {MEASURED: "log", DERIVED: "log, derived", ESTIMATED: "est.", GIVEN: "given", CATALOG: "from the catalog"}
+LISTED = (MEASURED, DERIVED, ESTIMATED)  # the rest name where the GPU's memory came from
 
 
 def gib(num_bytes: float) -> str:
@@ -23,6 +36,8 @@ def human_bytes(num_bytes: int) -> str:
 
 def print_report(report) -> None:
     console.print(_title(report))
+    if report.from_log is not None:
+        _print_from_log(report.from_log)
     console.print(_model_table(report))
     if _kv_budget_given(report):
         console.print(f"KV cache budget given outright: {gib(report.budget.kv_cache_bytes)}")
@@ -116,12 +131,15 @@ def _budget_table(report) -> Table:
     for column in ("", "GiB", "share", ""):
         table.add_column(column, justify="right" if column in ("GiB", "share") else "left")
     rows = [
-        ("weights", budget.weights_bytes, "cyan"),
-        ("activation peak (est.)", budget.activation_bytes, "magenta"),
-        ("non-torch (est.)", budget.non_torch_bytes, "yellow"),
-        ("CUDA graphs (est.)", budget.cudagraph_bytes, "blue"),
-        *((("encoder profile (est.)", budget.encoder_bytes, "magenta"),) if budget.encoder_bytes else ()),
-        *((("other processes", budget.other_process_bytes, "red"),) if budget.other_process_bytes else ()),
+        ("weights_bytes", "cyan"),
+        ("activation_bytes", "magenta"),
+        ("non_torch_bytes", "yellow"),
+        ("cudagraph_bytes", "blue"),
+        *((("encoder_bytes", "magenta"),) if budget.encoder_bytes else ()),
+        *((("other_process_bytes", "red"),) if budget.other_process_bytes else ()),
+    ]
+    rows = [(_part_label(report, name), getattr(budget, name), style) for name, style in rows]
+    rows += [
         ("KV cache", budget.kv_cache_bytes, "green"),
         ("not used", budget.total_bytes - budget.requested_bytes, "dim"),
     ]
@@ -131,6 +149,43 @@ def _budget_table(report) -> Table:
             label, f"{size / GiB:.2f}", f"{share:.0%}", Text("█" * round(max(share, 0) * BAR_WIDTH), style=style)
         )
     return table
+
+
+def _part_label(report, name: str) -> str:
+    """A part of the budget and where its figure comes from: estimated, or (from a log) measured or derived."""
+    if report.from_log is None:
+        return PARTS[name] + ("" if name in ("weights_bytes", "other_process_bytes") else f" ({SOURCES[ESTIMATED]})")
+    source = report.from_log.sources.get(name)
+    return f"{PARTS[name]} ({SOURCES[source] if source else 'not charged'})"
+
+
+def _print_from_log(facts) -> None:
+    """Where the figures come from and what changed, one line each; then what to know about the log."""
+    console.print(f"[bold]from the log[/] {facts.source} ({_release(facts.log)}): {_provenance(facts)}", soft_wrap=True)
+    if facts.changed:
+        changed = ", ".join(f"{name} {_setting(old)} -> {_setting(new)}" for name, (old, new) in facts.changed.items())
+        moved = ", ".join(f"{PARTS[name]} {size / GiB:+.2f} GiB" for name, size in facts.moved.items())
+        console.print(f"[bold]what if[/] {changed}" + (f"; moved {moved}" if moved else ""), soft_wrap=True)
+    for note in facts.notes:
+        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+
+
+def _release(log) -> str:
+    ranks = f", {log.num_ranks} ranks" if (log.num_ranks or 1) > 1 else ""
+    return f"vLLM {log.vllm_version or '?'} {log.engine or ''}{ranks}"
+
+
+def _provenance(facts) -> str:
+    """`measured weights, KV cache; derived activation peak; estimated non-torch; GPU memory given (A100-80GB)`."""
+    sources = facts.measured.sources
+    kinds = {kind: [PARTS[name] for name, source in sources.items() if source == kind] for kind in SOURCES}
+    said = "; ".join(f"{kind} {', '.join(names)}" for kind, names in kinds.items() if names and kind in LISTED)
+    gpu = sources["total_bytes"]
+    return said + ("" if gpu in LISTED else f"; GPU memory {SOURCES[gpu]} ({facts.gpu_name})")
+
+
+def _setting(value) -> str:
+    return gib(value) if isinstance(value, int) and value >= GiB else str(value)
 
 
 def _kv_table(report) -> Table:

@@ -49,6 +49,8 @@ class PlanRequest:
     release: VllmRelease = VllmRelease()  # the newest release modelled unless named
     limit_mm_per_prompt: dict[str, int] | None = None
     block_size_given: bool = False
+    engine: str | None = None  # "V0" / "V1" where a log shows which one the release ran (VLLM_USE_V1)
+    cudagraphs_subtracted: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as a log states it
 
     @property
     def gpu(self) -> GpuInfo:
@@ -77,6 +79,7 @@ class PlanReport:
     v0: bool
     checks: list[vllm_startup.StartupCheck]
     num_cpu_blocks: int
+    from_log: object | None = None  # from_log.FromLog: what a start-up log measured, when the plan answers from one
 
     @property
     def release(self) -> VllmRelease:
@@ -109,13 +112,14 @@ class PlanReport:
         return vllm_startup.startup_log_lines(self.release, self.v0, self.kv, self.num_cpu_blocks)
 
 
-def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
+def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None = None) -> PlanReport:
+    """The plan of `request`; `budget` replaces the estimated one (a start-up log's, moved to the request)."""
     check_parallel_sizes(spec, request.tp, request.pp)
     request.release.check_kv_cache_dtype(request.kv_cache_dtype)
-    v0 = request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability)
+    v0 = _uses_v0(request)
     request = _fill_defaults(request, spec)
     batched, seqs = _scheduler_limits(request, spec, v0)
-    budget = _memory_budget(spec, request, v0, batched, seqs)
+    budget = budget if budget is not None else _memory_budget(spec, request, v0, batched, seqs)
     cache = kv_cache_spec(replace(spec, dtype=_run_dtype(spec, request)), request, v0, batched)
     max_model_len = resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
     kv = cache.plan(budget.kv_cache_bytes, max_model_len)
@@ -156,6 +160,12 @@ def cpu_engine_quantizes(spec, request) -> bool:
     if request.kv_cache_memory is None:
         return False
     return engine_quantization(spec.source, "cpu", request.dtype, request.quantization) == "gguf"
+
+
+def _uses_v0(request: PlanRequest) -> bool:
+    if request.engine is not None:
+        return request.engine == "V0"
+    return request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability)
 
 
 def _run_dtype(spec: ModelSpec, request: PlanRequest) -> str:
@@ -216,6 +226,8 @@ def _memory_budget(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int
 
 def _budget_rules(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int):
     rules = vllm_startup.budget_rules(request.release, v0)
+    if request.cudagraphs_subtracted is not None:
+        rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
     limits = request.limit_mm_per_prompt
     if spec.modalities and limits is not None:
         per_prompt = sum(limits.get(m, 0) for m in spec.modalities)

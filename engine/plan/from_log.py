@@ -1,0 +1,266 @@
+"""`kvtool plan --from-log`: the budget a vLLM start-up log measured, answered for other settings.
+
+The log's run is planned twice with kvtool's estimator, at the log's own settings and at the new ones. Each
+part of the budget the log measured (sizing/log_budget.py) moves by the estimator's difference between the
+two; the weights by its ratio, since they split over tp x pp. A part the log does not print keeps the
+estimate, and a part the new settings do not charge (CUDA graphs under --enforce-eager) is gone. The KV cache
+then follows from the moved budget with vLLM's arithmetic, as in any plan.
+"""
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from kvtool.engine.discovery.gpus import resolve_gpus
+from kvtool.engine.plan.from_log_run import log_release, log_request, run_gpu, run_model_spec
+from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, kv_cache_spec, make_plan
+from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
+from kvtool.engine.sizing.log_budget import DERIVED, ESTIMATED, GIVE_A_GPU, MEASURED, PARTS, LogBudget, log_budget
+from kvtool.engine.sizing.memory_budget import MemoryBudget
+from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log_file
+from kvtool.engine.sizing.units import GiB
+from kvtool.errors import UsageError
+
+SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimator's ratio, the others by its difference
+AGREES = 0.01  # the KV arithmetic on the log's own budget lands this close to what the log printed
+GPU_DERIVED = "The log prints no GPU memory: {gib:.2f} GiB is solved from its budget with the estimated parts."
+NO_GPU_MEMORY = "The log prints no GPU memory, and an answer at another --gpu-memory-utilization needs it."
+GPU_GIVEN = "The log ran on {log:.2f} GiB (as it prints); answered for the given {given:.2f} GiB."
+OVERDRAWN = (
+    "The log's printed figures take more than {utilization} x {gib:.2f} GiB: the GPU has more memory than that; "
+    "give it with --gpu-mem."
+)
+DISAGREES = (
+    "The log printed {printed} for its {gib:.2f} GiB of KV cache where the model's config gives {planned}: "
+    "check that --model is the model the log ran."
+)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """Settings given beside the log, by PlanRequest's names: each replaces the log's; None keeps it."""
+
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    num_gpus: int | None = None  # tp = num_gpus / pp when --tp is not given
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enforce_eager: bool | None = None
+    kv_cache_memory: int | None = None
+    block_size: int | None = None
+
+
+@dataclass(frozen=True)
+class LogRun:
+    """What describes the log's run where the log does not say it."""
+
+    model: str | None = None  # a config.json, a model folder or a Hub id
+    gpu: str | None = None  # also the GPU to answer for, when the log prints its own
+    gpu_mem: str | None = None
+    gpu_free: int | None = None
+    dtype: str = "auto"
+    quantization: str | None = None
+    vllm_version: str | None = None
+    limit_mm_per_prompt: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class FromLog:
+    """What the answer took from the log, and what it changed."""
+
+    source: str
+    log: VllmStartupLog
+    gpu_name: str  # the GPU the log ran on, as far as known
+    measured: LogBudget  # the log's run, at its settings
+    sources: dict[str, str]  # the answer's budget: each part (and the KV cache) -> measured | derived | estimated
+    changed: dict[str, tuple[object, object]]  # setting -> (the log's, the answer's)
+    moved: dict[str, int]  # part -> bytes it moved by
+    printed: dict[str, float]  # the KV cache figures the log printed
+    notes: tuple[str, ...] = ()
+
+
+def plan_from_log(
+    path: str | Path, what_if: WhatIf = WhatIf(), run: LogRun = LogRun(), workloads: list[Workload] | None = None
+) -> PlanReport:
+    """The plan for `what_if`, each measured part of the budget taken from the start-up log at `path`."""
+    log = read_startup_log_file(path)
+    release, notes = log_release(log, run.vllm_version)
+    spec = run_model_spec(log, run.model)
+    given = _given_gpu(run)
+    gpu, total_source = run_gpu(log, given)
+    at_log = make_plan(spec, log_request(log, spec, run, gpu, release, workloads or []))
+    cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
+    measured = log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
+    gpu = replace(gpu, total_bytes=measured.budget.total_bytes)
+    answer_gpu = given if given is not None and total_source == MEASURED else gpu
+    if total_source is None and _asks_for_a_share(at_log.request, what_if):
+        raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
+    at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
+    budget, moved = moved_budget(measured, at_log.budget, at_new.budget)
+    report = make_plan(spec, at_new.request, budget=budget)
+    notes += _gpu_notes(measured, gpu, answer_gpu) + _kv_notes(log, cache, measured, at_log.kv.max_model_len)
+    facts = FromLog(
+        source=str(path),
+        log=log,
+        gpu_name=gpu.name,
+        measured=measured,
+        sources=answer_sources(measured, at_log.budget, at_new.budget),
+        changed=_changed(at_log, at_new),
+        moved=moved,
+        printed=_printed(log),
+        notes=tuple(notes),
+    )
+    return replace(report, from_log=facts)
+
+
+def moved_budget(measured: LogBudget, at_log: MemoryBudget, at_new: MemoryBudget) -> tuple[MemoryBudget, dict]:
+    """The log's budget moved to the new settings, and by how much each part moved."""
+    log = measured.budget
+    parts = {
+        name: _moved(getattr(log, name), getattr(at_log, name), getattr(at_new, name), _scales(name, measured))
+        for name in PARTS
+    }
+    moved = {name: parts[name] - getattr(log, name) for name in PARTS if parts[name] != getattr(log, name)}
+    return replace(at_new, **parts), moved
+
+
+def _scales(name: str, measured: LogBudget) -> bool:
+    """Weights split over tp x pp, and a part solved from the log's budget is a share of it in proportion to
+    the estimates: both keep their ratio to the estimate. A part printed alone moves by its difference."""
+    return name in SCALED or measured.sources.get(name) == DERIVED
+
+
+def _moved(value: int, at_log: int, at_new: int, scales: bool) -> int:
+    if not at_new:
+        return 0  # the new settings do not charge it
+    if not at_log:
+        return at_new  # the log's run did not charge it: the estimate
+    if at_new == at_log:
+        return value
+    return max(0, round(value * at_new / at_log) if scales else value + at_new - at_log)
+
+
+def answer_sources(measured: LogBudget, at_log: MemoryBudget, at_new: MemoryBudget) -> dict[str, str]:
+    """Where each part of the answer's budget comes from."""
+    sources = {}
+    for name in PARTS:
+        if getattr(at_new, name):
+            charged = getattr(at_log, name) and name in measured.sources
+            sources[name] = measured.sources[name] if charged else ESTIMATED
+    return {**sources, "total_bytes": measured.sources["total_bytes"]}
+
+
+def _given_gpu(run: LogRun) -> GpuInfo | None:
+    if run.gpu is None and run.gpu_mem is None:
+        return None
+    gpu = resolve_gpus(run.gpu, run.gpu_mem, None)[0]
+    return with_free_memory([gpu], run.gpu_free)[0]
+
+
+def _what_if_request(at_log: PlanReport, what_if: WhatIf, gpu: GpuInfo) -> PlanRequest:
+    """The log's settings as planned, with those given. V1 keeps the scheduler limits it ran with; V0 keeps
+    its flags, so that its profile batch follows a new max_model_len as vLLM's default does."""
+    request = at_log.request
+    changes = {f.name: getattr(what_if, f.name) for f in fields(what_if) if getattr(what_if, f.name) is not None}
+    num_gpus = changes.pop("num_gpus", None)
+    if num_gpus and what_if.tp is None:
+        changes["tp"] = max(1, num_gpus // changes.get("pp", request.pp))
+    if "gpu_memory_utilization" in changes and "kv_cache_memory" not in changes:
+        changes["kv_cache_memory"] = None  # a fraction asked for: vLLM profiles the budget again
+    if not at_log.v0:
+        limits = {"max_num_seqs": at_log.max_num_seqs, "max_num_batched_tokens": at_log.max_num_batched_tokens}
+        changes = limits | changes
+    request = replace(request, **changes, block_size_given=request.block_size_given or "block_size" in changes)
+    return replace(request, gpus=[gpu] * (request.tp * request.pp))
+
+
+def _asks_for_a_share(request: PlanRequest, what_if: WhatIf) -> bool:
+    """Whether the answer takes another share of the GPU than the log's run: then its memory matters."""
+    utilization = what_if.gpu_memory_utilization
+    share_again = request.kv_cache_memory is not None and what_if.kv_cache_memory is None
+    return (utilization is not None and utilization != request.gpu_memory_utilization) or (
+        utilization is not None and share_again
+    )
+
+
+def _changed(at_log: PlanReport, at_new: PlanReport) -> dict[str, tuple[object, object]]:
+    def settings(report: PlanReport) -> dict[str, object]:
+        request = report.request
+        return {
+            "tp": request.tp,
+            "pp": request.pp,
+            "gpu_memory_utilization": request.gpu_memory_utilization,
+            "max_model_len": report.kv.max_model_len,
+            "kv_cache_dtype": request.kv_cache_dtype,
+            "max_num_seqs": report.max_num_seqs,
+            "max_num_batched_tokens": report.max_num_batched_tokens,
+            "enforce_eager": request.enforce_eager,
+            "kv_cache_memory": request.kv_cache_memory,
+            "block_size": request.block_size,
+            "gpu_memory_bytes": request.gpu.total_bytes,
+        }
+
+    before, after = settings(at_log), settings(at_new)
+    return {name: (before[name], after[name]) for name in before if before[name] != after[name]}
+
+
+def _printed(log: VllmStartupLog) -> dict[str, float]:
+    memory, failure = log.memory, log.failure
+    figures = {
+        "available_kv_cache_gib": memory.available_kv_cache_memory_gib
+        or (failure and failure.available_kv_cache_memory_gib),
+        "kv_cache_tokens": memory.kv_cache_size_tokens or (failure and failure.kv_cache_size_tokens),
+        "num_gpu_blocks": memory.num_gpu_blocks,
+        "max_concurrency": memory.max_concurrency,
+        "estimated_max_model_len": failure and failure.estimated_max_model_len,
+    }
+    return {name: value for name, value in figures.items() if value is not None}
+
+
+def _gpu_notes(measured: LogBudget, gpu: GpuInfo, answer_gpu: GpuInfo) -> list[str]:
+    notes, budget = [], measured.budget
+    if measured.sources["total_bytes"] == DERIVED:
+        notes.append(GPU_DERIVED.format(gib=budget.total_bytes / GiB))
+    if answer_gpu.total_bytes != gpu.total_bytes:
+        notes.append(GPU_GIVEN.format(log=gpu.total_bytes / GiB, given=answer_gpu.total_bytes / GiB))
+    if any(budget_part < 0 for budget_part in measured.figures(DERIVED).values()):
+        notes.append(OVERDRAWN.format(utilization=budget.gpu_memory_utilization, gib=budget.total_bytes / GiB))
+    return notes
+
+
+def _kv_notes(log: VllmStartupLog, cache, measured: LogBudget, max_model_len: int) -> list[str]:
+    """Whether the model's KV arithmetic gives, for the log's own KV cache, what the log printed."""
+    kv = measured.budget.kv_cache_bytes
+    if measured.sources["kv_cache_bytes"] != MEASURED or kv <= 0:
+        return []
+    planned, printed = cache.plan(kv, max_model_len), _printed(log)
+    pairs = (
+        ("kv_cache_tokens", planned.kv_cache_tokens, "{:,} tokens"),
+        ("max_concurrency", planned.max_concurrency, "{:.2f}x"),
+    )
+    for name, value, unit in pairs:
+        if name in printed and abs(value / printed[name] - 1) > AGREES:
+            return [DISAGREES.format(printed=unit.format(printed[name]), gib=kv / GiB, planned=unit.format(value))]
+    return []
+
+
+def from_log_json(facts: FromLog) -> dict:
+    """The `from_log` object of `kvtool plan --json`."""
+    measured = facts.measured
+    return {
+        "source": facts.source,
+        "vllm_version": facts.log.vllm_version,
+        "engine": facts.log.engine,
+        "num_ranks": facts.log.num_ranks,
+        "gpu_memory": measured.sources["total_bytes"],
+        "measured": measured.figures(MEASURED),
+        "derived": measured.figures(DERIVED),
+        "estimated": sorted(measured.figures(ESTIMATED)),
+        "answer": facts.sources,
+        "changed": {name: {"log": old, "now": new} for name, (old, new) in facts.changed.items()},
+        "moved": facts.moved,
+        "printed": facts.printed,
+        "notes": list(facts.notes),
+    }
