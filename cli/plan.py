@@ -11,7 +11,6 @@ from kvtool.cli import engine_options as flags
 from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.from_log import LogRun, WhatIf, plan_from_log
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
 from kvtool.engine.plan.report_json import report_to_json
 from kvtool.engine.sizing import defaults
@@ -147,38 +146,26 @@ def plan(
         return
     limits = parse_mm_limits(limit_mm_per_prompt)
     workloads = parse_workloads(workload)
-    what_if = WhatIf(
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_dtype=kv_cache_dtype,
-        tp=tp,
-        pp=pp,
-        num_gpus=num_gpus,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        enforce_eager=enforce_eager,
-        kv_cache_memory=kv_cache_memory,
-        block_size=block_size,
-    )
+    settings = {
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "kv_cache_dtype": kv_cache_dtype,
+        "tp": tp,
+        "pp": pp,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "enforce_eager": enforce_eager,
+        "kv_cache_memory": kv_cache_memory,
+        "block_size": block_size,
+    }
+    given = {name: value for name, value in settings.items() if value is not None}
+    run = {"model": model, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_free": gpu_free, "dtype": dtype}
+    run |= {"quantization": quantization, "vllm_version": vllm_version, "limit_mm_per_prompt": limits}
     if from_log is not None:
         _check_choices(None, kv_cache_dtype, dtype, quantization)
-        run = LogRun(model, gpu, gpu_mem, gpu_free, dtype, quantization, vllm_version, limits)
-        report = plan_from_log(from_log, what_if, run, workloads)
+        report = _plan_from_log(from_log, given, num_gpus, run, workloads)
     else:
-        report = make_plan(
-            *_plan_request(
-                model or defaults.DEFAULT_MODEL,
-                what_if,
-                gpu,
-                gpu_mem,
-                gpu_free,
-                dtype,
-                quantization,
-                vllm_version,
-                limits,
-                workloads,
-            )
-        )
+        report = _plan(given, num_gpus, run, workloads)
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
     else:
@@ -186,45 +173,33 @@ def plan(
     raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
 
 
-def _plan_request(
-    model: str,
-    what_if: WhatIf,
-    gpu: str | None,
-    gpu_mem: str | None,
-    gpu_free: int | None,
-    dtype: str,
-    quantization: str | None,
-    vllm_version: str | None,
-    limits: dict[str, int] | None,
-    workloads: list[Workload],
-):
-    """The model's spec and the request of a plan without a log: every setting not given is vLLM's default."""
-    release = VllmRelease.parse(vllm_version or NEWEST_NAME)
-    kv_cache_dtype = what_if.kv_cache_dtype or "auto"
-    _check_choices(release, kv_cache_dtype, dtype, quantization)
+def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
+    """A plan without a log: every setting not given is vLLM's default."""
+    release = VllmRelease.parse(run["vllm_version"] or NEWEST_NAME)
+    _check_choices(release, given.get("kv_cache_dtype", "auto"), run["dtype"], run["quantization"])
+    model = run["model"] or defaults.DEFAULT_MODEL
     spec = resolve_model_spec(model)
-    gpus = resolve_gpus(gpu, gpu_mem, what_if.num_gpus, fallback=_kv_budget_host(what_if.kv_cache_memory))
+    gpus = resolve_gpus(run["gpu"], run["gpu_mem"], num_gpus, fallback=_kv_budget_host(given.get("kv_cache_memory")))
     request = PlanRequest(
-        gpus=with_free_memory(gpus, gpu_free),
+        gpus=with_free_memory(gpus, run["gpu_free"]),
         model=model,
-        tp=what_if.tp or 1,
-        pp=what_if.pp or 1,
-        gpu_memory_utilization=what_if.gpu_memory_utilization,
-        max_model_len=what_if.max_model_len,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        quantization=quantization,
-        max_num_seqs=what_if.max_num_seqs,
-        max_num_batched_tokens=what_if.max_num_batched_tokens,
-        block_size=what_if.block_size,
-        enforce_eager=bool(what_if.enforce_eager),
-        kv_cache_memory=what_if.kv_cache_memory,
+        dtype=run["dtype"],
+        quantization=run["quantization"],
         workloads=workloads,
         release=release,
-        limit_mm_per_prompt=limits,
-        block_size_given=what_if.block_size is not None,
+        limit_mm_per_prompt=run["limit_mm_per_prompt"],
+        block_size_given="block_size" in given,
+        **given,
     )
-    return spec, request
+    return make_plan(spec, request)
+
+
+def _plan_from_log(path: Path, given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
+    """The log's measured budget answered for the settings given (imported here: plans without a log do not
+    load the log reader)."""
+    from kvtool.engine.plan.from_log import LogRun, WhatIf, plan_from_log
+
+    return plan_from_log(path, WhatIf(**given, num_gpus=num_gpus), LogRun(**run), workloads)
 
 
 def render():

@@ -1,10 +1,11 @@
 """`kvtool plan --from-log`: the budget a vLLM start-up log measured, answered for other settings.
 
-The log's run is planned twice with kvtool's estimator, at the log's own settings and at the new ones. Each
-part of the budget the log measured (sizing/log_budget.py) moves by the estimator's difference between the
-two; the weights by its ratio, since they split over tp x pp. A part the log does not print keeps the
-estimate, and a part the new settings do not charge (CUDA graphs under --enforce-eager) is gone. The KV cache
-then follows from the moved budget with vLLM's arithmetic, as in any plan.
+The log's run is planned twice with kvtool's estimator, at the log's own settings and at the new ones, and
+each part of the log's budget (sizing/log_budget.py) moves with the estimate between the two: a part the log
+prints by itself by the estimate's difference; the weights (split over tp x pp) and the parts solved from the
+log's budget (shares of it in the proportion of their estimates) by its ratio. A part the log does not print
+keeps the estimate, and a part the new settings do not charge (CUDA graphs under --enforce-eager) is gone.
+The KV cache then follows from the moved budget with vLLM's arithmetic, as in any plan.
 """
 
 from dataclasses import dataclass, fields, replace
@@ -20,7 +21,7 @@ from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log_fi
 from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
-SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimator's ratio, the others by its difference
+SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimate's ratio
 AGREES = 0.01  # the KV arithmetic on the log's own budget lands this close to what the log printed
 GPU_DERIVED = "The log prints no GPU memory: {gib:.2f} GiB is solved from its budget with the estimated parts."
 NO_GPU_MEMORY = "The log prints no GPU memory, and an answer at another --gpu-memory-utilization needs it."
@@ -74,11 +75,30 @@ class FromLog:
     log: VllmStartupLog
     gpu_name: str  # the GPU the log ran on, as far as known
     measured: LogBudget  # the log's run, at its settings
-    sources: dict[str, str]  # the answer's budget: each part (and the KV cache) -> measured | derived | estimated
+    sources: dict[str, str]  # the answer's budget: total_bytes and each part -> measured | derived | estimated ...
     changed: dict[str, tuple[object, object]]  # setting -> (the log's, the answer's)
     moved: dict[str, int]  # part -> bytes it moved by
     printed: dict[str, float]  # the KV cache figures the log printed
     notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        """The `from_log` object of `kvtool plan --json` (docs/plan.md)."""
+        measured = self.measured
+        return {
+            "source": self.source,
+            "vllm_version": self.log.vllm_version,
+            "engine": self.log.engine,
+            "num_ranks": self.log.num_ranks,
+            "gpu_memory": measured.sources["total_bytes"],
+            "measured": measured.figures(MEASURED),
+            "derived": measured.figures(DERIVED),
+            "estimated": sorted(measured.figures(ESTIMATED)),
+            "answer": self.sources,
+            "changed": {name: {"log": old, "now": new} for name, (old, new) in self.changed.items()},
+            "moved": self.moved,
+            "printed": self.printed,
+            "notes": list(self.notes),
+        }
 
 
 def plan_from_log(
@@ -90,13 +110,14 @@ def plan_from_log(
     spec = run_model_spec(log, run.model)
     given = _given_gpu(run)
     gpu, total_source = run_gpu(log, given)
-    at_log = make_plan(spec, log_request(log, spec, run, gpu, release, workloads or []))
-    cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
-    measured = log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
-    gpu = replace(gpu, total_bytes=measured.budget.total_bytes)
+    at_log, cache, measured = _measure(log, spec, run, gpu, release, workloads or [], total_source)
+    if total_source is None:  # estimated again on the GPU the log's budget gives: its scheduler defaults
+        gpu = _derived_gpu(gpu, measured)
+        at_log, cache, measured = _measure(log, spec, run, gpu, release, workloads or [], total_source)
+        gpu = _derived_gpu(gpu, measured)
+        if what_if.gpu_memory_utilization not in (None, at_log.request.gpu_memory_utilization):
+            raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
     answer_gpu = given if given is not None and total_source == MEASURED else gpu
-    if total_source is None and _asks_for_a_share(at_log.request, what_if):
-        raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
     at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
     budget, moved = moved_budget(measured, at_log.budget, at_new.budget)
     report = make_plan(spec, at_new.request, budget=budget)
@@ -113,6 +134,18 @@ def plan_from_log(
         notes=tuple(notes),
     )
     return replace(report, from_log=facts)
+
+
+def _measure(log, spec, run, gpu, release, workloads, total_source) -> tuple[PlanReport, object, LogBudget]:
+    """The estimate at the log's settings, its KV cache, and the log's budget."""
+    at_log = make_plan(spec, log_request(log, spec, run, gpu, release, workloads))
+    cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
+    return at_log, cache, log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
+
+
+def _derived_gpu(gpu: GpuInfo, measured: LogBudget) -> GpuInfo:
+    total = measured.budget.total_bytes
+    return replace(gpu, total_bytes=total, name=f"{total / GiB:.2f} GiB GPU")
 
 
 def moved_budget(measured: LogBudget, at_log: MemoryBudget, at_new: MemoryBudget) -> tuple[MemoryBudget, dict]:
@@ -176,15 +209,6 @@ def _what_if_request(at_log: PlanReport, what_if: WhatIf, gpu: GpuInfo) -> PlanR
     return replace(request, gpus=[gpu] * (request.tp * request.pp))
 
 
-def _asks_for_a_share(request: PlanRequest, what_if: WhatIf) -> bool:
-    """Whether the answer takes another share of the GPU than the log's run: then its memory matters."""
-    utilization = what_if.gpu_memory_utilization
-    share_again = request.kv_cache_memory is not None and what_if.kv_cache_memory is None
-    return (utilization is not None and utilization != request.gpu_memory_utilization) or (
-        utilization is not None and share_again
-    )
-
-
 def _changed(at_log: PlanReport, at_new: PlanReport) -> dict[str, tuple[object, object]]:
     def settings(report: PlanReport) -> dict[str, object]:
         request = report.request
@@ -244,23 +268,3 @@ def _kv_notes(log: VllmStartupLog, cache, measured: LogBudget, max_model_len: in
         if name in printed and abs(value / printed[name] - 1) > AGREES:
             return [DISAGREES.format(printed=unit.format(printed[name]), gib=kv / GiB, planned=unit.format(value))]
     return []
-
-
-def from_log_json(facts: FromLog) -> dict:
-    """The `from_log` object of `kvtool plan --json`."""
-    measured = facts.measured
-    return {
-        "source": facts.source,
-        "vllm_version": facts.log.vllm_version,
-        "engine": facts.log.engine,
-        "num_ranks": facts.log.num_ranks,
-        "gpu_memory": measured.sources["total_bytes"],
-        "measured": measured.figures(MEASURED),
-        "derived": measured.figures(DERIVED),
-        "estimated": sorted(measured.figures(ESTIMATED)),
-        "answer": facts.sources,
-        "changed": {name: {"log": old, "now": new} for name, (old, new) in facts.changed.items()},
-        "moved": facts.moved,
-        "printed": facts.printed,
-        "notes": list(facts.notes),
-    }

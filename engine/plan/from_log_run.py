@@ -91,9 +91,16 @@ def log_request(
         release=release,
         limit_mm_per_prompt=_mm_limits(log) or run.limit_mm_per_prompt,
         block_size_given=log.block_size is not None,
-        engine=log.engine,
+        engine=_forced_engine(log, release, gpu),
         cudagraphs_subtracted=log.cudagraph_memory_profiling,
     )
+
+
+def _forced_engine(log: VllmStartupLog, release: VllmRelease, gpu: GpuInfo) -> str | None:
+    """The engine the log ran where the release would have chosen the other (VLLM_USE_V1 set); None where
+    the release chose it, so that a what-if follows the release's choice."""
+    v0 = release.uses_v0(log.kv_cache_dtype or "auto", gpu.compute_capability)
+    return log.engine if log.engine is not None and (log.engine == "V0") != v0 else None
 
 
 def _mm_limits(log: VllmStartupLog) -> dict[str, int] | None:

@@ -2,7 +2,6 @@
 
 from dataclasses import asdict
 
-from kvtool.engine.plan.from_log import from_log_json
 from kvtool.engine.plan.planner import PlanReport, WorkloadFit
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
@@ -61,7 +60,7 @@ def report_to_json(report: PlanReport) -> dict:
                 for c in report.checks
             ],
         },
-        **({"from_log": from_log_json(report.from_log)} if report.from_log else {}),
+        **({"from_log": report.from_log.to_json()} if report.from_log else {}),
     }
 
 

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
+from kvtool.engine.sizing.gpus import GpuInfo, find_gpu, with_free_memory
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.startup_log import VllmStartupLog
@@ -64,13 +64,13 @@ def log_gpu(log: VllmStartupLog) -> GpuInfo | None:
     if not total:
         return named and replace(named, source=CATALOG)
     free = memory.free_gpu_memory_gib or (failure and failure.free_gpu_memory_gib)
-    return GpuInfo(
+    gpu = GpuInfo(
         name=log.device_name or (named.name if named else f"{total:.2f} GiB GPU"),
         total_bytes=round(total * GiB),
-        free_bytes=round(free * GiB) if free else None,
         source="log",
         arch=named.arch if named else None,
     )
+    return with_free_memory([gpu], round(free * GiB))[0] if free else gpu
 
 
 def catalog_gpu(device_name: str) -> GpuInfo | None:
@@ -100,7 +100,7 @@ def log_budget(
     kv = log_kv_bytes(log, cache, max_model_len)
     budget = replace(estimate, **parts)
     if estimate.kv_cache_memory_bytes is not None:  # given outright: vLLM did not profile
-        return LogBudget(budget, {**sources, "total_bytes": total_source or GIVEN, "kv_cache_bytes": GIVEN})
+        return LogBudget(budget, {**sources, "total_bytes": total_source or ESTIMATED, "kv_cache_bytes": MEASURED})
     if kv is None and total_source is None:
         raise UsageError(NEEDS_A_GPU, GIVE_A_GPU)
     if kv is None:
