@@ -141,8 +141,10 @@ def log_kv_bytes(log: VllmStartupLog, cache: KVCacheSpec, max_model_len: int) ->
         gib = failure.available_kv_cache_memory_gib
     blocks = _printed_blocks(log, cache, max_model_len)
     size = cache.block_bytes
-    if gib is None:
-        return None if blocks is None else round((blocks + 0.5) * size) if blocks else 0
+    if gib is None and blocks is None:
+        return None
+    if gib is None:  # somewhere in the block after the last: its middle (none at all when no block)
+        return round((blocks + 0.5) * size) if blocks else 0
     kv = round(gib * GiB)
     if blocks is not None and abs(cache.num_blocks(kv) - blocks) <= max(1, blocks // 100):
         kv = min(max(kv, blocks * size), (blocks + 1) * size - 1)
@@ -181,15 +183,19 @@ def _with_total(budget: MemoryBudget, requested: int) -> MemoryBudget:
 
 def _balanced(budget: MemoryBudget, kv: int, sources: dict[str, str]) -> LogBudget:
     """The budget whose KV cache is the log's: the parts the log does not print share what its budget leaves
-    over, in the proportion of their estimates (all that vLLM measured beyond the printed parts); where it
-    prints them all, the activation peak takes the rounding of its figures."""
+    over (all that vLLM measured beyond the printed parts); where it prints them all, the activation peak
+    takes the rounding of its figures."""
     rest = budget.requested_bytes - budget.non_kv_cache_bytes - kv
-    unprinted = [name for name in PARTS if sources.get(name) == ESTIMATED and getattr(budget, name) > 0]
-    shares = {name: getattr(budget, name) for name in unprinted} or {"activation_bytes": 1}
-    whole, left = sum(shares.values()), rest
-    for index, (name, share) in enumerate(shares.items()):
-        part = left if index == len(shares) - 1 else round(rest * share / whole)
-        budget, left = replace(budget, **{name: getattr(budget, name) + part}), left - part
-        if abs(rest) > ROUNDING:
-            sources = {**sources, name: DERIVED}
+    unprinted = {name: getattr(budget, name) for name in PARTS if sources.get(name) == ESTIMATED}
+    shares = _shares(rest, {name: size for name, size in unprinted.items() if size > 0} or {"activation_bytes": 1})
+    budget = replace(budget, **{name: getattr(budget, name) + share for name, share in shares.items()})
+    if abs(rest) > ROUNDING:
+        sources = {**sources, **dict.fromkeys(shares, DERIVED)}
     return LogBudget(budget, sources)
+
+
+def _shares(rest: int, weights: dict[str, int]) -> dict[str, int]:
+    """`rest` split in the proportion of `weights`, to the byte (the last takes what rounding leaves)."""
+    whole, names = sum(weights.values()), list(weights)
+    shares = {name: round(rest * weights[name] / whole) for name in names[:-1]}
+    return {**shares, names[-1]: rest - sum(shares.values())}
