@@ -75,7 +75,7 @@ class FromLog:
     log: VllmStartupLog
     gpu_name: str  # the GPU the log ran on, as far as known
     measured: LogBudget  # the log's run, at its settings
-    sources: dict[str, str]  # the answer's budget: total_bytes and each part -> measured | derived | estimated ...
+    sources: dict[str, str]  # each part of the answer's budget -> measured | derived | estimated
     changed: dict[str, tuple[object, object]]  # setting -> (the log's, the answer's)
     moved: dict[str, int]  # part -> bytes it moved by
     printed: dict[str, float]  # the KV cache figures the log printed
@@ -115,7 +115,7 @@ def plan_from_log(
         gpu = _derived_gpu(gpu, measured)
         at_log, cache, measured = _measure(log, spec, run, gpu, release, workloads or [], total_source)
         gpu = _derived_gpu(gpu, measured)
-        if what_if.gpu_memory_utilization not in (None, at_log.request.gpu_memory_utilization):
+        if _takes_another_share(at_log.request, what_if):
             raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
     answer_gpu = given if given is not None and total_source == MEASURED else gpu
     at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
@@ -128,7 +128,7 @@ def plan_from_log(
         gpu_name=gpu.name,
         measured=measured,
         sources=answer_sources(measured, at_log.budget, at_new.budget),
-        changed=_changed(at_log, at_new),
+        changed=_changed(at_log, at_new, measured.budget.total_bytes),
         moved=moved,
         printed=_printed(log),
         notes=tuple(notes),
@@ -141,6 +141,15 @@ def _measure(log, spec, run, gpu, release, workloads, total_source) -> tuple[Pla
     at_log = make_plan(spec, log_request(log, spec, run, gpu, release, workloads))
     cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
     return at_log, cache, log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
+
+
+def _takes_another_share(request: PlanRequest, what_if: WhatIf) -> bool:
+    """Whether the answer takes another share of the GPU than the log's run (then its memory matters)."""
+    utilization = what_if.gpu_memory_utilization
+    if utilization is None:
+        return False
+    profiled_again = request.kv_cache_memory is not None and what_if.kv_cache_memory is None
+    return utilization != request.gpu_memory_utilization or profiled_again
 
 
 def _derived_gpu(gpu: GpuInfo, measured: LogBudget) -> GpuInfo:
@@ -182,7 +191,7 @@ def answer_sources(measured: LogBudget, at_log: MemoryBudget, at_new: MemoryBudg
         if getattr(at_new, name):
             charged = getattr(at_log, name) and name in measured.sources
             sources[name] = measured.sources[name] if charged else ESTIMATED
-    return {**sources, "total_bytes": measured.sources["total_bytes"]}
+    return sources
 
 
 def _given_gpu(run: LogRun) -> GpuInfo | None:
@@ -209,8 +218,10 @@ def _what_if_request(at_log: PlanReport, what_if: WhatIf, gpu: GpuInfo) -> PlanR
     return replace(request, gpus=[gpu] * (request.tp * request.pp))
 
 
-def _changed(at_log: PlanReport, at_new: PlanReport) -> dict[str, tuple[object, object]]:
-    def settings(report: PlanReport) -> dict[str, object]:
+def _changed(at_log: PlanReport, at_new: PlanReport, log_total: int) -> dict[str, tuple[object, object]]:
+    """Each setting of the answer that is not the log's (the log's GPU memory as its budget has it)."""
+
+    def settings(report: PlanReport, total: int) -> dict[str, object]:
         request = report.request
         return {
             "tp": request.tp,
@@ -223,10 +234,10 @@ def _changed(at_log: PlanReport, at_new: PlanReport) -> dict[str, tuple[object, 
             "enforce_eager": request.enforce_eager,
             "kv_cache_memory": request.kv_cache_memory,
             "block_size": request.block_size,
-            "gpu_memory_bytes": request.gpu.total_bytes,
+            "gpu_memory_bytes": total,
         }
 
-    before, after = settings(at_log), settings(at_new)
+    before, after = settings(at_log, log_total), settings(at_new, at_new.budget.total_bytes)
     return {name: (before[name], after[name]) for name in before if before[name] != after[name]}
 
 
