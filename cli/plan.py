@@ -197,7 +197,8 @@ def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload
 def _plan_from_log(path: Path, given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
     """The log's measured budget answered for the settings given (imported here: plans without a log do not
     load the log reader)."""
-    from kvtool.engine.plan.from_log import LogRun, WhatIf, plan_from_log
+    from kvtool.engine.plan.from_log import WhatIf, plan_from_log
+    from kvtool.engine.plan.from_log_run import LogRun
 
     return plan_from_log(path, WhatIf(**given, num_gpus=num_gpus), LogRun(**run), workloads)
 

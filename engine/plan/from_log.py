@@ -11,10 +11,9 @@ The KV cache then follows from the moved budget with vLLM's arithmetic, as in an
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from kvtool.engine.discovery.gpus import resolve_gpus
-from kvtool.engine.plan.from_log_run import log_release, log_request, run_gpu, run_model_spec
+from kvtool.engine.plan.from_log_run import LogRun, given_gpu, log_release, log_request, run_gpu, run_model_spec
 from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, kv_cache_spec, make_plan
-from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
+from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.log_budget import DERIVED, ESTIMATED, GIVE_A_GPU, MEASURED, PARTS, LogBudget, log_budget
 from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log_file
@@ -51,20 +50,6 @@ class WhatIf:
     enforce_eager: bool | None = None
     kv_cache_memory: int | None = None
     block_size: int | None = None
-
-
-@dataclass(frozen=True)
-class LogRun:
-    """What describes the log's run where the log does not say it."""
-
-    model: str | None = None  # a config.json, a model folder or a Hub id
-    gpu: str | None = None  # also the GPU to answer for, when the log prints its own
-    gpu_mem: str | None = None
-    gpu_free: int | None = None
-    dtype: str = "auto"
-    quantization: str | None = None
-    vllm_version: str | None = None
-    limit_mm_per_prompt: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +93,7 @@ def plan_from_log(
     log = read_startup_log_file(path)
     release, notes = log_release(log, run.vllm_version)
     spec = run_model_spec(log, run.model)
-    given = _given_gpu(run)
+    given = given_gpu(run)
     gpu, total_source = run_gpu(log, given)
     at_log, cache, measured = _measure(log, spec, run, gpu, release, workloads or [], total_source)
     if total_source is None:  # estimated again on the GPU the log's budget gives: its scheduler defaults
@@ -192,13 +177,6 @@ def answer_sources(measured: LogBudget, at_log: MemoryBudget, at_new: MemoryBudg
             charged = getattr(at_log, name) and name in measured.sources
             sources[name] = measured.sources[name] if charged else ESTIMATED
     return sources
-
-
-def _given_gpu(run: LogRun) -> GpuInfo | None:
-    if run.gpu is None and run.gpu_mem is None:
-        return None
-    gpu = resolve_gpus(run.gpu, run.gpu_mem, None)[0]
-    return with_free_memory([gpu], run.gpu_free)[0]
 
 
 def _what_if_request(at_log: PlanReport, what_if: WhatIf, gpu: GpuInfo) -> PlanRequest:

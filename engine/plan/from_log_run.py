@@ -2,10 +2,12 @@
 states it, else as given beside it (`--model`, `--gpu`, `--dtype`, ...), else vLLM's default."""
 
 import re
+from dataclasses import dataclass
 
+from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
 from kvtool.engine.plan.planner import PlanRequest, Workload
-from kvtool.engine.sizing.gpus import GpuInfo
+from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
 from kvtool.engine.sizing.log_budget import GIVEN, MEASURED, log_gpu
 from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import ModelSpec
@@ -20,6 +22,20 @@ NEWER_RELEASE = "vLLM {name} is newer than the releases kvtool models: answered 
 MODEL_UNKNOWN = "The log's model '{model}' is not a local path, a catalog model or in the Hugging Face cache."
 MODEL_UNNAMED = "The log does not name its model."
 GIVE_MODEL = "Give it with --model: a config.json, a model folder or a Hub id."
+
+
+@dataclass(frozen=True)
+class LogRun:
+    """What describes the log's run where the log does not say it."""
+
+    model: str | None = None  # a config.json, a model folder or a Hub id
+    gpu: str | None = None  # also the GPU to answer for, when the log prints its own
+    gpu_mem: str | None = None
+    gpu_free: int | None = None
+    dtype: str = "auto"
+    quantization: str | None = None
+    vllm_version: str | None = None
+    limit_mm_per_prompt: dict[str, int] | None = None
 
 
 def log_release(log: VllmStartupLog, given: str | None) -> tuple[VllmRelease, list[str]]:
@@ -45,6 +61,14 @@ def run_model_spec(log: VllmStartupLog, model: str | None) -> ModelSpec:
     raise UsageError(MODEL_UNKNOWN.format(model=log.model) if log.model else MODEL_UNNAMED, GIVE_MODEL)
 
 
+def given_gpu(run: LogRun) -> GpuInfo | None:
+    """The GPU named beside the log (--gpu, --gpu-mem, --gpu-free), if one is."""
+    if run.gpu is None and run.gpu_mem is None:
+        return None
+    gpu = resolve_gpus(run.gpu, run.gpu_mem, None)[0]
+    return with_free_memory([gpu], run.gpu_free)[0]
+
+
 def run_gpu(log: VllmStartupLog, given: GpuInfo | None) -> tuple[GpuInfo, str | None]:
     """The GPU the log ran on and where its memory comes from: printed (MEASURED), given, the catalog's for
     the device it names, or None: then solved from the log's budget (the GPU returned holds a first guess)."""
@@ -66,7 +90,7 @@ def _first_guess(log: VllmStartupLog) -> int:
 
 
 def log_request(
-    log: VllmStartupLog, spec: ModelSpec, run, gpu: GpuInfo, release: VllmRelease, workloads: list[Workload]
+    log: VllmStartupLog, spec: ModelSpec, run: LogRun, gpu: GpuInfo, release: VllmRelease, workloads: list[Workload]
 ) -> PlanRequest:
     """The log's settings; V0's profile batch only where its flags set it (else it follows max_model_len)."""
     tp, pp = log.tensor_parallel_size or 1, log.pipeline_parallel_size or 1

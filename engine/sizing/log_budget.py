@@ -96,7 +96,7 @@ def log_budget(
     `total_source`, or None when unknown: then solved from the log), `cache` its KV cache at those settings."""
     printed = printed_parts(log, estimate)
     parts = {name: printed.get(name, getattr(estimate, name)) for name in PARTS}
-    sources = {name: MEASURED if name in printed else ESTIMATED for name in PARTS if parts[name] or name in printed}
+    sources = {name: MEASURED if name in printed else ESTIMATED for name in PARTS if parts[name]}
     kv = log_kv_bytes(log, cache, max_model_len)
     budget = replace(estimate, **parts)
     if estimate.kv_cache_memory_bytes is not None:  # given outright: vLLM did not profile
