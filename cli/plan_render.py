@@ -4,7 +4,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kvtool.engine.sizing.log_budget import CATALOG, DERIVED, ESTIMATED, GIVEN, MEASURED
 from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
@@ -19,8 +18,7 @@ PARTS = {
     "other_process_bytes": "other processes",
     "kv_cache_bytes": "KV cache",
 }
-SOURCES = {MEASURED: "log", DERIVED: "log, derived", ESTIMATED: "est.", GIVEN: "given", CATALOG: "from the catalog"}
-LISTED = (MEASURED, DERIVED, ESTIMATED)  # the rest name where the GPU's memory came from
+COMPUTED = ("weights_bytes", "other_process_bytes")  # the parts a plan without a log does not estimate
 
 
 def gib(num_bytes: float) -> str:
@@ -37,7 +35,8 @@ def human_bytes(num_bytes: int) -> str:
 def print_report(report) -> None:
     console.print(_title(report))
     if report.from_log is not None:
-        _print_from_log(report.from_log)
+        for line in _from_log().from_log_lines(report.from_log, PARTS):
+            console.print(line, soft_wrap=True)
     console.print(_model_table(report))
     if _kv_budget_given(report):
         console.print(f"KV cache budget given outright: {gib(report.budget.kv_cache_bytes)}")
@@ -153,39 +152,16 @@ def _budget_table(report) -> Table:
 
 def _part_label(report, name: str) -> str:
     """A part of the budget and where its figure comes from: estimated, or (from a log) measured or derived."""
-    if report.from_log is None:
-        return PARTS[name] + ("" if name in ("weights_bytes", "other_process_bytes") else f" ({SOURCES[ESTIMATED]})")
-    source = report.from_log.sources.get(name)
-    return f"{PARTS[name]} ({SOURCES[source] if source else 'not charged'})"
+    if report.from_log is not None:
+        return f"{PARTS[name]} ({_from_log().source_label(report.from_log, name)})"
+    return PARTS[name] + ("" if name in COMPUTED else " (est.)")
 
 
-def _print_from_log(facts) -> None:
-    """Where the figures come from and what changed, one line each; then what to know about the log."""
-    console.print(f"[bold]from the log[/] {facts.source} ({_release(facts.log)}): {_provenance(facts)}", soft_wrap=True)
-    if facts.changed:
-        changed = ", ".join(f"{name} {_setting(old)} -> {_setting(new)}" for name, (old, new) in facts.changed.items())
-        moved = ", ".join(f"{PARTS[name]} {size / GiB:+.2f} GiB" for name, size in facts.moved.items())
-        console.print(f"[bold]what if[/] {changed}" + (f"; moved {moved}" if moved else ""), soft_wrap=True)
-    for note in facts.notes:
-        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+def _from_log():
+    """The lines of an answer from a start-up log, imported only for one: other plans do not load the log's."""
+    from kvtool.cli import plan_render_log
 
-
-def _release(log) -> str:
-    ranks = f", {log.num_ranks} ranks" if (log.num_ranks or 1) > 1 else ""
-    return f"vLLM {log.vllm_version or '?'} {log.engine or ''}{ranks}"
-
-
-def _provenance(facts) -> str:
-    """`measured weights, KV cache; derived activation peak; estimated non-torch; GPU memory given (A100-80GB)`."""
-    sources = facts.measured.sources
-    kinds = {kind: [PARTS[name] for name, source in sources.items() if source == kind] for kind in SOURCES}
-    said = "; ".join(f"{kind} {', '.join(names)}" for kind, names in kinds.items() if names and kind in LISTED)
-    gpu = sources["total_bytes"]
-    return said + ("" if gpu in LISTED else f"; GPU memory {SOURCES[gpu]} ({facts.gpu_name})")
-
-
-def _setting(value) -> str:
-    return gib(value) if isinstance(value, int) and value >= GiB else str(value)
+    return plan_render_log
 
 
 def _kv_table(report) -> Table:
