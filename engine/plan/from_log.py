@@ -11,10 +11,27 @@ The KV cache then follows from the moved budget with vLLM's arithmetic, as in an
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from kvtool.engine.plan.from_log_run import LogRun, given_gpu, log_release, log_request, run_gpu, run_model_spec
+from kvtool.engine.plan.from_log_run import (
+    LogRun,
+    given_gpu,
+    log_release,
+    log_request,
+    run_gpu,
+    run_model_spec,
+    same_card,
+)
 from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, kv_cache_spec, make_plan
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.log_budget import DERIVED, ESTIMATED, GIVE_A_GPU, MEASURED, PARTS, LogBudget, log_budget
+from kvtool.engine.sizing.log_budget import (
+    DERIVED,
+    ESTIMATED,
+    GIVE_A_GPU,
+    GIVEN,
+    MEASURED,
+    PARTS,
+    LogBudget,
+    log_budget,
+)
 from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log_file
 from kvtool.engine.sizing.units import GiB
@@ -22,10 +39,9 @@ from kvtool.errors import UsageError
 
 SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimate's ratio
 AGREES = 0.01  # the KV arithmetic on the log's own budget lands this close to what the log printed
-SAME_GPU = 0.01  # a GPU given beside a log this close to the memory it prints is the log's (the catalog rounds)
 GPU_DERIVED = "The log prints no GPU memory: {gib:.2f} GiB is solved from its budget with the estimated parts."
 NO_GPU_MEMORY = "The log prints no GPU memory, and an answer at another --gpu-memory-utilization needs it."
-GPU_GIVEN = "The log ran on {log:.2f} GiB (as it prints); answered for the given {given:.2f} GiB."
+GPU_GIVEN = "The log ran on {log:.2f} GiB; answered for the given {given:.2f} GiB."
 OVERDRAWN = (
     "The log's printed figures take more than {utilization} x {gib:.2f} GiB: the GPU has more memory than that; "
     "give it with --gpu-mem."
@@ -103,7 +119,7 @@ def plan_from_log(
         gpu = _derived_gpu(gpu, measured)
         if _takes_another_share(at_log.request, what_if):
             raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
-    answer_gpu = given if _another_gpu(given, gpu, total_source) else gpu
+    answer_gpu = gpu if total_source in (GIVEN, None) or same_card(given, gpu) else given
     at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
     budget, moved = moved_budget(measured, at_log.budget, at_new.budget)
     report = make_plan(spec, at_new.request, budget=budget)
@@ -127,13 +143,6 @@ def _measure(log, spec, run, gpu, release, workloads, total_source) -> tuple[Pla
     at_log = make_plan(spec, log_request(log, spec, run, gpu, release, workloads))
     cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
     return at_log, cache, log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
-
-
-def _another_gpu(given: GpuInfo | None, gpu: GpuInfo, total_source: str | None) -> bool:
-    """Whether the GPU given beside a log that prints its own is another one (not the same card by name)."""
-    if given is None or total_source != MEASURED:
-        return False
-    return abs(given.total_bytes / gpu.total_bytes - 1) > SAME_GPU
 
 
 def _takes_another_share(request: PlanRequest, what_if: WhatIf) -> bool:

@@ -8,7 +8,7 @@ from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
 from kvtool.engine.plan.planner import PlanRequest, Workload
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
-from kvtool.engine.sizing.log_budget import GIVEN, MEASURED, log_gpu
+from kvtool.engine.sizing.log_budget import CATALOG, GIVEN, MEASURED, log_gpu
 from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.startup_log import VllmStartupLog
@@ -22,6 +22,7 @@ NEWER_RELEASE = "vLLM {name} is newer than the releases kvtool models: answered 
 MODEL_UNKNOWN = "The log's model '{model}' is not a local path, a catalog model or in the Hugging Face cache."
 MODEL_UNNAMED = "The log does not name its model."
 GIVE_MODEL = "Give it with --model: a config.json, a model folder or a Hub id."
+SAME_CARD = 0.01  # a GPU given beside a log within this of the one it prints or names is that card
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class LogRun:
     """What describes the log's run where the log does not say it."""
 
     model: str | None = None  # a config.json, a model folder or a Hub id
-    gpu: str | None = None  # also the GPU to answer for, when the log prints its own
+    gpu: str | None = None  # the GPU to answer for instead, when the log prints or names its own
     gpu_mem: str | None = None
     gpu_free: int | None = None
     dtype: str = "auto"
@@ -70,16 +71,20 @@ def given_gpu(run: LogRun) -> GpuInfo | None:
 
 
 def run_gpu(log: VllmStartupLog, given: GpuInfo | None) -> tuple[GpuInfo, str | None]:
-    """The GPU the log ran on and where its memory comes from: printed (MEASURED), given, the catalog's for
-    the device it names, or None: then solved from the log's budget (the GPU returned holds a first guess)."""
+    """The GPU the log ran on and where its memory comes from: printed (MEASURED), the catalog's for the
+    device it names (the given one where that is the same card), the given one, or None: then solved from the
+    log's budget (the GPU returned holds a first guess)."""
     logged = log_gpu(log)
-    if logged is not None and logged.source == "log":
-        return logged, MEASURED
+    if logged is not None and (logged.source == "log" or not same_card(given, logged)):
+        return logged, MEASURED if logged.source == "log" else CATALOG
     if given is not None:
         return given, GIVEN
-    if logged is not None:
-        return logged, logged.source
     return GpuInfo(name=log.device_name or "GPU", total_bytes=_first_guess(log), source="log"), None
+
+
+def same_card(given: GpuInfo | None, logged: GpuInfo) -> bool:
+    """Whether a GPU given beside the log is the one it names (within 1 %: the catalog rounds), or none is."""
+    return given is None or abs(given.total_bytes / logged.total_bytes - 1) <= SAME_CARD
 
 
 def _first_guess(log: VllmStartupLog) -> int:

@@ -40,13 +40,16 @@ def test_without_the_gpu_s_memory_it_is_solved_from_the_log_and_with_it_the_rest
     assert kv(alone) == kv(given) == given["from_log"]["measured"]["kv_cache_bytes"]
 
 
-def test_a_gpu_given_beside_a_log_that_prints_its_own_is_another_gpu_unless_it_is_the_same_card(tmp_path):
+def test_a_gpu_given_beside_a_log_that_prints_or_names_its_own_is_another_unless_it_is_the_same_card(tmp_path):
     log = public_log(tmp_path, "s-14")  # 23.65 GiB printed
     _, same = plan(tmp_path, log, *BESIDE["s-14"], "--gpu", "RTX-4090")  # 23.6 GiB in the catalog
     _, bigger = plan(tmp_path, log, *BESIDE["s-14"], "--gpu-mem", "48GiB")
     assert same["memory"]["total_bytes"] == round(23.65 * GiB) and not same["from_log"]["changed"]
     assert kv(bigger) - kv(same) == pytest.approx(0.9 * (48 - 23.65) * GiB, abs=2)
     assert "answered for the given 48.00 GiB" in bigger["from_log"]["notes"][0]
+    named = public_log(tmp_path, "s-11")  # names its H100 and prints no memory: H200 is another GPU
+    _, h200 = plan(tmp_path, named, *BESIDE["s-11"], "--gpu", "H200")
+    assert h200["from_log"]["gpu_memory"] == "catalog" and h200["from_log"]["changed"].keys() == {"gpu_memory_bytes"}
 
 
 def test_the_table_says_in_one_line_what_the_log_measured(tmp_path):
