@@ -9,6 +9,7 @@ The KV cache then follows from the moved budget with vLLM's arithmetic, as in an
 """
 
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
 
 from kvtool.engine.plan.from_log_run import (
@@ -112,17 +113,13 @@ def plan_from_log(
     spec = run_model_spec(log, run.model)
     given = given_gpu(run)
     gpu, total_source = run_gpu(log, given)
-    at_log, cache, measured = _measure(log, spec, run, gpu, release, workloads or [], total_source)
-    if total_source is None:  # estimated again on the GPU the log's budget gives: its scheduler defaults
-        gpu = _derived_gpu(gpu, measured)
-        at_log, cache, measured = _measure(log, spec, run, gpu, release, workloads or [], total_source)
-        gpu = _derived_gpu(gpu, measured)
-        if _takes_another_share(at_log.request, what_if):
-            raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
+    request_on = partial(log_request, log, spec, run, release=release, workloads=workloads or [])
+    at_log, cache, measured, gpu = _measure(log, spec, request_on, gpu, total_source)
+    if total_source is None and _takes_another_share(at_log.request, what_if):
+        raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
     answer_gpu = gpu if total_source in (GIVEN, None) or same_card(given, gpu) else given
     at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
     budget, moved = moved_budget(measured, at_log.budget, at_new.budget)
-    report = make_plan(spec, at_new.request, budget=budget)
     notes += _gpu_notes(measured, gpu, answer_gpu) + _kv_notes(log, cache, measured, at_log.kv.max_model_len)
     facts = FromLog(
         source=str(path),
@@ -135,14 +132,18 @@ def plan_from_log(
         printed=_printed(log),
         notes=tuple(notes),
     )
-    return replace(report, from_log=facts)
+    return replace(make_plan(spec, at_new.request, budget=budget), from_log=facts)
 
 
-def _measure(log, spec, run, gpu, release, workloads, total_source) -> tuple[PlanReport, object, LogBudget]:
-    """The estimate at the log's settings, its KV cache, and the log's budget."""
-    at_log = make_plan(spec, log_request(log, spec, run, gpu, release, workloads))
-    cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
-    return at_log, cache, log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
+def _measure(log, spec, request_on, gpu: GpuInfo, total_source: str | None):
+    """The estimate at the log's settings, its KV cache, the log's budget and the GPU it ran on. A GPU memory
+    solved from the budget is estimated on once more: its scheduler defaults may differ from the first guess's."""
+    for _ in range(1 if total_source else 2):
+        at_log = make_plan(spec, request_on(gpu))
+        cache = kv_cache_spec(at_log.spec, at_log.request, at_log.v0, at_log.max_num_batched_tokens)
+        measured = log_budget(log, at_log.budget, cache, at_log.kv.max_model_len, total_source)
+        gpu = gpu if total_source else _derived_gpu(gpu, measured)
+    return at_log, cache, measured, gpu
 
 
 def _takes_another_share(request: PlanRequest, what_if: WhatIf) -> bool:

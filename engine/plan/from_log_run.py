@@ -95,7 +95,7 @@ def _first_guess(log: VllmStartupLog) -> int:
 
 
 def log_request(
-    log: VllmStartupLog, spec: ModelSpec, run: LogRun, gpu: GpuInfo, release: VllmRelease, workloads: list[Workload]
+    log: VllmStartupLog, spec: ModelSpec, run: LogRun, gpu: GpuInfo, *, release: VllmRelease, workloads: list[Workload]
 ) -> PlanRequest:
     """The log's settings; V0's profile batch only where its flags set it (else it follows max_model_len)."""
     tp, pp = log.tensor_parallel_size or 1, log.pipeline_parallel_size or 1
