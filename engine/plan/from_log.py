@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
 
+from kvtool.engine.plan.from_log_notes import gpu_notes, kv_notes, printed_figures
 from kvtool.engine.plan.from_log_run import (
     LogRun,
     given_gpu,
@@ -39,18 +40,7 @@ from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimate's ratio
-AGREES = 0.01  # the KV arithmetic on the log's own budget lands this close to what the log printed
-GPU_DERIVED = "The log prints no GPU memory: {gib:.2f} GiB is solved from its budget with the estimated parts."
 NO_GPU_MEMORY = "The log prints no GPU memory, and an answer at another --gpu-memory-utilization needs it."
-GPU_GIVEN = "The log ran on {log:.2f} GiB; answered for the given {given:.2f} GiB."
-OVERDRAWN = (
-    "The log's printed figures take more than {utilization} x {gib:.2f} GiB: the GPU has more memory than that; "
-    "give it with --gpu-mem."
-)
-DISAGREES = (
-    "The log printed {printed} for its {gib:.2f} GiB of KV cache where the model's config gives {planned}: "
-    "check that --model is the model the log ran (if it is, kvtool's KV arithmetic misses its layout)."
-)
 
 
 @dataclass(frozen=True)
@@ -120,7 +110,7 @@ def plan_from_log(
     answer_gpu = gpu if total_source in (GIVEN, None) or same_card(given, gpu) else given
     at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
     budget, moved = moved_budget(measured, at_log.budget, at_new.budget)
-    notes += _gpu_notes(measured, gpu, answer_gpu) + _kv_notes(log, cache, measured, at_log.kv.max_model_len)
+    notes += gpu_notes(measured, gpu, answer_gpu) + kv_notes(log, cache, measured, at_log.kv.max_model_len)
     facts = FromLog(
         source=str(path),
         log=log,
@@ -129,7 +119,7 @@ def plan_from_log(
         sources=answer_sources(measured, at_log.budget, at_new.budget),
         changed=_changed(at_log, at_new, measured.budget.total_bytes),
         moved=moved,
-        printed=_printed(log),
+        printed=printed_figures(log),
         notes=tuple(notes),
     )
     return replace(make_plan(spec, at_new.request, budget=budget), from_log=facts)
@@ -235,43 +225,3 @@ def _changed(at_log: PlanReport, at_new: PlanReport, log_total: int) -> dict[str
 
     before, after = settings(at_log, log_total), settings(at_new, at_new.budget.total_bytes)
     return {name: (before[name], after[name]) for name in before if before[name] != after[name]}
-
-
-def _printed(log: VllmStartupLog) -> dict[str, float]:
-    memory, failure = log.memory, log.failure
-    figures = {
-        "available_kv_cache_gib": memory.available_kv_cache_memory_gib
-        or (failure and failure.available_kv_cache_memory_gib),
-        "kv_cache_tokens": memory.kv_cache_size_tokens or (failure and failure.kv_cache_size_tokens),
-        "num_gpu_blocks": memory.num_gpu_blocks,
-        "max_concurrency": memory.max_concurrency,
-        "estimated_max_model_len": failure and failure.estimated_max_model_len,
-    }
-    return {name: value for name, value in figures.items() if value is not None}
-
-
-def _gpu_notes(measured: LogBudget, gpu: GpuInfo, answer_gpu: GpuInfo) -> list[str]:
-    notes, budget = [], measured.budget
-    if measured.sources["total_bytes"] == DERIVED:
-        notes.append(GPU_DERIVED.format(gib=budget.total_bytes / GiB))
-    if answer_gpu.total_bytes != gpu.total_bytes:
-        notes.append(GPU_GIVEN.format(log=gpu.total_bytes / GiB, given=answer_gpu.total_bytes / GiB))
-    if any(budget_part < 0 for budget_part in measured.figures(DERIVED).values()):
-        notes.append(OVERDRAWN.format(utilization=budget.gpu_memory_utilization, gib=budget.total_bytes / GiB))
-    return notes
-
-
-def _kv_notes(log: VllmStartupLog, cache, measured: LogBudget, max_model_len: int) -> list[str]:
-    """Whether the model's KV arithmetic gives, for the log's own KV cache, what the log printed."""
-    kv = measured.budget.kv_cache_bytes
-    if measured.sources["kv_cache_bytes"] != MEASURED or kv <= 0:
-        return []
-    planned, printed = cache.plan(kv, max_model_len), _printed(log)
-    pairs = (
-        ("kv_cache_tokens", planned.kv_cache_tokens, "{:,} tokens"),
-        ("max_concurrency", planned.max_concurrency, "{:.2f}x"),
-    )
-    for name, value, unit in pairs:
-        if name in printed and abs(value / printed[name] - 1) > AGREES:
-            return [DISAGREES.format(printed=unit.format(printed[name]), gib=kv / GiB, planned=unit.format(value))]
-    return []
