@@ -36,7 +36,7 @@ PYTEST_ARGS = (
     "-q",
     "-rN",
     "--timeout",
-    "600",
+    "300",
     "--continue-on-collection-errors",
 )
 
@@ -101,13 +101,14 @@ def environment(args: argparse.Namespace, hf_home: Path) -> dict[str, str]:
         "VLLM_TARGET_DEVICE": "cpu",
         "KVTOOL_BIN": str(args.kvtool),
         "KVTOOL_MODEL": KVTOOL_MODEL,
+        "PYTHONUNBUFFERED": "1",
     }
 
 
 def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: Path, timeout: int) -> None:
     results.unlink(missing_ok=True)
     extra = ["--models", *TOOL_USE_CONFIGS] if piece[0].startswith("tests/tool_use") else []
-    command = [python, "-m", "pytest", *PYTEST_ARGS, *extra, *piece]
+    command = [python, "-m", "pytest", *PYTEST_ARGS, *piece, *extra]  # --models takes the words after it
     log = results.with_suffix(".log").open("w")
     started = time.monotonic()
     process = subprocess.Popen(
