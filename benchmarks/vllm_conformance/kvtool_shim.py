@@ -6,7 +6,8 @@ clients, process-group teardown) with the start-up swapped. It writes one JSON l
 outcome, message, and the servers the test talked to with the vLLM flags kvtool lacks.
 
 Environment: KVTOOL_BIN (the `kvtool` executable), KVTOOL_MODEL (what it serves),
-CONFORMANCE_RESULTS (the JSON-lines file to append to).
+CONFORMANCE_RESULTS (the JSON-lines file to append to; each server's pid goes to that name + .pids,
+for run.py to stop any server a killed pytest left behind).
 """
 
 import json
@@ -48,6 +49,8 @@ class KvtoolServer(vllm_test_utils.RemoteOpenAIServer):
         env = os.environ | (env_dict or {})
         self.proc = subprocess.Popen(command, env=env, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True)
         KvtoolServer.started.append(self)
+        with open(os.environ["CONFORMANCE_RESULTS"] + ".pids", "a") as pids:
+            pids.write(f"{self.proc.pid}\n")
 
     def describe(self) -> dict:
         return {

@@ -11,6 +11,7 @@ Not part of CI: a full run takes long, and it downloads vLLM's source and the te
 """
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -81,6 +82,15 @@ def stop(process: subprocess.Popen, grace: float = 60) -> None:
         process.wait()
 
 
+def stop_servers(pid_file: Path) -> None:
+    """Servers live in their own process groups: a pytest killed mid-test can leave one behind."""
+    for pid in pid_file.read_text().split() if pid_file.exists() else []:
+        with contextlib.suppress(OSError):  # gone already: no /proc entry, no group
+            if b"kvtool\0serve" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.killpg(int(pid), signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+
+
 def pieces(source: Path, paths: list[str]) -> list[list[str]]:
     """The paths given, one pytest process each; by default one process per test folder (vLLM's
     imports cost tens of seconds per process), each folder's files in order."""
@@ -127,6 +137,8 @@ def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: 
     except KeyboardInterrupt:
         stop(process)
         raise
+    finally:
+        stop_servers(Path(f"{results}.pids"))
     name = piece[0] if len(piece) == 1 else f"{Path(piece[0]).parent}/ ({len(piece)} files)"
     print(f"{name}: {time.monotonic() - started:.0f} s, {report.summary(results)}", flush=True)
 
