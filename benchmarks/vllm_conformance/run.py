@@ -48,6 +48,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kvtool-conformance")
     parser.add_argument("--kvtool", type=Path, default=REPO / ".venv" / "bin" / "kvtool")
     parser.add_argument("--timeout", type=int, default=7200, help="seconds for one pytest process")
+    parser.add_argument("-k", dest="keyword", help="pytest -k expression, for every piece")
     parser.add_argument("--report-only", action="store_true")
     return parser.parse_args()
 
@@ -115,9 +116,10 @@ def environment(args: argparse.Namespace, hf_home: Path) -> dict[str, str]:
     }
 
 
-def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: Path, timeout: int) -> None:
+def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: Path, args) -> None:
     results.unlink(missing_ok=True)
-    extra = ["--models", *TOOL_USE_CONFIGS] if piece[0].startswith("tests/tool_use") else []
+    extra = ["-k", args.keyword] if args.keyword else []
+    extra += ["--models", *TOOL_USE_CONFIGS] if piece[0].startswith("tests/tool_use") else []
     command = [python, "-m", "pytest", *PYTEST_ARGS, *piece, *extra]  # --models takes the words after it
     log = results.with_suffix(".log").open("w")
     started = time.monotonic()
@@ -130,10 +132,10 @@ def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: 
         start_new_session=True,
     )
     try:
-        process.wait(timeout)
+        process.wait(args.timeout)
     except subprocess.TimeoutExpired:
         stop(process)
-        report.note_timeout(results, piece[0], timeout)
+        report.note_timeout(results, piece[0], args.timeout)
     except KeyboardInterrupt:
         stop(process)
         raise
@@ -153,8 +155,8 @@ def main() -> None:
         python = setup_env.make_venv(args.cache, source)
         env = environment(args, setup_env.fake_hub(args.cache, source, model_folder(args.kvtool)))
         for piece in pieces(source, args.paths):
-            results = results_dir / (piece[0].replace("/", "__") + f".{len(piece)}.jsonl")
-            run_piece(python, source, piece, env, results, args.timeout)
+            name = piece[0].replace("/", "__") + f".{len(piece)}" + (".k" if args.keyword else "")
+            run_piece(python, source, piece, env, results_dir / f"{name}.jsonl", args)
     table = args.cache / "conformance.md"
     table.write_text(report.render(sorted(results_dir.glob("*.jsonl"), key=lambda f: f.stat().st_mtime)))
     print(f"table: {table}")
