@@ -43,7 +43,10 @@ class KvtoolServer(vllm_test_utils.RemoteOpenAIServer):
     def _start_server(self, model, vllm_serve_args, env_dict) -> None:
         self.translation = to_kvtool(model, vllm_serve_args, os.environ["KVTOOL_MODEL"])
         self.vllm_args = [model, *vllm_serve_args]
-        self.env_keys = sorted(env_dict or {})
+        # vLLM's own variables the test sets (some pass a whole copy of os.environ)
+        self.env_keys = sorted(
+            k for k, v in (env_dict or {}).items() if k.startswith("VLLM_") and os.environ.get(k) != v
+        )
         command = [os.environ["KVTOOL_BIN"], "serve", *self.translation.args]
         print(f"Launching kvtool for vllm serve {' '.join(self.vllm_args)}: {' '.join(command)}")
         env = os.environ | (env_dict or {})
