@@ -14,6 +14,10 @@ from pathlib import Path
 from verdicts import GAPS, VERDICTS
 
 INTERNALS = "n/a (vLLM internals): never talks to a server; a unit test of vLLM's own code"
+OTHER_TOOL_FORMAT = (
+    "n/a (another model's tool-call format): run.py runs tests/tool_use in its hermes configuration only, "
+    "the format of kvtool's model"
+)
 
 
 def records(results: Path) -> list[dict]:
@@ -48,6 +52,8 @@ def matches(pattern: str, nodeid: str) -> bool:
 
 def verdict(record: dict) -> tuple[str, str]:
     """(result, reason) for one test; VERDICTS speak for failures only (a fixed gap then passes)."""
+    if record["outcome"] == "skipped" and record["message"].startswith("Skipped: Skipping config"):
+        return "n/a", OTHER_TOOL_FORMAT
     if record["outcome"] == "skipped":
         return "n/a", f"n/a (skipped by vLLM's test): {record['message']}"
     if not record["servers"] and not record["wants_server"] and record["phase"] != "collect":

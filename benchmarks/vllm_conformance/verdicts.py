@@ -147,7 +147,7 @@ VERDICTS: list[tuple[str, str, str]] = [
     (
         "*test_openai_schema.py::test_openapi_stateless",
         "fail",
-        'not an API gap (CPU speed): schemathesis sends `{"messages": [{"role": "tool"}]}` without '
+        'harness, not an API gap (CPU speed): schemathesis sends `{"messages": [{"role": "tool"}]}` without '
         "max_tokens; the 135M model on 2 shared cores writes the rest of the 2048-token context in more "
         "than schemathesis's 60 s read timeout",
     ),
