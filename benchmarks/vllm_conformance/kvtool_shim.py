@@ -5,7 +5,8 @@ Loaded before vLLM's conftests and test modules, it replaces the class in `tests
 clients, process-group teardown) with the start-up swapped. It writes one JSON line per test:
 outcome, message, and the servers the test talked to with the vLLM flags kvtool lacks.
 
-Environment: KVTOOL_BIN (the `kvtool` executable), KVTOOL_MODEL (what it serves),
+Environment: KVTOOL_BIN (the `kvtool` executable), KVTOOL_MODEL (what it serves) and
+KVTOOL_MODEL_CONTEXT (its context: a longer --max-model-len is capped there, and recorded),
 CONFORMANCE_RESULTS (the JSON-lines file to append to; each server's pid goes to that name + .pids,
 for run.py to stop any server a killed pytest left behind).
 """
@@ -41,7 +42,8 @@ class KvtoolServer(vllm_test_utils.RemoteOpenAIServer):
         pass
 
     def _start_server(self, model, vllm_serve_args, env_dict) -> None:
-        self.translation = to_kvtool(model, vllm_serve_args, os.environ["KVTOOL_MODEL"])
+        context = int(os.environ["KVTOOL_MODEL_CONTEXT"])
+        self.translation = to_kvtool(model, vllm_serve_args, os.environ["KVTOOL_MODEL"], context)
         self.vllm_args = [model, *vllm_serve_args]
         # vLLM's own variables the test sets (some pass a whole copy of os.environ)
         self.env_keys = sorted(

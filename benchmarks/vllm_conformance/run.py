@@ -12,6 +12,7 @@ Not part of CI: a full run takes long, and it downloads vLLM's source and the te
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -102,8 +103,10 @@ def pieces(source: Path, paths: list[str]) -> list[list[str]]:
     return [[str(f) for f in files if f.parent == folder] for folder in folders]
 
 
-def environment(args: argparse.Namespace, hf_home: Path) -> dict[str, str]:
+def environment(args: argparse.Namespace, hf_home: Path, folder: Path) -> dict[str, str]:
+    context = json.loads((folder / "config.json").read_text())["max_position_embeddings"]
     return os.environ | {
+        "KVTOOL_MODEL_CONTEXT": str(context),
         "PYTHONPATH": str(HERE),
         "HF_HOME": str(hf_home),
         "HF_HUB_OFFLINE": "1",
@@ -153,7 +156,8 @@ def main() -> None:
     results_dir.mkdir(exist_ok=True)
     if not args.report_only:
         python = setup_env.make_venv(args.cache, source)
-        env = environment(args, setup_env.fake_hub(args.cache, source, model_folder(args.kvtool)))
+        folder = model_folder(args.kvtool)
+        env = environment(args, setup_env.fake_hub(args.cache, source, folder), folder)
         for piece in pieces(source, args.paths):
             name = piece[0].replace("/", "__") + f".{len(piece)}" + (".k" if args.keyword else "")
             run_piece(python, source, piece, env, results_dir / f"{name}.jsonl", args)

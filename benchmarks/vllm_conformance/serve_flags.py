@@ -83,8 +83,11 @@ def shown(flag: str, value: str | None) -> str:
     return flag if value is None else f"{flag} {value}"
 
 
-def translate_one(flag: str, value: str | None, out: Translation) -> None:
-    if flag in KVTOOL_FLAGS and (flag not in KVTOOL_VALUES or value in KVTOOL_VALUES[flag]):
+def translate_one(flag: str, value: str | None, out: Translation, context: int) -> None:
+    if flag == "--max-model-len" and value is not None and int(value) > context:
+        out.args += [flag, str(context)]
+        out.missing.append(f"{flag} {value} (capped at the model's context, {context})")
+    elif flag in KVTOOL_FLAGS and (flag not in KVTOOL_VALUES or value in KVTOOL_VALUES[flag]):
         kvtool_value = KVTOOL_VALUES.get(flag, {}).get(value, value)
         out.args += [KVTOOL_FLAGS[flag], kvtool_value]
     elif flag in NO_API_EFFECT or (flag in ONE_DEVICE and value == "1"):
@@ -93,15 +96,15 @@ def translate_one(flag: str, value: str | None, out: Translation) -> None:
         out.missing.append(shown(flag, value))
 
 
-def to_kvtool(model: str, vllm_args: list[str], kvtool_model: str) -> Translation:
-    """kvtool serves `kvtool_model` under the name the test asks for (`model`)."""
+def to_kvtool(model: str, vllm_args: list[str], kvtool_model: str, context: int) -> Translation:
+    """kvtool serves `kvtool_model` (of `context` tokens at most) under the name the test asks for."""
     out = Translation(args=["--model", kvtool_model])
     names = [model]
     for flag, value in split_flags(vllm_args):
         if flag == "--served-model-name" and value is not None:
             names = value.split()
         else:
-            translate_one(flag, value, out)
+            translate_one(flag, value, out, context)
     out.args += ["--served-model-name", names[0]]
     out.missing += [f"--served-model-name (a second name: {name})" for name in names[1:]]
     if "--host" not in out.args:
