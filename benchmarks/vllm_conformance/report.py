@@ -56,7 +56,8 @@ def verdict(record: dict) -> tuple[str, str]:
         return "n/a", OTHER_TOOL_FORMAT
     if record["outcome"] == "skipped":
         return "n/a", f"n/a (skipped by vLLM's test): {record['message']}"
-    if not record["servers"] and not record["wants_server"] and record["phase"] != "collect":
+    talked = record["servers"] or (record["wants_server"] and record["outcome"] == "failed")
+    if not talked and record["phase"] != "collect":
         return "n/a", INTERNALS
     if record["outcome"] == "passed":
         return "pass", ""
