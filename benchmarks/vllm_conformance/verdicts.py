@@ -20,7 +20,8 @@ GAPS: dict[str, str] = {
     "validation-wording": "validation errors lack pydantic's own text (error type, input): vLLM answers "
     "'N validation error(s):' and each error's dict",
     "batch-route": "POST /v1/chat/completions/batch is a 404",
-    "sagemaker-routes": "POST /invocations and GET/POST /ping are 404s",
+    "sagemaker-routes": "POST /invocations and GET/POST /ping are 404s (and with them SageMaker's "
+    "stateful sessions and handler overrides)",
     "continuous-usage-first-chunk": "with continuous_usage_stats the role-only first chunk counts "
     "completion_tokens 1; vLLM counts 0",
     "per-request-metrics": "`--enable-per-request-metrics` missing: no `metrics` object in responses",
@@ -184,6 +185,14 @@ VERDICTS: list[tuple[str, str, str]] = [
         "harness, not run: the server refused `--max-model-len 18192` (SmolLM2's context is 8192); run.py "
         "now caps it at the context, re-run the file (test_basic.py, run so, met the responses-route gap)",
     ),
+    ("tests/entrypoints/serve/sagemaker/test_sagemaker_lora_adapters.py", "n/a", LORA),
+    (
+        "tests/entrypoints/serve/sagemaker/test_sagemaker_middleware_integration.py::*"
+        "test_customer_middleware_with_vllm_server",
+        "n/a",
+        "n/a (vLLM internals): loads a customer middleware script into vLLM's own app",
+    ),
+    ("tests/entrypoints/serve/sagemaker/*", "fail", "sagemaker-routes"),
     ("tests/tool_use/mistral/*", "n/a", MISTRAL),
     (
         "tests/tool_use/test_chat_completions.py::test_response_format_with_tool_choice_required",
