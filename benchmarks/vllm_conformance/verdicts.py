@@ -177,14 +177,7 @@ VERDICTS: list[tuple[str, str, str]] = [
     ("*responses/test_mcp_tools.py", "n/a", GPT_OSS),
     ("*responses/test_parsable_context.py", "n/a", GPT_OSS),
     ("*responses/test_stateful.py::test_stateful_multi_turn", "n/a", GPT_OSS),
-    ("*responses/test_simple.py", "fail", "responses-route"),
-    ("*responses/test_basic.py", "fail", "responses-route"),
-    (
-        "*responses/*",
-        "fail",
-        "harness, not run: the server refused `--max-model-len 18192` (SmolLM2's context is 8192); run.py "
-        "now caps it at the context, re-run the file (test_basic.py, run so, met the responses-route gap)",
-    ),
+    ("*responses/*", "fail", "responses-route"),
     ("tests/entrypoints/serve/sagemaker/test_sagemaker_lora_adapters.py", "n/a", LORA),
     (
         "tests/entrypoints/serve/sagemaker/test_sagemaker_middleware_integration.py::*"
