@@ -8,7 +8,6 @@ which every model a test names resolves to the files of the model kvtool serves.
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -124,7 +123,3 @@ def fake_hub(cache: Path, source: Path, model_folder: Path) -> Path:
 def kvtool_model_folder(kvtool_cache: Path, name: str) -> Path | None:
     folders = sorted(kvtool_cache.glob(f"models/{name}*"))
     return folders[-1] if folders else None
-
-
-def remove(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
