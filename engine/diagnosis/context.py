@@ -44,9 +44,19 @@ _READINGS = [  # (gate, pattern, field)
     ("max model len", re.compile(r"Using max model len (\d+)"), "max_model_len"),
     ("total capac", re.compile(r"total capaci?ty of " + _SIZE), "total_gpu_gib"),
     ("Free memory on device", re.compile(r"Free memory on device[^(]{0,40}\(" + r"[\d.]+/" + _SIZE), "total_gpu_gib"),
-]
+    ("CUDA graph memory:", re.compile(r"Estimated CUDA graph memory: " + _SIZE), "cuda_graph_estimate_gib"),
+    ("Graph capturing finished", re.compile(r"Graph capturing finished in \d+ secs?, took " + _SIZE), "cuda_graph_gib"),
+    ("graph memory profiling", re.compile(r"CUDA graph memory profiling (is enabled|is disabled|will be enabled)"),
+     "cuda_graph_profiling"),
+    ("-gpu-memory-utilization",
+     re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)"),
+     "suggested_gpu_memory_utilization"),
+]  # fmt: skip
+# how vLLM says whether the KV cache budget leaves room for CUDA graphs (0.18 onwards)
+_GRAPH_PROFILING = {"is enabled": True, "is disabled": False, "will be enabled": False}
 _LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'")  # flags and config dumps
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
+_STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
 
 
 @dataclass
@@ -72,7 +82,12 @@ class LogContext:
     num_gpu_blocks: int | None = None
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
+    cuda_graph_estimate_gib: float | None = None  # what the budget set aside for CUDA graphs (0.19 onwards)
+    cuda_graph_gib: float | None = None  # what the capture took
+    cuda_graph_profiling: bool | None = None  # whether the KV cache budget leaves room for the graphs
+    suggested_gpu_memory_utilization: float | None = None  # vLLM's own advice on the CUDA graph line
     server_up: bool = False
+    startup_failed: bool = False
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
     def read(self, line: str) -> dict:
@@ -105,11 +120,14 @@ def facts_in(line: str) -> dict:
     _read_readings(line, facts)
     if any(marker in line for marker in _SERVER_UP):
         facts["server_up"] = True
+    if any(marker in line for marker in _STARTUP_FAILED):
+        facts["startup_failed"] = True
     return facts
 
 
 def _read_keys(line: str, facts: dict) -> None:
-    for match in _KEY_VALUE.finditer(line):
+    """The first value of each key in the line: later ones are vLLM's comments on it ("equivalent to ...")."""
+    for match in reversed(list(_KEY_VALUE.finditer(line))):
         key = match.group(1).replace("-", "_")
         _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
     if "-enable-chunked-prefill" in line:
@@ -140,6 +158,8 @@ def _convert_into(facts: dict, name: str, text: str) -> None:
 
 
 def _convert(kind: str, text: str):
+    if text in _GRAPH_PROFILING:
+        return _GRAPH_PROFILING[text]
     text = text.replace(",", "").strip("'\"")
     try:
         if kind == "int":
@@ -155,6 +175,8 @@ def _convert(kind: str, text: str):
 
 _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
 _FIELD_TYPES = {
-    f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.name not in ("server_up", "lines")
+    f.name: _TYPE_NAMES.get(f.type, "str")
+    for f in fields(LogContext)
+    if f.name not in ("server_up", "startup_failed", "lines")
 }
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

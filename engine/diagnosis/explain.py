@@ -3,6 +3,7 @@ numbers reveal (a KV cache smaller than max_model_len, a negative KV budget)."""
 
 from kvtool.engine.diagnosis import explain_config, explain_length, explain_runtime, explain_startup
 from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 
@@ -43,12 +44,14 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             )
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
-        findings.append(finding)
+        findings.append(graph_budget(finding, context))
     return findings
 
 
 def inferred_observations(seen: list[Observation], context: LogContext, memory: MemoryModel) -> list[Observation]:
     """Failures the log implies without vLLM saying so (e.g. only `# GPU blocks: N` was printed)."""
+    if graphs := warned_graphs(seen, context):
+        return graphs
     categories = {obs.category for obs in seen}
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve

@@ -3,8 +3,9 @@
 import math
 
 from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.explain_graphs import graph_fixes
 from kvtool.engine.diagnosis.explain_startup import default_utilization
-from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
+from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
 
@@ -14,13 +15,21 @@ ALLOC_CONF = Fix(
     value="expandable_segments:True",
 )
 HEADROOM_GIB = 0.5
+WHERE = {"runtime": "while serving", "startup": "at start-up", "unknown": "(stage unknown)"}
+SERVING_WHY = (
+    'if the server had already started serving ("Application startup complete", request or stats lines before '
+    "the error), the memory ran out while serving: the KV cache and the running batch left too little headroom"
+)
+STAGE_UNKNOWN_NOTE = (
+    "Nothing in the input says whether the server had started serving, so the stage is unknown: the fixes "
+    "above are for a start-up failure, those for one while serving are under cuda_oom_runtime."
+)
 
 
 def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = dict(obs.numbers)
     phase = obs.detail
-    where = f"during {phase}" if phase else ("while serving" if obs.stage == "runtime" else "at start-up")
-    summary = f"CUDA ran out of memory {where}"
+    summary = f"CUDA ran out of memory {f'during {phase}' if phase else WHERE[obs.stage]}"
     if "tried_to_allocate_gib" in n:
         summary += f" asking for {_gib(n['tried_to_allocate_gib'])} GiB"
     if "free_gib" in n:
@@ -34,6 +43,9 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         )
     if n.get("reserved_unallocated_gib", 0) >= n.get("tried_to_allocate_gib", math.inf):
         fixes.append(ALLOC_CONF)
+    alternatives = []
+    if obs.stage == "unknown":
+        alternatives.append(Alternative("cuda_oom_runtime", SERVING_WHY, _runtime_fixes(n, context)))
     return Finding(
         obs.category,
         obs.stage,
@@ -44,6 +56,7 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         obs.span,
         notes,
         stage_evidence=obs.stage_evidence,
+        alternatives=alternatives,
     )
 
 
@@ -60,7 +73,7 @@ def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: 
 
 def _stage_note(obs: Observation) -> str:
     if obs.stage_evidence is None:
-        return "No sign in the input that the server had started serving, so this is read as a start-up failure."
+        return STAGE_UNKNOWN_NOTE
     where = "while serving" if obs.stage == "runtime" else "at start-up"
     return f"Read as {where} from: {obs.stage_evidence.strip()[:200]}"
 
@@ -78,7 +91,7 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
             _lower_utilization(n, context),
         ]
     if phase == "CUDA graph capture":
-        return [
+        return graph_fixes(context) + [
             Fix("skip CUDA graphs (slower decode, no graph memory)", flag="--enforce-eager", value=True),
             _lower_utilization(n, context),
             Fix(

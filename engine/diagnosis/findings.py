@@ -29,6 +29,18 @@ class Fix:
         return out
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """Another cause the text allows: its category, the fact that would confirm it, and its fixes."""
+
+    category: str
+    why: str
+    fixes: list[Fix]
+
+    def to_dict(self) -> dict:
+        return {"category": self.category, "why": self.why, "fixes": [fix.to_dict() for fix in self.fixes]}
+
+
 @dataclass
 class Observation:
     """A recognised line: what matched, where, and the numbers it holds."""
@@ -54,7 +66,7 @@ class Finding:
     """An explained failure: category, stage, summary, numbers, fixes, evidence (the JSON contract of `--json`)."""
 
     category: str
-    stage: str  # "request" | "startup" | "runtime"
+    stage: str  # "request" | "startup" | "runtime" | "unknown"
     summary: str
     numbers: dict[str, Number]
     fixes: list[Fix]
@@ -62,6 +74,7 @@ class Finding:
     span: tuple[int, int] = (0, 0)
     notes: list[str] = field(default_factory=list)
     stage_evidence: str | None = None  # the line that decided `stage` (an out-of-memory error's context)
+    alternatives: list[Alternative] = field(default_factory=list)  # other causes the text allows, most likely first
 
     def to_dict(self) -> dict:
         out = {
@@ -72,6 +85,7 @@ class Finding:
             "fixes": [fix.to_dict() for fix in self.fixes],
             "evidence": self.evidence,
             "notes": self.notes,
+            "alternatives": [alternative.to_dict() for alternative in self.alternatives],
         }
         if self.stage_evidence is not None:
             out["stage_evidence"] = self.stage_evidence

@@ -57,24 +57,39 @@ _OOM_EXTRAS = tuple(
     re.compile(text.replace(" ", r"\s+"))
     for text in (
         rf"total capaci?ty of (?P<total_gib>{SIZE}) of which (?P<free_gib>{SIZE}) is free",
-        rf"\(GPU \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
-        rf"(?P<free_gib>{SIZE}) free;",
+        rf"\((?:GPU|NPU) \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
+        rf"(?:{SIZE} current active; )?(?P<free_gib>{SIZE}) free;",
         rf"this process has (?P<this_process_gib>{SIZE}) memory in use",
         rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
         rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
         rf"(?P<reserved_gib>{SIZE}) reserved in total by PyTorch",
     )
 )
-TORCH_OOM = [  # PyTorch's text, not vLLM's: start-up or run time is decided from the context (stage.py)
+_DEVICE = r"(?:CUDA|XPU|HIP|NPU)"
+# The device's own words for an allocation that failed, with no sizes: a CUDA error raised as
+# torch.AcceleratorError or RuntimeError, the driver's, NCCL's (often the only trace of it, inside a
+# teardown error), the runtime's and cuBLAS's status names, and PyTorch's message cut before its sizes
+# or after them. One line gives one out-of-memory error, the one with the most numbers (scanner.py).
+_BARE_OOM = (
+    rf"{_DEVICE} (?:driver )?error: out of memory"
+    r"|Cuda failure (?:\d+ )?'out of memory'"
+    r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory"
+    rf"|{_DEVICE} out of memory(?!\.? (?:occurred|Tried))"
+    r"|unallocated memory is large try setting PYTORCH(?:_CUDA)?_ALLOC_CONF"  # the tail of a message cut short
+)
+TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided from the context (stage.py)
     Pattern(
         "cuda_oom",
         "startup",
         "emory",  # "CUDA out of memory. Tried to allocate", or "OutOfMemoryError: Tried to allocate" as quoted
         compile_(
-            rf"(?:(?:CUDA|XPU) out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
+            rf"(?:{_DEVICE} out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
         ),
         extras=_OOM_EXTRAS,
     ),
+    Pattern("cuda_oom", "startup", "emory", compile_(_BARE_OOM)),
+    Pattern("cuda_oom", "startup", "_OUT_OF_MEMORY", compile_(r"CUDA_ERROR_OUT_OF_MEMORY")),
+    Pattern("cuda_oom", "startup", "_ALLOC_FAILED", compile_(r"CUBLAS_STATUS_ALLOC_FAILED")),
 ]
 METRICS = [
     Pattern(

@@ -27,6 +27,9 @@ MERGED_CATEGORIES = {
     "max_tokens_default_truncation": (),
     "request_too_long": ("max_model_len",),
 }
+# messages that hold several parts their recognisers match (PyTorch's several signs of an out-of-memory error,
+# the start and the end of the 0.22+ text with no number): one a line
+ONE_PER_LINE = {"cuda_oom", "no_cache_blocks"}
 MAX_DISTINCT = 50
 MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, pasted loops) are matched once
 # Every line that can matter holds an anchor and, where refinements are listed, one of them too (a
@@ -41,9 +44,11 @@ ANCHORS = {
     b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
     b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:9\d|100)\."),  # a KV cache 90 % full or fuller
     b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
+    b"_OUT_OF_MEMORY": (), b"_ALLOC_FAILED": (),  # CUDA's and cuBLAS's status names
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
+    b"failed to start": (),
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
@@ -95,6 +100,8 @@ def _chosen(found: list[tuple], original: str) -> list[tuple]:
     chosen, taken = [], {}
     for item in found:
         span, spans = item[2], taken.setdefault(item[0].category, [])
+        if spans and item[0].category in ONE_PER_LINE:
+            continue
         if not any(span[0] < end and start < span[1] for start, end in spans):
             spans.append(span)
             chosen.append(item)
@@ -185,6 +192,7 @@ class Scanner:
         while self._pending and self._pending[0][0] <= up_to:
             at, observation = self._pending.pop(0)
             stage = self.stage.decide(at)
+            # a stage unknown is explained with the fixes of both, start-up's first
             category = "cuda_oom_runtime" if stage.stage == "runtime" else "cuda_oom_startup"
             numbers, evidence, span = observation.numbers, observation.evidence, observation.span
             self._add(
