@@ -44,6 +44,8 @@ _READINGS = [  # (gate, pattern, field)
     ("max model len", re.compile(r"Using max model len (\d+)"), "max_model_len"),
     ("total capac", re.compile(r"total capaci?ty of " + _SIZE), "total_gpu_gib"),
     ("Free memory on device", re.compile(r"Free memory on device[^(]{0,40}\(" + r"[\d.]+/" + _SIZE), "total_gpu_gib"),
+    ("hunked prefill is enabled with",
+     re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"), "max_num_batched_tokens"),
     ("CUDA graph memory:", re.compile(r"Estimated CUDA graph memory: " + _SIZE), "cuda_graph_estimate_gib"),
     ("Graph capturing finished", re.compile(r"Graph capturing finished in \d+ secs?, took " + _SIZE), "cuda_graph_gib"),
     ("graph memory profiling", re.compile(r"CUDA graph memory profiling (is enabled|is disabled|will be enabled)"),
@@ -57,6 +59,8 @@ _GRAPH_PROFILING = {"is enabled": True, "is disabled": False, "will be enabled":
 _LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'")  # flags and config dumps
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
 _STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
+# v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
+_CHUNKED_PREFILL_OFF = ("forcing chunked prefill", "Chunked prefill is not supported on CPU")
 
 
 @dataclass
@@ -88,6 +92,7 @@ class LogContext:
     suggested_gpu_memory_utilization: float | None = None  # vLLM's own advice on the CUDA graph line
     server_up: bool = False
     startup_failed: bool = False
+    chunked_prefill_forced_off: bool = False
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
     def read(self, line: str) -> dict:
@@ -122,6 +127,9 @@ def facts_in(line: str) -> dict:
         facts["server_up"] = True
     if any(marker in line for marker in _STARTUP_FAILED):
         facts["startup_failed"] = True
+    if any(marker in line for marker in _CHUNKED_PREFILL_OFF):
+        facts["enable_chunked_prefill"] = False
+        facts["chunked_prefill_forced_off"] = True
     return facts
 
 
@@ -177,6 +185,6 @@ _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
 _FIELD_TYPES = {
     f.name: _TYPE_NAMES.get(f.type, "str")
     for f in fields(LogContext)
-    if f.name not in ("server_up", "startup_failed", "lines")
+    if f.name not in ("server_up", "startup_failed", "chunked_prefill_forced_off", "lines")
 }
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

@@ -1,7 +1,14 @@
 """From observations to findings: each category's explainer, plus the failures only the log's
 numbers reveal (a KV cache smaller than max_model_len, a negative KV budget)."""
 
-from kvtool.engine.diagnosis import explain_config, explain_length, explain_runtime, explain_startup
+from kvtool.engine.diagnosis import (
+    explain_budget,
+    explain_config,
+    explain_length,
+    explain_runtime,
+    explain_startup,
+    wordings,
+)
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Observation
@@ -17,12 +24,16 @@ EXPLAINERS = {
     "cuda_oom_runtime": explain_runtime.cuda_oom,
     "preemption": explain_runtime.kv_pressure,
     "kv_cache_near_full": explain_runtime.kv_pressure,
-    "batched_tokens_lt_model_len": explain_config.batched_tokens_lt_model_len,
+    "batched_tokens_lt_model_len": explain_budget.batched_tokens_lt_model_len,
     "batched_tokens_lt_num_seqs": explain_config.batched_tokens_lt_num_seqs,
     "max_model_len_above_derived": explain_config.max_model_len_above_derived,
     "missing_chat_template": explain_config.missing_chat_template,
     "tool_choice_auto_without_flags": explain_config.tool_choice_auto_without_flags,
     "model_not_found": explain_config.model_not_found,
+    # (category, detail): a wording that needs its own explainer
+    ("request_too_long", wordings.PROMPT_LIMIT): explain_budget.prompt_limit,
+    ("batched_tokens_lt_model_len", wordings.MULTIMODAL_PROFILING): explain_budget.profiling_too_short,
+    ("batched_tokens_lt_model_len", wordings.SPECULATIVE): explain_budget.no_tokens_to_schedule,
 }
 
 
@@ -31,7 +42,7 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
     findings = []
     for obs in observations:
         try:
-            finding = EXPLAINERS[obs.category](obs, context, memory)
+            finding = EXPLAINERS.get((obs.category, obs.detail), EXPLAINERS[obs.category])(obs, context, memory)
         except (ArithmeticError, ValueError, KeyError):  # numbers no real server prints (0 GiB GPUs, 1e308 tokens)
             finding = Finding(
                 obs.category,

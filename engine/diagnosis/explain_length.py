@@ -8,8 +8,8 @@ from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
 
 V0_SCHEDULER_NOTE = (
-    'vLLM\'s v0 scheduler dropped the request (finish_reason "length"); with chunked prefill off '
-    "the limit is min(max_model_len, max_num_batched_tokens)."
+    'vLLM\'s v0 scheduler dropped the request (finish_reason "length"); its limit is max_model_len with chunked '
+    "prefill on (and no multi-step scheduling), else min(max_model_len, max_num_batched_tokens)."
 )
 COMPLETIONS_NOTE = (
     "On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "

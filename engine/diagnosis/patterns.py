@@ -34,6 +34,7 @@ TEXT = {
     "derived_key": r"\w+",
     "requested_model": r"[^`\n]{1,300}",
     "aliases": r"[^\n]{1,300}?",
+    "mm_placeholders": r"[^\n]{1,200}?",  # a count, or a dict of them by modality
 }
 DETAIL_GROUPS = ("requested_model",)  # TEXT placeholders an explainer reads as the finding's detail
 SPECIAL = {

@@ -39,7 +39,7 @@ MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, 
 CATEGORY_ORDER = {category: i for i, category in reversed(list(enumerate(p.category for p in PATTERNS)))}
 ANCHORS = {
     b"max": (b"max seq len", b"max model len", b"max_model_len", b"max_tokens must", b"max_tokens=16",
-             b"max_num_batched_tokens ("),
+             b"max_num_batched_tokens (", b"max_num_scheduled_tokens is"),
     b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
     b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
     b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:9\d|100)\."),  # a KV cache 90 % full or fuller
@@ -48,7 +48,7 @@ ANCHORS = {
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
-    b"failed to start": (),
+    b"failed to start": (), b"hunked prefill": (),
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
