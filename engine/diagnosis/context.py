@@ -61,6 +61,8 @@ _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vL
 _STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
 # v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
 _CHUNKED_PREFILL_OFF = ("forcing chunked prefill", "Chunked prefill is not supported on CPU")
+# a benchmark of random prompts, which share no prefix
+_RANDOM_PROMPTS = re.compile(r"""dataset[-_]name['"]?\s*[=:]?\s*['"]?random\b""")
 
 
 @dataclass
@@ -93,6 +95,7 @@ class LogContext:
     server_up: bool = False
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
+    random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
     def read(self, line: str) -> dict:
@@ -127,6 +130,8 @@ def facts_in(line: str) -> dict:
         facts["server_up"] = True
     if any(marker in line for marker in _STARTUP_FAILED):
         facts["startup_failed"] = True
+    if "dataset" in line and _RANDOM_PROMPTS.search(line):
+        facts["random_prompts"] = True
     if any(marker in line for marker in _CHUNKED_PREFILL_OFF):
         facts["enable_chunked_prefill"] = False
         facts["chunked_prefill_forced_off"] = True
@@ -185,6 +190,6 @@ _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
 _FIELD_TYPES = {
     f.name: _TYPE_NAMES.get(f.type, "str")
     for f in fields(LogContext)
-    if f.name not in ("server_up", "startup_failed", "chunked_prefill_forced_off", "lines")
+    if f.name not in ("server_up", "startup_failed", "chunked_prefill_forced_off", "random_prompts", "lines")
 }
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

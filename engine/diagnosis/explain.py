@@ -5,6 +5,7 @@ from kvtool.engine.diagnosis import (
     explain_budget,
     explain_config,
     explain_length,
+    explain_pressure,
     explain_runtime,
     explain_startup,
     wordings,
@@ -22,8 +23,8 @@ EXPLAINERS = {
     "gpu_memory_held_by_others": explain_startup.gpu_memory_held_by_others,
     "cuda_oom_startup": explain_runtime.cuda_oom,
     "cuda_oom_runtime": explain_runtime.cuda_oom,
-    "preemption": explain_runtime.kv_pressure,
-    "kv_cache_near_full": explain_runtime.kv_pressure,
+    "preemption": explain_pressure.kv_pressure,
+    "kv_cache_near_full": explain_pressure.kv_pressure,
     "batched_tokens_lt_model_len": explain_budget.batched_tokens_lt_model_len,
     "batched_tokens_lt_num_seqs": explain_config.batched_tokens_lt_num_seqs,
     "max_model_len_above_derived": explain_config.max_model_len_above_derived,
@@ -34,7 +35,9 @@ EXPLAINERS = {
     ("request_too_long", wordings.PROMPT_LIMIT): explain_budget.prompt_limit,
     ("batched_tokens_lt_model_len", wordings.MULTIMODAL_PROFILING): explain_budget.profiling_too_short,
     ("batched_tokens_lt_model_len", wordings.SPECULATIVE): explain_budget.no_tokens_to_schedule,
+    ("kv_cache_near_full", wordings.STATS_LINE): explain_pressure.stats_pressure,
 }
+ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once: the first, with the others' numbers
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
@@ -53,10 +56,27 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
                 obs.evidence,
                 obs.span,
             )
+        if finding is None:  # read, but the log as a whole says it is no failure
+            continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
         findings.append(graph_budget(finding, context))
-    return findings
+    return _once(findings)
+
+
+def _once(findings: list[Finding]) -> list[Finding]:
+    """The first finding of each ONE_FINDING category, given the numbers of the later ones it lacks."""
+    first: dict[str, Finding] = {}
+    kept = []
+    for finding in findings:
+        if finding.category in first:
+            for name, value in finding.numbers.items():
+                first[finding.category].numbers.setdefault(name, value)
+            continue
+        if finding.category in ONE_FINDING:
+            first[finding.category] = finding
+        kept.append(finding)
+    return kept
 
 
 def inferred_observations(seen: list[Observation], context: LogContext, memory: MemoryModel) -> list[Observation]:

@@ -1,4 +1,4 @@
-"""CUDA out-of-memory (at start-up, by phase, or while serving), preemption and a full KV cache."""
+"""CUDA out-of-memory: at start-up (by phase), while serving, or at a stage the input does not tell."""
 
 import math
 
@@ -156,52 +156,3 @@ def _others_hold_memory(n: dict) -> bool:
 
 def _gib(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
-
-
-def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    """Preemption or a near-full cache: more requests run than the KV cache holds."""
-    n = dict(obs.numbers)
-    if obs.category == "preemption":
-        summary = (
-            f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
-            "sequences were evicted and recomputed, which costs latency."
-        )
-    else:
-        usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
-        summary = f"The KV cache reached {usage:.1f}% use: new requests wait and preemption is next."
-    return Finding(obs.category, obs.stage, summary, n, _pressure_fixes(n, context, memory), obs.evidence, obs.span)
-
-
-def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
-    tokens = context.kv_cache_tokens or (context.num_gpu_blocks and memory.kv_tokens(context.num_gpu_blocks))
-    fixes = []
-    if tokens and context.max_model_len:
-        n["kv_cache_tokens"] = tokens
-        n["max_num_seqs_without_preemption"] = max(1, tokens // context.max_model_len)
-        fixes.append(
-            Fix(
-                "cap concurrency at what the cache holds at full length",
-                flag="--max-num-seqs",
-                value=n["max_num_seqs_without_preemption"],
-            )
-        )
-    elif "num_running" in n:
-        fixes.append(
-            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, int(n["num_running"] * 3 // 4)))
-        )
-    if (current := default_utilization(context)) < 0.95:
-        fixes.append(
-            Fix(
-                "give the KV cache more of the GPU",
-                flag="--gpu-memory-utilization",
-                value=round(min(0.95, current + 0.05), 2),
-            )
-        )
-    if (factor := memory.fp8_factor()) > 1:
-        action = f"store the KV cache in fp8: {factor}x the tokens"
-        if tokens:
-            n["fp8_kv_cache_tokens"] = tokens * factor
-            action += f" ({tokens * factor} instead of {tokens})"
-        fixes.append(Fix(action, flag="--kv-cache-dtype", value="fp8"))
-    fixes.append(Fix("shard over more GPUs for more KV memory", flag="--tensor-parallel-size", value=memory.tp * 2))
-    return fixes

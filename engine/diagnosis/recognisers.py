@@ -11,6 +11,9 @@ from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_P
 
 NEAR_FULL_PERCENT = KV_CACHE_NEAR_FULL_PERCENT
 PRESSURE_PERCENT = KV_CACHE_PRESSURE_PERCENT
+# A stats line worth a second look: requests wait while the cache is this full and prefixes are hit this often
+# (on prompts that share none, only recomputed preempted requests hit: explain_pressure.py decides)
+RECOMPUTE_USAGE_PERCENT, RECOMPUTE_HIT_PERCENT = 75.0, 10.0
 
 
 def _preempted(numbers) -> bool:
@@ -19,7 +22,12 @@ def _preempted(numbers) -> bool:
 
 def _near_full(numbers) -> bool:
     usage = numbers.get("kv_cache_usage_percent", numbers.get("kv_cache_usage", 0) * 100)
-    return usage >= NEAR_FULL_PERCENT or (usage > PRESSURE_PERCENT and numbers.get("num_waiting", 0) > 0)
+    if usage >= NEAR_FULL_PERCENT or numbers.get("num_swapped", 0) > 0:
+        return True
+    if numbers.get("num_waiting", 0) <= 0:
+        return False
+    hit_rate = numbers.get("prefix_cache_hit_rate_percent", 0)
+    return usage > PRESSURE_PERCENT or (usage >= RECOMPUTE_USAGE_PERCENT and hit_rate >= RECOMPUTE_HIT_PERCENT)
 
 
 ACCEPT = {"preemption": _preempted, "kv_cache_near_full": _near_full}

@@ -42,13 +42,13 @@ ANCHORS = {
              b"max_num_batched_tokens (", b"max_num_scheduled_tokens is"),
     b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
     b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
-    b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:9\d|100)\."),  # a KV cache 90 % full or fuller
+    b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:[7-9]\d|100)\."),  # a KV cache 70 % full or fuller
     b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
     b"_OUT_OF_MEMORY": (), b"_ALLOC_FAILED": (),  # CUDA's and cuBLAS's status names
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
-    b"failed to start": (), b"hunked prefill": (),
+    b"failed to start": (), b"hunked prefill": (), b"dataset": (),
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip

@@ -29,6 +29,7 @@ FRONT = "in front of vLLM"  # the versions of a wording a server in front of vLL
 PROMPT_LIMIT = "prompt limit"  # the v0 scheduler's limit: max_model_len or max_num_batched_tokens
 MULTIMODAL_PROFILING = "multimodal profiling"
 SPECULATIVE = "speculative decoding"
+STATS_LINE = "stats line"  # the periodic stats line: whether the cache is under pressure is read from it all
 
 
 def _length(template: str, versions: str, source: str, **kw) -> Wording:
@@ -407,8 +408,10 @@ OOM_STARTUP = [
 _STATS = "Avg prompt throughput: 1000.0 tokens/s, Avg generation throughput: 500.0 tokens/s, "
 _USAGE = r"(?P<device>GPU|CPU|XPU|TPU)? ?KV cache usage: (?P<kv_cache_usage_percent>[\d.]+)%"
 NEAR_FULL_REGEX = (
-    r"Running: (?P<num_running>\d+) reqs,? (?:Swapped: \d+ reqs, )?(?:Pending|Waiting): "
-    r"(?P<num_waiting>\d+) reqs,?[^%]{0,120}?" + _USAGE
+    r"Running: (?P<num_running>\d+) reqs,? (?:Swapped: (?P<num_swapped>\d+) reqs, )?(?:Pending|Waiting): "
+    r"(?P<num_waiting>\d+) reqs,?[^%]{0,120}?"
+    + _USAGE
+    + r"(?:,? Prefix cache hit rate: (?P<prefix_cache_hit_rate_percent>[\d.]+)%)?"
 )
 PREEMPTIONS_REGEX = r"Running: (?P<num_running>\d+) reqs,[^%]{0,200}?Preemptions: (?P<num_preemptions>\d+)"
 _STATS_SOURCE = "the periodic stats line: engine/metrics.py (v0), v1/metrics/loggers.py (v1)"
@@ -421,6 +424,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "kv_cache_near_full",
@@ -430,6 +434,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "kv_cache_near_full",
@@ -439,6 +444,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "kv_cache_near_full",
@@ -448,6 +454,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "preemption",
@@ -475,6 +482,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
 ]
 PREEMPTION = [

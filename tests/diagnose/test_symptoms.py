@@ -73,9 +73,9 @@ def test_finish_reason_length_at_16_tokens(text):
         ),
     ],
 )
-def test_a_cache_above_90_percent_with_requests_waiting_is_pressure(line, numbers):
+def test_a_cache_above_90_percent_with_requests_waiting_is_preemption(line, numbers):
     [finding] = diagnose_text(line).findings
-    assert finding.category == "kv_cache_near_full" and finding.stage == "runtime"
+    assert finding.category == "preemption" and finding.stage == "runtime"
     assert {name: finding.numbers[name] for name in numbers} == numbers
     assert any(fix.flag == "--max-num-seqs" for fix in finding.fixes)
 
