@@ -8,6 +8,7 @@ from kvtool.engine.diagnosis import (
     explain_pressure,
     explain_runtime,
     explain_startup,
+    explain_truncation,
     wordings,
 )
 from kvtool.engine.diagnosis.context import LogContext
@@ -17,7 +18,7 @@ from kvtool.engine.diagnosis.memory_model import MemoryModel
 
 EXPLAINERS = {
     "request_too_long": explain_length.request_too_long,
-    "max_tokens_default_truncation": explain_length.default_truncation,
+    "max_tokens_default_truncation": explain_truncation.default_truncation,
     "kv_cache_too_small_at_startup": explain_startup.kv_cache_too_small,
     "no_cache_blocks": explain_startup.no_cache_blocks,
     "gpu_memory_held_by_others": explain_startup.gpu_memory_held_by_others,

@@ -198,35 +198,3 @@ def _finding(
     obs: Observation, numbers: dict, summary: str, fixes: list[Fix], notes: list[str] | None = None
 ) -> Finding:
     return Finding(obs.category, obs.stage, summary, numbers, fixes, obs.evidence, obs.span, notes or [])
-
-
-def default_truncation(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    n = dict(obs.numbers)
-    if context.max_model_len and "prompt_tokens" in n:
-        n["largest_max_tokens"] = context.max_model_len - n["prompt_tokens"]
-    summary = (
-        'The output stopped at exactly 16 tokens (finish_reason "length"): max_tokens was not set and '
-        "vLLM's default is 16 for /v1/completions and SamplingParams."
-    )
-    if "completion_tokens" not in n:
-        summary = (
-            "Requests run with max_tokens=16, vLLM's default when a /v1/completions request or SamplingParams omits it."
-        )
-    if "max_tokens" in n:
-        summary = (
-            "SamplingParams is built without max_tokens, so every output stops at vLLM's default of 16 "
-            'tokens (finish_reason "length").'
-        )
-    fixes = [
-        Fix(
-            "set max_tokens on every request to the length you expect",
-            param="max_tokens",
-            value=n.get("largest_max_tokens"),
-        ),
-        Fix(
-            "use /v1/chat/completions, whose default is the room left in the context",
-            param="endpoint",
-            value="/v1/chat/completions",
-        ),
-    ]
-    return _finding(obs, n, summary, fixes)

@@ -5,7 +5,8 @@ Most regexes are derived from a message template (wordings.py, kvtool's messages
 from a few words (LEAD_CHARS letters) before the first number to just after the last one, each
 space matching any run of whitespace, each placeholder a number (or the text it stands for).
 Starting a few words before the first number, the first of them possibly cut, keeps a message
-recognisable when a paste lost its first characters.
+recognisable when a paste lost its first characters; the sentences after the one that holds the second
+number are optional, so a message cut short at the end of a sentence is read as far as it goes.
 """
 
 import re
@@ -51,6 +52,8 @@ ALIASES = {
     "total_tokens": "requested_tokens",
 }
 MAX_MATCHES_PER_LINE = 64
+SENTENCE_END = re.compile(r"\.(?=\s+[A-Z])")
+MIN_NUMBERS_BEFORE_CUT = 2  # a message cut short at the end of a sentence is recognised once it has read this many
 LEAD_CHARS = 20
 TAIL_CHARS = 80
 # a match: its span, (name, start, end) of each number it reads (its extras' too, in order), its detail's span
@@ -140,18 +143,25 @@ def from_template(template: str) -> tuple[str, str]:
         sentence, rest = " ".join(words[:first_sentence]), " ".join(words[first_sentence : first_sentence + 4])
         return _literal(sentence) + f"(?: {_literal(rest)})?", _gate(sentence)
     first, last = named[0], named[-1]
-    pieces, seen, kept = [], set(), []
+    pieces, seen, kept, cuts = [], set(), [], 0
     for i, (literal, name) in enumerate(parts[: last + 1]):
         if i < first:
             continue
         text = _lead(literal) if i == first else literal
-        kept.append(text)
-        pieces.append(_literal(text) if i != first else _cut_tolerant(text))
+        sentence_end = SENTENCE_END.search(text) if len(seen) >= MIN_NUMBERS_BEFORE_CUT else None
+        if not cuts:  # the gate is a word every match has
+            kept.append(text[: sentence_end.end()] if sentence_end else text)
+        if sentence_end:  # a paste may stop at the end of this sentence: the rest is optional
+            pieces += [_literal(text[: sentence_end.end()]), "(?:", _literal(text[sentence_end.end() :])]
+            cuts += 1
+        else:
+            pieces.append(_literal(text) if i != first else _cut_tolerant(text))
         pieces.append(_field(ALIASES.get(name, name), seen))
     tail = _tail(parts[last + 1][0] if last + 1 < len(parts) else "")
-    kept.append(tail)
+    if not cuts:
+        kept.append(tail)
     kept[0] = kept[0].split(None, 1)[-1] if kept[0].strip() else ""  # the first word may be cut: no gate on it
-    return "".join(pieces) + _literal(tail), _gate(" ".join(kept))
+    return "".join(pieces) + _literal(tail) + ")?" * cuts, _gate(" ".join(kept))
 
 
 def _lead(literal: str) -> str:
@@ -183,7 +193,9 @@ def _tail(literal: str) -> str:
 
 
 def _literal(text: str) -> str:
-    return "".join(r"\s+" if part.isspace() else re.escape(part) for part in re.split(r"(\s+)", text) if part)
+    """Each space any run of whitespace; a parenthesis may be missing (pastes drop vLLM's stray ones)."""
+    escaped = (r"\s+" if part.isspace() else re.escape(part) for part in re.split(r"(\s+)", text) if part)
+    return "".join(escaped).replace(r"\(", r"\(?").replace(r"\)", r"\)?")
 
 
 def _field(name: str, seen: set) -> str:

@@ -18,7 +18,7 @@ from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
 from kvtool.engine.diagnosis.stage import LOOK_AHEAD, Markers, StageTracker, shape_markers
-from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
+from kvtool.engine.diagnosis.truncation import CutShortWithoutMaxTokens, OfflineDefaults, TruncatedResponses
 
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
 MERGED_CATEGORIES = {
@@ -49,6 +49,8 @@ ANCHORS = {
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     b"failed to start": (), b"hunked prefill": (), b"dataset": (),
+    # answers said to be cut short (truncation.py)
+    b"runcat": (), b"ut off": (), b"ut short": (), b"ncomplete": (), "截断".encode(): (), "不完整".encode(): (),
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
@@ -75,7 +77,7 @@ class Plan:
             pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
         )
         matches, settled = _matches(patterns, shape)
-        requests = any(gate in shape for gate in truncation.GATES)
+        requests = any(gate in shape for gate in truncation.GATES + truncation.COMPLAINT_GATES)
         return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests)
 
 
@@ -124,6 +126,7 @@ class Scanner:
         self.line_index = 0
         self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
+        self.cut_short = CutShortWithoutMaxTokens()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
         self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
@@ -143,6 +146,8 @@ class Scanner:
             if observation := self.truncated_responses.feed(text, self.line_index):
                 self._add(observation)
             if observation := self.offline_defaults.feed(original):
+                self._add(observation)
+            if observation := self.cut_short.feed(text, self.line_index):
                 self._add(observation)
         if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)

@@ -1,8 +1,10 @@
-"""The 16-token default, which vLLM never reports (SamplingParams.max_tokens is 16 in every release
-from 0.2.0 to 0.33.0): a response with `finish_reason` "length" and exactly 16 completion tokens,
-on one line (a repr) or on nearby lines (pretty-printed JSON); or offline code that builds
-`SamplingParams(...)` without max_tokens (vLLM's own repr always prints max_tokens, so a call
-without it is the user's code)."""
+"""The default output cap, which no server reports (vLLM's SamplingParams.max_tokens is 16 in every
+release from 0.2.0 to 0.34.0; servers in front of vLLM set their own): a response with `finish_reason`
+"length" and exactly 16 completion tokens, on one line (a repr) or on nearby lines (pretty-printed JSON);
+offline code that builds `SamplingParams(...)` without max_tokens (vLLM's own repr always prints
+max_tokens, so a call without it is the user's code); or answers said to be cut short next to a sign
+that no max_tokens was sent (prose that says so, a wrapper's generate config without it, or
+`LLM.generate(prompts)` with no SamplingParams at all)."""
 
 import re
 
@@ -22,6 +24,52 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "prompt_tokens",
     "SamplingParams(",
 )
+
+
+CUT_SHORT = re.compile(
+    r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整""",
+    re.IGNORECASE,
+)
+_MAX_TOKENS = r"max_(?:new_|completion_)?tokens"
+NOT_SET = re.compile(
+    rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,2}}?(?:is |was |are |were )?"
+    r"(?:not (?:set|included|specified|provided|passed|given|sent)|missing|absent|omitted|unset|disabled|None\b|null\b)"
+    r"|\b(?:without|no|omit\w*|missing|not (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
+    + _MAX_TOKENS
+    + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}",
+    re.IGNORECASE,
+)
+# a call or a config that leaves the default in place: LLM.generate(prompts) with no SamplingParams (once vLLM's
+# LLM( is in the paste), and Xinference's "generate config: {...}" log line without max_tokens
+DEFAULT_CALL = re.compile(r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}")
+COMPLAINT_GATES = (
+    *("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整"),
+    *("ax_tokens", "ax_new_tokens", "ax_completion_tokens", ".generate(", "generate config", "LLM("),
+)
+NOT_SET_DETAIL = "max_tokens not set"
+
+
+class CutShortWithoutMaxTokens:
+    """Answers said to be cut short within PAIRING_LINES of a sign that max_tokens was not set; once a log."""
+
+    def __init__(self):
+        self._cut_at = self._unset_at = -PAIRING_LINES - 1
+        self._cut: tuple[str, tuple[int, int]] = ("", (0, 0))
+        self._offline = self._done = False
+
+    def feed(self, line: str, index: int) -> Observation | None:
+        if self._done:
+            return None
+        self._offline = self._offline or "LLM(" in line
+        if match := CUT_SHORT.search(line):
+            self._cut_at, self._cut = index, (line, match.span())
+        if NOT_SET.search(line) or ((call := DEFAULT_CALL.search(line)) and (self._offline or call.group(0)[0] == "g")):
+            self._unset_at = index
+        if min(self._cut_at, self._unset_at) < 0 or abs(self._cut_at - self._unset_at) > PAIRING_LINES:
+            return None
+        self._done = True
+        evidence, span = evidence_window(*self._cut)
+        return Observation("max_tokens_default_truncation", "request", {}, evidence, span, NOT_SET_DETAIL)
 
 
 class TruncatedResponses:
