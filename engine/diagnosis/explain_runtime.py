@@ -4,7 +4,7 @@ import math
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_graphs import graph_fixes
-from kvtool.engine.diagnosis.explain_startup import default_utilization
+from kvtool.engine.diagnosis.explain_startup import default_utilization, smaller_profiling_batch
 from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
@@ -100,13 +100,8 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
                 value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2),
             ),
         ]
-    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
     return [
-        Fix(
-            "shrink the profiling batch: the activation peak grows with it",
-            flag="--max-num-batched-tokens",
-            value=max(512, batched // 2),
-        ),
+        smaller_profiling_batch(n, context),
         Fix(
             "run fewer sequences at once",
             flag="--max-num-seqs",

@@ -31,9 +31,20 @@ def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryMode
         summary += f" About {estimate} tokens fit."
         fixes.append(Fix("lower the context to what fits", flag="--max-model-len", value=n["max_model_len_1024"]))
     fixes += _more_kv_memory(n, context, memory)
+    fixes.append(smaller_profiling_batch(n, context))
     fixes += _fp8(n, memory, limit)
     fixes.append(_tensor_parallel(n, memory))
     return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
+
+
+def smaller_profiling_batch(n: dict, context: LogContext) -> Fix:
+    """The profiling run's activation peak, which grows with max_num_batched_tokens, is taken from the KV budget."""
+    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
+    action = "shrink the profiling batch: its activation peak comes out of the KV cache budget"
+    if context.activation_peak_gib:
+        n["activation_peak_gib"] = context.activation_peak_gib
+        action += f" (about {round(context.activation_peak_gib / 2, 2)} GiB back at half the batch)"
+    return Fix(action, flag="--max-num-batched-tokens", value=max(512, batched // 2))
 
 
 def _estimate(n: dict, memory: MemoryModel) -> int | None:
@@ -138,13 +149,8 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
                     value=n["gpu_memory_utilization_needed"],
                 )
             )
-    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
     fixes += [
-        Fix(
-            "shrink the profiling batch (the activation peak grows with it)",
-            flag="--max-num-batched-tokens",
-            value=max(512, batched // 2),
-        ),
+        smaller_profiling_batch(n, context),
         Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
         Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8) to shrink the weights", flag="--quantization", value=None),
     ]
