@@ -53,6 +53,16 @@ RECORD_START = re.compile(
     r"(?:Traceback \(|File \"|During handling|The above exception|[\w.]*(?:Error|Exception|Warning|Interrupt)\b"
     r"|" + _LEVEL + r"\b|[{}\[\]]|\"\s*[,}:]|\^|~~|raise\b|return\b|vllm:|# (?:HELP|TYPE))"
 )
+# Where a paste lost its line breaks: an HTML <br>, a process prefix glued to the text before it, a vLLM
+# record (level, date, time) run into the end of the one before.
+BREAKS = re.compile(
+    r"<[bB][rR]\s*/?>"
+    r"|(?<=\S)(?=\([A-Za-z_][^()\n]{0,80}?\bpid=\d+[^()\n]{0,60}\))"
+    r"|(?<=[^\s)])\s?(?=" + _LEVEL + r"\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2})"
+)
+_BREAKS_IN_SHAPE = re.compile(BREAKS.pattern.encode())
+# the typographic quotes a web page or a chat client puts in place of the ASCII ones vLLM prints
+QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u2032\u201c\u201d\u201e\u201f\u2033", "'''''" + '"' * 5)
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
 _ESCAPED = {"n": "\n", "r": "\n", "t": " ", '"': '"', "'": "'", "\\": "\\", "/": "/"}
 QUOTE_MARKS = ">▎▍▌│┃║|"
@@ -71,6 +81,12 @@ def strip_prefix(line: str) -> tuple[str, str]:
     if "│" in content or "┃" in content or "║" in content:
         content = TRAILING_FRAME.sub("", content)
     return prefix, content.rstrip()
+
+
+def split_line(line: str) -> list[str]:
+    """The lines a physical line holds: escapes undone (escaped line breaks become lines), and broken where the
+    paste lost a line break."""
+    return [piece for part in unescape(line) for piece in BREAKS.split(part)]
 
 
 def unescape(line: str) -> list[str]:
@@ -126,10 +142,10 @@ def _parts(line: str, shape: bytes) -> tuple[Part, ...]:
     """The parts of a physical line (escaped line breaks make several), each cut from what sits in front."""
     layout = _LAYOUTS.get(shape, False)
     if layout is False:
-        escaped = b"\\" in shape or (b"&" in shape and b";" in shape)
+        escaped = b"\\" in shape or (b"&" in shape and b";" in shape) or _BREAKS_IN_SHAPE.search(shape)
         layout = _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape.decode("utf-8", "surrogatepass"))))
     if layout is None:
-        return tuple(map(_part, unescape(line)))
+        return tuple(map(_part, split_line(line)))
     cut, end, indent, opens = layout
     return ((line[:cut], line[cut:end], indent, opens),)
 
@@ -175,4 +191,5 @@ def _quote_and_record(prefix: str) -> tuple[str, str]:
 def _flushed(pieces: list[str]) -> tuple[str, str]:
     original = "\n".join(pieces)[:MAX_LOGICAL_CHARS]
     pieces.clear()
-    return original.replace("\n", " "), original
+    text = original.replace("\n", " ")
+    return (text if text.isascii() else text.translate(QUOTES)), original
