@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from kvtool.engine.diagnosis import truncation
 from kvtool.engine.diagnosis.context import LogContext, facts_in
+from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
@@ -70,6 +71,7 @@ class Plan:
     facts: bool  # whether the line states facts for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
+    elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
 
     @classmethod
     def of(cls, shape: str) -> "Plan":
@@ -78,7 +80,10 @@ class Plan:
         )
         matches, settled = _matches(patterns, shape)
         requests = any(gate in shape for gate in truncation.GATES + truncation.COMPLAINT_GATES)
-        return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests)
+        elided = ()
+        if any(mark in shape for mark in ELISION_MARKS):
+            elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.fragments, shape))
+        return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests, elided)
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -109,6 +114,13 @@ def _chosen(found: list[tuple], original: str) -> list[tuple]:
             chosen.append(item)
     chosen.sort(key=lambda item: (CATEGORY_ORDER.get(item[0].category, 0), evidence_window(original, item[2])[1][0]))
     return chosen
+
+
+def _elided_observations(patterns: tuple[Pattern, ...], text: str, original: str) -> list[Observation]:
+    readings = ((pattern, read_elided(pattern.fragments, text)) for pattern in patterns)
+    found = [(pattern, *reading, pattern.label) for pattern, reading in readings if reading is not None]
+    found = [item for item in found if not item[0].accept or item[0].accept(item[1])]
+    return [_observation(original, *item) for item in _chosen(found, original)]
 
 
 def _observation(original: str, pattern: Pattern, numbers: dict, span: tuple[int, int], detail) -> Observation:
@@ -167,6 +179,8 @@ class Scanner:
         else:
             facts = self.context.read(text) if plan.facts else {}
             observations = self._observations_in(plan, text, original) if plan.patterns else []
+            if not observations and plan.elided:
+                observations = _elided_observations(plan.elided, text, original)
             if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
