@@ -56,7 +56,8 @@ _READINGS = [  # (gate, pattern, field)
 ]  # fmt: skip
 # how vLLM says whether the KV cache budget leaves room for CUDA graphs (0.18 onwards)
 _GRAPH_PROFILING = {"is enabled": True, "is disabled": False, "will be enabled": False}
-_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'")  # flags and config dumps
+# flags, config dumps and the engine's Python arguments (LLM(...) or a wrapper's)
+_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'", "gpu_memory_utilization=")
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
 _STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
 # v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
@@ -96,6 +97,7 @@ class LogContext:
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
     def read(self, line: str) -> dict:
@@ -130,6 +132,8 @@ def facts_in(line: str) -> dict:
         facts["server_up"] = True
     if any(marker in line for marker in _STARTUP_FAILED):
         facts["startup_failed"] = True
+    if "priority" in line and ("reempt" in line or "policy" in line):
+        facts["priority_scheduling"] = True
     if "dataset" in line and _RANDOM_PROMPTS.search(line):
         facts["random_prompts"] = True
     if any(marker in line for marker in _CHUNKED_PREFILL_OFF):
@@ -188,8 +192,6 @@ def _convert(kind: str, text: str):
 
 _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
 _FIELD_TYPES = {
-    f.name: _TYPE_NAMES.get(f.type, "str")
-    for f in fields(LogContext)
-    if f.name not in ("server_up", "startup_failed", "chunked_prefill_forced_off", "random_prompts", "lines")
+    f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.type is not bool and f.name != "lines"
 }
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

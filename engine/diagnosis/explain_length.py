@@ -109,6 +109,8 @@ def _rejected_param(prompt: int, max_tokens: int | None, limit: int) -> str | No
 def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit = n["prompt_tokens"], n["max_model_len"]
     n["prompt_overflow_tokens"], n["trim_tokens"] = prompt - limit, prompt - limit + 1
+    if n.get("max_tokens"):
+        n["overflow_tokens"] = prompt + n["max_tokens"] - limit
     summary = (
         f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
         f"token fits. Trim at least {n['trim_tokens']} tokens."

@@ -8,6 +8,11 @@ from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.recognisers import NEAR_FULL_PERCENT, PRESSURE_PERCENT
 
+PRIORITY_NOTE = (
+    "Priority scheduling is on: vLLM also preempts lower-priority requests to admit higher-priority ones, with KV "
+    "memory to spare, under the same warning; more KV memory does not stop those."
+)
+
 
 def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     """Preemption or a near-full cache: more requests run than the KV cache holds."""
@@ -20,7 +25,9 @@ def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> F
     else:
         usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
         summary = f"The KV cache reached {usage:.1f}% use: new requests wait and preemption is next."
-    return Finding(obs.category, obs.stage, summary, n, _pressure_fixes(n, context, memory), obs.evidence, obs.span)
+    notes = [PRIORITY_NOTE] if context.priority_scheduling and obs.category == "preemption" else []
+    fixes = _pressure_fixes(n, context, memory)
+    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span, notes)
 
 
 def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:

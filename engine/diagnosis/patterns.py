@@ -159,10 +159,9 @@ def from_template(template: str) -> tuple[str, str]:
             pieces.append(literal(text) if i != first else _cut_tolerant(text))
         pieces.append(_field(ALIASES.get(name, name), seen))
     tail = _tail(parts[last + 1][0] if last + 1 < len(parts) else "")
-    if not cuts:
-        kept.append(tail)
+    ending = f"(?:{literal(tail)}|$)" if tail else ""  # a paste may stop right after the last number
     kept[0] = kept[0].split(None, 1)[-1] if kept[0].strip() else ""  # the first word may be cut: no gate on it
-    return "".join(pieces) + literal(tail) + ")?" * cuts, _gate(" ".join(kept))
+    return "".join(pieces) + ending + ")?" * cuts, _gate(" ".join(kept))
 
 
 def _lead(between: str) -> str:

@@ -17,6 +17,7 @@ MAX_CALL_LINES = 20  # a call spread over more lines than this is not followed
 SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
 PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
 PAIRING_LINES = 40  # how far apart the two may be
+DEFAULT_MAX_TOKENS = 16  # SamplingParams.max_tokens
 # A line with none of these (and no call still open) leaves both trackers as they were.
 GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "finish_reason",
@@ -56,6 +57,7 @@ class CutShortWithoutMaxTokens:
         self._cut_at = self._unset_at = -PAIRING_LINES - 1
         self._cut: tuple[str, tuple[int, int]] = ("", (0, 0))
         self._offline = self._done = False
+        self._numbers: dict = {}  # vLLM's own default, where the sign is LLM.generate without SamplingParams
 
     def feed(self, line: str, index: int) -> Observation | None:
         if self._done:
@@ -63,13 +65,18 @@ class CutShortWithoutMaxTokens:
         self._offline = self._offline or "LLM(" in line
         if match := CUT_SHORT.search(line):
             self._cut_at, self._cut = index, (line, match.span())
-        if NOT_SET.search(line) or ((call := DEFAULT_CALL.search(line)) and (self._offline or call.group(0)[0] == "g")):
+        if NOT_SET.search(line):
             self._unset_at = index
+        elif call := DEFAULT_CALL.search(line):
+            generate = call.group(0).startswith(".")
+            if self._offline or not generate:
+                self._unset_at = index
+                self._numbers = {"default_max_tokens": DEFAULT_MAX_TOKENS} if generate else {}
         if min(self._cut_at, self._unset_at) < 0 or abs(self._cut_at - self._unset_at) > PAIRING_LINES:
             return None
         self._done = True
         evidence, span = evidence_window(*self._cut)
-        return Observation("max_tokens_default_truncation", "request", {}, evidence, span, NOT_SET_DETAIL)
+        return Observation("max_tokens_default_truncation", "request", self._numbers, evidence, span, NOT_SET_DETAIL)
 
 
 class TruncatedResponses:
@@ -124,4 +131,6 @@ class OfflineDefaults:
         if not closed or "max_tokens" in call:
             return None
         evidence, span = evidence_window(call, (0, len(call)))
-        return Observation("max_tokens_default_truncation", "request", {"max_tokens": 16}, evidence, span)
+        return Observation(
+            "max_tokens_default_truncation", "request", {"max_tokens": DEFAULT_MAX_TOKENS}, evidence, span
+        )
