@@ -41,11 +41,15 @@ NOT_SET = re.compile(
     re.IGNORECASE,
 )
 # a call or a config that leaves the default in place: LLM.generate(prompts) with no SamplingParams (once vLLM's
-# LLM( is in the paste), and Xinference's "generate config: {...}" log line without max_tokens
-DEFAULT_CALL = re.compile(r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}")
+# LLM( is in the paste), Xinference's "generate config: {...}" log line without max_tokens, LangChain's vLLM
+# wrappers built without one (their defaults: 256 tokens for VLLMOpenAI, 512 for VLLM)
+DEFAULT_CALL = re.compile(
+    r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}"
+    r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
+)
 COMPLAINT_GATES = (
     *("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整"),
-    *("ax_tokens", "ax_new_tokens", "ax_completion_tokens", ".generate(", "generate config", "LLM("),
+    *("ax_tokens", "ax_new_tokens", "ax_completion_tokens", ".generate(", "generate config", "LLM(", "LLMOpenAI("),
 )
 NOT_SET_DETAIL = "max_tokens not set"
 

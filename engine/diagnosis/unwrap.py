@@ -2,9 +2,9 @@
 
 - Hard wraps at a fixed width (a terminal or an editor that cuts mid-word: every wrapped line exactly as long,
   the space at the cut kept at the end of one piece or the start of the next) are joined back with nothing
-  between the pieces. A width counts as a hard wrap when at least two lines have it and it is a spike: such
-  lines outnumber those one to three characters shorter SPIKE times over (a soft wrap at spaces leaves lines of
-  every length just under its width).
+  between the pieces. A width counts as a hard wrap when it is a spike (its lines outnumber those one to three
+  characters shorter SPIKE times over: a soft wrap at spaces leaves lines of every length just under its width)
+  and at least two lines of it go on in a line with no prefix of its own.
 - A double-spaced paste (a blank line after every line, as some web pages copy) loses its blank lines, which
   would otherwise end every paragraph.
 """
@@ -34,22 +34,28 @@ def hard_wrap_widths(lines: list[str]) -> set[int]:
         if width < HARD_WRAP_MIN:
             break
         count = lengths.count(width)
-        if count >= 2 and count >= SPIKE * max(1, *(lengths.count(width - less) for less in (1, 2, 3))):
+        if count >= 2 and count > SPIKE * max(lengths.count(width - less) for less in (1, 2, 3)):
             widths.add(width)
     return widths
 
 
 def unwrapped(lines: list[str]) -> list[str]:
-    """The lines with each hard-wrapped one joined to the rest of it (lines without a prefix of their own)."""
+    """The lines with each hard-wrapped one joined to the rest of it."""
     widths = hard_wrap_widths(lines)
     if not widths:
         return lines
+    cut = {i for i, line in enumerate(lines[:-1]) if len(line) in widths and _goes_on(lines[i + 1])}
+    if len(cut) < 2:
+        return lines
     out: list[str] = []
-    cut = False  # the last physical line was cut at a hard-wrap width
-    for line in lines:
-        if cut and line and not strip_prefix(line)[0].strip():
+    for i, line in enumerate(lines):
+        if i - 1 in cut and out:
             out[-1] += line
         else:
             out.append(line)
-        cut = len(line) in widths
     return out
+
+
+def _goes_on(line: str) -> bool:
+    """Whether a line is the rest of the one before: it has no prefix of its own."""
+    return bool(line) and not strip_prefix(line)[0].strip()
