@@ -16,6 +16,7 @@ from kvtool.engine.diagnosis.normalize import strip_prefix
 HARD_WRAP_MIN = 100  # hard wraps are at least this wide
 SPIKE = 3
 MAX_WIDTHS = 4  # the longest line lengths looked at (a paste may hold a few unwrapped long lines)
+CHECKED = 8  # lines of a width looked at for pieces that go on
 DOUBLE_SPACED = 0.4  # blank lines after at least this share of line breaks
 _BLANK_LINE = re.compile(r"\n[ \t]*(?=\n)")
 
@@ -34,9 +35,25 @@ def hard_wrap_widths(lines: list[str]) -> set[int]:
         if width < HARD_WRAP_MIN:
             break
         count = lengths.count(width)
-        if count >= 2 and count > SPIKE * max(lengths.count(width - less) for less in (1, 2, 3)):
+        spike = count >= 2 and count > SPIKE * max(lengths.count(width - less) for less in (1, 2, 3))
+        if spike and _go_on(lines, lengths, width):
             widths.add(width)
     return widths
+
+
+def _go_on(lines: list[str], lengths: list[int], width: int) -> bool:
+    """Whether two of the first CHECKED lines of this width go on in the next line (each is found in C: a log
+    whose lines of one length are records, not pieces, costs a few checks)."""
+    going_on, at = 0, -1
+    for _ in range(CHECKED):
+        try:
+            at = lengths.index(width, at + 1)
+        except ValueError:
+            break
+        going_on += at + 1 < len(lines) and _goes_on(lines[at + 1])
+        if going_on >= 2:
+            return True
+    return False
 
 
 def unwrapped(lines: list[str]) -> list[str]:
@@ -45,8 +62,6 @@ def unwrapped(lines: list[str]) -> list[str]:
     if not widths:
         return lines
     cut = {i for i, line in enumerate(lines[:-1]) if len(line) in widths and _goes_on(lines[i + 1])}
-    if len(cut) < 2:
-        return lines
     out: list[str] = []
     for i, line in enumerate(lines):
         if i - 1 in cut and out:
