@@ -9,7 +9,9 @@
   would otherwise end every paragraph.
 """
 
+import heapq
 import re
+from collections import Counter
 
 from kvtool.engine.diagnosis.normalize import strip_prefix
 
@@ -18,24 +20,28 @@ SPIKE = 3
 MAX_WIDTHS = 4  # the longest line lengths looked at (a paste may hold a few unwrapped long lines)
 CHECKED = 8  # lines of a width looked at for pieces that go on
 DOUBLE_SPACED = 0.4  # blank lines after at least this share of line breaks
+# a paste's layout is the same all through: it is read from the start of a stretch
+SAMPLE_CHARS, SAMPLE_LINES = 16 << 10, 2048
 _BLANK_LINE = re.compile(r"\n[ \t]*(?=\n)")
 
 
 def undoubled(text: str) -> str:
     """The text without its blank lines, where nearly every line is followed by one."""
-    if text.count("\n\n") < DOUBLE_SPACED * text.count("\n"):
+    sample = text[:SAMPLE_CHARS]
+    if sample.count("\n\n") < DOUBLE_SPACED * sample.count("\n"):
         return text
     return _BLANK_LINE.sub("", text)
 
 
 def hard_wrap_widths(lines: list[str]) -> set[int]:
     lengths = list(map(len, lines))
+    counts = Counter(lengths)
     widths = set()
-    for width in sorted(set(lengths), reverse=True)[:MAX_WIDTHS]:
+    for width in heapq.nlargest(MAX_WIDTHS, counts):
         if width < HARD_WRAP_MIN:
             break
-        count = lengths.count(width)
-        spike = count >= 2 and count > SPIKE * max(lengths.count(width - less) for less in (1, 2, 3))
+        count = counts[width]
+        spike = count >= 2 and count > SPIKE * max(counts[width - less] for less in (1, 2, 3))
         if spike and _go_on(lines, lengths, width):
             widths.add(width)
     return widths
@@ -58,7 +64,7 @@ def _go_on(lines: list[str], lengths: list[int], width: int) -> bool:
 
 def unwrapped(lines: list[str]) -> list[str]:
     """The lines with each hard-wrapped one joined to the rest of it."""
-    widths = hard_wrap_widths(lines)
+    widths = hard_wrap_widths(lines[:SAMPLE_LINES])
     if not widths:
         return lines
     cut = {i for i, line in enumerate(lines[:-1]) if len(line) in widths and _goes_on(lines[i + 1])}
