@@ -171,8 +171,10 @@ class Scanner:
         return plan
 
     def _match(self, plan: Plan, text: str, original: str) -> None:
-        # Every line goes through the cache, whatever its plan: a cached line keeps the evidence of the
+        # A line that can give something goes through the cache: a cached line keeps the evidence of the
         # first original seen (its line breaks), so when the cache is emptied decides what is shown.
+        if not (plan.patterns or plan.facts or plan.elided):
+            return
         if (seen := self._seen.get(text)) is not None:
             facts, observations = seen
             self.context.apply(facts)
