@@ -5,7 +5,9 @@ override them.
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 
 _SIZE = r"(-?[\d.]+) ?Gi?B"
 # flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
@@ -100,9 +102,10 @@ class LogContext:
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
-    def read(self, line: str) -> dict:
-        """Take every fact `line` states (later lines win); returns them for `apply` to replay."""
-        facts = facts_in(line)
+    def read(self, line: str, readers: "Readers | None" = None) -> dict:
+        """Take every fact `line` states (later lines win); returns them for `apply` to replay. `readers`: those of
+        the line's shape, where the caller has them."""
+        facts = facts_in(line, readers)
         self.apply(facts)
         return facts
 
@@ -120,26 +123,51 @@ class LogContext:
                 setattr(self, name, value)
 
 
-def facts_in(line: str) -> dict:
-    """Every fact `line` states. The regexes are digit-blind (shapes.py) and a number converts whatever its
-    digits, so a line states facts exactly when its shape does."""
+Readers = tuple[Callable[[str, dict], None], ...]
+
+
+def facts_in(line: str, readers: Readers | None = None) -> dict:
+    """Every fact `line` states, read by `readers` (fact_readers of its shape), or by those of the line itself."""
     facts = {}
-    if any(marker in line for marker in _LAUNCH_MARKERS):
-        _read_keys(line, facts)
-    _read_model(line, facts)
-    _read_readings(line, facts)
-    if any(marker in line for marker in _SERVER_UP):
-        facts["server_up"] = True
-    if any(marker in line for marker in _STARTUP_FAILED):
-        facts["startup_failed"] = True
-    if "priority" in line and ("reempt" in line or "policy" in line):
-        facts["priority_scheduling"] = True
-    if "dataset" in line and _RANDOM_PROMPTS.search(line):
-        facts["random_prompts"] = True
-    if any(marker in line for marker in _CHUNKED_PREFILL_OFF):
-        facts["enable_chunked_prefill"] = False
-        facts["chunked_prefill_forced_off"] = True
+    for reader in fact_readers(line) if readers is None else readers:
+        reader(line, facts)
     return facts
+
+
+def fact_readers(shape: str) -> Readers:
+    """What can read a fact in lines of this shape. The regexes are digit-blind (shapes.py) and a number converts
+    whatever its digits, so a line states the facts its shape does, at the same places."""
+    readers = [_read_keys] if any(marker in shape for marker in _LAUNCH_MARKERS) else []
+    if _read_model(shape, {}) is not None:
+        readers.append(_read_model)
+    readers += [
+        partial(_read_one, pattern, name)
+        for gate, pattern, name in _READINGS
+        if gate in shape and pattern.search(shape)
+    ]
+    if flags := _flags(shape):
+        readers.append(partial(_set, flags))
+    return tuple(readers)
+
+
+def _flags(shape: str) -> dict:
+    """Facts a line states by what it says, not by a number."""
+    flags = {}
+    if any(marker in shape for marker in _SERVER_UP):
+        flags["server_up"] = True
+    if any(marker in shape for marker in _STARTUP_FAILED):
+        flags["startup_failed"] = True
+    if "priority" in shape and ("reempt" in shape or "policy" in shape):
+        flags["priority_scheduling"] = True
+    if "dataset" in shape and _RANDOM_PROMPTS.search(shape):
+        flags["random_prompts"] = True
+    if any(marker in shape for marker in _CHUNKED_PREFILL_OFF):
+        flags.update(enable_chunked_prefill=False, chunked_prefill_forced_off=True)
+    return flags
+
+
+def _set(flags: dict, line: str, facts: dict) -> None:
+    facts.update(flags)
 
 
 def _read_keys(line: str, facts: dict) -> None:
@@ -151,20 +179,22 @@ def _read_keys(line: str, facts: dict) -> None:
         facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
 
 
-def _read_model(line: str, facts: dict) -> None:
+def _read_model(line: str, facts: dict) -> bool | None:
+    """The model and the version the line names; None where it names neither."""
+    found = None
     if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
-        facts["model"] = match.group(1)
+        facts["model"], found = match.group(1), True
     if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
-        facts["version"] = match.group(1) or match.group(2)
+        facts["version"], found = match.group(1) or match.group(2), True
+    return found
 
 
-def _read_readings(line: str, facts: dict) -> None:
-    for gate, pattern, name in _READINGS:
-        if gate in line and (match := pattern.search(line)):
-            _convert_into(facts, name, match.group(match.lastindex))
-            facts["line:" + name] = line
-            if name == "max_concurrency":
-                _convert_into(facts, "max_model_len", match.group(1))
+def _read_one(pattern: re.Pattern, name: str, line: str, facts: dict) -> None:
+    if match := pattern.search(line):
+        _convert_into(facts, name, match.group(match.lastindex))
+        facts["line:" + name] = line
+        if name == "max_concurrency":
+            _convert_into(facts, "max_model_len", match.group(1))
 
 
 def _convert_into(facts: dict, name: str, text: str) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from kvtool.engine.diagnosis import truncation
-from kvtool.engine.diagnosis.context import LogContext, facts_in
+from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
@@ -68,7 +68,7 @@ class Plan:
     # with how its numbers are read (Pattern.readers)
     matches: tuple[tuple[Pattern, Where, tuple[NumberReader, ...]], ...] | None
     settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
-    facts: bool  # whether the line states facts for the context
+    facts: Readers  # what reads the facts it states for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
     elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
@@ -83,7 +83,7 @@ class Plan:
         elided = ()
         if any(mark in shape for mark in ELISION_MARKS):
             elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.fragments, shape))
-        return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests, elided)
+        return cls(patterns, matches, settled, fact_readers(shape), shape_markers(shape), requests, elided)
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -179,7 +179,7 @@ class Scanner:
             facts, observations = seen
             self.context.apply(facts)
         else:
-            facts = self.context.read(text) if plan.facts else {}
+            facts = self.context.read(text, plan.facts) if plan.facts else {}
             observations = self._observations_in(plan, text, original) if plan.patterns else []
             if not observations and plan.elided:
                 observations = _elided_observations(plan.elided, text, original)
