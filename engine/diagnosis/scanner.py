@@ -72,6 +72,7 @@ class Plan:
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
     elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
+    gives: bool  # whether a line of it can give a fact or an observation (the others only mark the stage)
 
     @classmethod
     def of(cls, shape: str) -> "Plan":
@@ -83,7 +84,9 @@ class Plan:
         elided = ()
         if any(mark in shape for mark in ELISION_MARKS):
             elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.fragments, shape))
-        return cls(patterns, matches, settled, fact_readers(shape), shape_markers(shape), requests, elided)
+        facts = fact_readers(shape)
+        gives = bool(patterns or facts or elided)
+        return cls(patterns, matches, settled, facts, shape_markers(shape), requests, elided, gives)
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -153,8 +156,9 @@ class Scanner:
         self.line_index += 1
         plan = self._plan(text)
         self.stage.feed(text, plan.markers)
-        self._match(plan, text, original)
-        if plan.requests or self.offline_defaults.in_call:
+        if plan.gives:
+            self._match(plan, text, original)
+        if plan.requests or self.offline_defaults.call:
             if observation := self.truncated_responses.feed(text, self.line_index):
                 self._add(observation)
             if observation := self.offline_defaults.feed(original):
@@ -173,8 +177,6 @@ class Scanner:
     def _match(self, plan: Plan, text: str, original: str) -> None:
         # A line that can give something goes through the cache: a cached line keeps the evidence of the
         # first original seen (its line breaks), so when the cache is emptied decides what is shown.
-        if not (plan.patterns or plan.facts or plan.elided):
-            return
         if (seen := self._seen.get(text)) is not None:
             facts, observations = seen
             self.context.apply(facts)

@@ -114,24 +114,20 @@ class OfflineDefaults:
     """`SamplingParams(` ... `)` (possibly over several lines) with no max_tokens in it."""
 
     def __init__(self):
-        self._call: list[str] = []
+        self.call: list[str] = []  # the lines of a call still open
         self._depth = 0
 
-    @property
-    def in_call(self) -> bool:
-        return bool(self._call)
-
     def feed(self, line: str) -> Observation | None:
-        if not self._call:
+        if not self.call:
             if CALL_GATE not in line or not (match := SAMPLING_PARAMS_CALL.search(line)):
                 return None
             line = line[match.start() :]
-        self._call.append(line)
+        self.call.append(line)
         self._depth += line.count("(") - line.count(")")
-        if self._depth > 0 and len(self._call) < MAX_CALL_LINES:
+        if self._depth > 0 and len(self.call) < MAX_CALL_LINES:
             return None
-        call, closed = "\n".join(self._call), self._depth <= 0
-        self._call, self._depth = [], 0
+        call, closed = "\n".join(self.call), self._depth <= 0
+        self.call, self._depth = [], 0
         if not closed or "max_tokens" in call:
             return None
         evidence, span = evidence_window(call, (0, len(call)))
