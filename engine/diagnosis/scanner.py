@@ -145,6 +145,7 @@ class Scanner:
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
         self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
+        self._oom_numbers: set[tuple] = set()  # the numbers of the out-of-memory errors kept
 
     def scan(self, lines: Iterable[str | tuple[str, str]]) -> "Scanner":
         for line in lines:
@@ -189,10 +190,11 @@ class Scanner:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
         for observation in observations:
-            if observation.category == "cuda_oom":
-                self._pending.append((self.line_index, observation))
-            else:
+            if observation.category != "cuda_oom":
                 self._add(observation)
+            elif len(self.observations) < MAX_DISTINCT or _numbers(observation) in self._oom_numbers:
+                self._pending.append((self.line_index, observation))
+            # else: a new error once MAX_DISTINCT are kept, dropped without placing it
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
@@ -229,6 +231,12 @@ class Scanner:
             _keep_largest(seen, observation)
         elif len(self.observations) < MAX_DISTINCT:
             self.observations[key] = replace(observation)  # a copy: the line cache keeps the original
+            if observation.category.startswith("cuda_oom"):
+                self._oom_numbers.add(_numbers(observation))
+
+
+def _numbers(observation: Observation) -> tuple:
+    return tuple(sorted(observation.numbers.items()))
 
 
 def _keep_largest(seen: Observation, new: Observation) -> None:
