@@ -39,6 +39,8 @@ MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, 
 # checks it), and so do the lines context.py and stage.py read.
 CATEGORY_ORDER = {category: i for i, category in reversed(list(enumerate(p.category for p in PATTERNS)))}
 ANCHORS = {
+    # a traceback's frames first: in a log dense with errors they alone keep every line (reader.py stops there)
+    b'File "': (),
     b"max": (b"max seq len", b"max model len", b"max_model_len", b"max_tokens must", b"max_tokens=16",
              b"max_num_batched_tokens (", b"max_num_scheduled_tokens is"),
     b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
@@ -48,7 +50,7 @@ ANCHORS = {
     b"_OUT_OF_MEMORY": (), b"_ALLOC_FAILED": (),  # CUDA's and cuBLAS's status names
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
-    b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
+    b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     b"failed to start": (), b"hunked prefill": (), b"dataset": (),
     # answers said to be cut short (truncation.py)
     b"runcat": (), b"ut off": (), b"ut short": (), b"ncomplete": (), "截断".encode(): (), "不完整".encode(): (),
