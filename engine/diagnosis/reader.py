@@ -163,14 +163,14 @@ def _pieces(line: str) -> tuple[str, ...]:
 def clean(raw: bytes) -> list[str]:
     """The cleaned lines of a stretch, decoded at once (no escape sequence or invalid UTF-8 spans a line
     break), double spacing and hard wraps undone (unwrap.py); a line that cleans to nothing is a blank line,
-    which ends a paragraph."""
+    which ends a paragraph. Trailing whitespace stays: normalize cuts each line's content without it."""
     text = undoubled(_decoded(raw))
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
     lines = unwrapped(lines)
     if "\r" not in text:
-        return [line.rstrip() for line in lines]
+        return lines
     return [piece for line in lines for piece in _pieces(line) or ("",)]
 
 
