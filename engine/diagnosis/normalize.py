@@ -61,6 +61,7 @@ BREAKS = re.compile(
     r"|(?<=[^\s)])\s?(?=" + _LEVEL + r"\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2})"
 )
 _BREAKS_IN_SHAPE = re.compile(BREAKS.pattern.encode())
+_A_TIME = b"00-00 00:00:00"  # a vLLM record's date and time, masked
 # the typographic quotes a web page or a chat client puts in place of the ASCII ones vLLM prints
 QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u2032\u201c\u201d\u201e\u201f\u2033", "'''''" + '"' * 5)
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
@@ -158,8 +159,15 @@ _LAYOUTS = ShapeCache()
 def _new_layout(shape: bytes) -> tuple[int, int, int, bool] | None:
     """How lines of this shape are cut, kept for the next; None where a line must be split first (escapes, HTML,
     a lost line break)."""
-    escaped = b"\\" in shape or (b"&" in shape and b";" in shape) or _BREAKS_IN_SHAPE.search(shape)
+    escaped = b"\\" in shape or (b"&" in shape and b";" in shape) or _lost_break(shape)
     return _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape.decode("utf-8", "surrogatepass"))))
+
+
+def _lost_break(shape: bytes) -> bool:
+    """Whether a line of this shape holds a lost line break (the regex runs only where its signs are: lines may be
+    windows of 8 KiB and more)."""
+    signs = b"<" in shape or b"pid=" in shape or _A_TIME in shape
+    return bool(signs and _BREAKS_IN_SHAPE.search(shape))
 
 
 def _part(part: str) -> Part:

@@ -51,7 +51,7 @@ ANCHORS = {
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
-    b"failed to start": (), b"hunked prefill": (), b"dataset": (),
+    b"hunked prefill": (),
     # answers said to be cut short (truncation.py)
     b"runcat": (), b"ut off": (), b"ut short": (), b"ncomplete": (), "截断".encode(): (), "不完整".encode(): (),
     # signs that the server was serving: the first in each chunk is enough
