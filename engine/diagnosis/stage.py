@@ -58,7 +58,6 @@ STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("Starting to load model", "weight loading"),
     ("_initialize_kv_caches", "start-up"),
     ("compile_or_warm_up_model", "start-up"),
-    ("_dummy_run", "start-up"),
     ("Engine core initialization failed", "start-up"),
     ("EngineCore failed to start", "start-up"),
     ("WorkerProc failed to start", "start-up"),
@@ -73,12 +72,14 @@ PROGRESS_MARKERS = (
     ("Estimated CUDA graph memory", "memory profiling"),
     ("Model loading took", "memory profiling"),
     ("model weights took", "memory profiling"),
+    ("checkpoint shards", "weight loading"),  # the loading progress bar
 )
 RUNTIME_MARKERS = (
     "in step",
     "in execute_model",
     "in sample_tokens",
     "in step_with_batch_queue",
+    "execute_dummy_batch",  # data parallel ranks with nothing to do run a dummy batch while serving
     "run_busy_loop",
     "_process_engine_step",
     ", in generate",  # LLM.generate and LLM.chat: offline requests
