@@ -8,6 +8,20 @@ if TYPE_CHECKING:
 
 Number = int | float
 EVIDENCE_CHARS = 600
+# The categories of memory and length failures (the JSON contract, docs/design.md); others may name other causes.
+MEMORY_AND_LENGTH_CATEGORIES = frozenset(
+    (
+        "request_too_long",
+        "max_tokens_default_truncation",
+        "kv_cache_too_small_at_startup",
+        "no_cache_blocks",
+        "gpu_memory_held_by_others",
+        "cuda_oom_startup",
+        "cuda_oom_runtime",
+        "preemption",
+        "batched_tokens_lt_model_len",
+    )
+)
 
 
 @dataclass(frozen=True)

@@ -8,19 +8,9 @@ from pathlib import Path
 import pytest
 
 from kvtool.engine.diagnosis import diagnose_text
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
 
 REPORTS = [json.loads(line) for line in (Path(__file__).parent / "reports" / "reports.jsonl").open()]
-MEMORY_AND_LENGTH = {
-    "request_too_long",
-    "max_tokens_default_truncation",
-    "kv_cache_too_small_at_startup",
-    "no_cache_blocks",
-    "gpu_memory_held_by_others",
-    "cuda_oom_startup",
-    "cuda_oom_runtime",
-    "preemption",
-    "batched_tokens_lt_model_len",
-}
 # a report's name for a number -> (kvtool's names for it, the factor from the report's unit to kvtool's)
 NAMES = {
     "alloc_mib": (("tried_to_allocate_gib",), 1 / 1024),
@@ -52,7 +42,7 @@ AMBIGUOUS: set[str] = set()
 
 def first_finding(report: dict):
     diagnosis = diagnose_text(report["log"])
-    return diagnosis, [f for f in diagnosis.findings if f.category in MEMORY_AND_LENGTH]
+    return diagnosis, [f for f in diagnosis.findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
 
 
 @pytest.mark.parametrize("report", REPORTS, ids=[report["id"][:60] for report in REPORTS])
