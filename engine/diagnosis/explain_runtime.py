@@ -1,6 +1,7 @@
 """CUDA out-of-memory: at start-up (by phase), while serving, or at a stage the input does not tell."""
 
 import math
+from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_graphs import graph_fixes
@@ -15,6 +16,7 @@ ALLOC_CONF = Fix(
     value="expandable_segments:True",
 )
 HEADROOM_GIB = 0.5
+OTHERS_SHARE = 0.1  # another process holding this share of the GPU is the cause
 WHERE = {"runtime": "while serving", "startup": "at start-up", "unknown": "(stage unknown)"}
 SERVING_WHY = (
     'if the server had already started serving ("Application startup complete", request or stats lines before '
@@ -46,7 +48,7 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
     alternatives = []
     if obs.stage == "unknown":
         alternatives.append(Alternative("cuda_oom_runtime", SERVING_WHY, _runtime_fixes(n, context)))
-    return Finding(
+    finding = Finding(
         obs.category,
         obs.stage,
         summary + ".",
@@ -58,6 +60,31 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         stage_evidence=obs.stage_evidence,
         alternatives=alternatives,
     )
+    if n.get("total_gib") and n.get("other_process_gib", 0) >= OTHERS_SHARE * n["total_gib"]:
+        return _held_by_another(finding)
+    return finding
+
+
+def _held_by_another(oom: Finding) -> Finding:
+    """PyTorch names another process that holds much of the GPU: that process is the cause, the OOM the symptom."""
+    n = oom.numbers
+    other, total = n["other_process_gib"], n["total_gib"]
+    n["max_gpu_memory_utilization"] = math.floor((total - other) / total * 100) / 100
+    summary = (
+        f"Another process holds {_gib(other)} of the GPU's {_gib(total)} GiB, so vLLM ran out of memory "
+        f"({oom.summary[0].lower() + oom.summary[1:-1]})."
+    )
+    fixes = [
+        Fix("stop the other process on this GPU (see nvidia-smi) or pick a free GPU", flag="CUDA_VISIBLE_DEVICES"),
+        Fix(
+            "or ask only for what the other process leaves",
+            flag="--gpu-memory-utilization",
+            value=n["max_gpu_memory_utilization"],
+        ),
+    ]
+    why = "if the other process is meant to share the GPU, this is vLLM's own share running out"
+    alternatives = [Alternative(oom.category, why, oom.fixes), *oom.alternatives]
+    return replace(oom, category="gpu_memory_held_by_others", summary=summary, fixes=fixes, alternatives=alternatives)
 
 
 def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:

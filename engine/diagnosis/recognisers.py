@@ -71,6 +71,7 @@ _OOM_EXTRAS = tuple(
         rf"\((?:GPU|NPU) \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
         rf"(?:{SIZE} current active; )?(?P<free_gib>{SIZE}) free;",
         rf"this process has (?P<this_process_gib>{SIZE}) memory in use",
+        rf"Process \d+ has (?P<other_process_gib>{SIZE}) memory in use",  # another process on the same GPU
         rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
         rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
         rf"(?P<reserved_gib>{SIZE}) reserved in total by PyTorch",
@@ -101,6 +102,12 @@ TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided 
     Pattern("cuda_oom", "startup", "emory", compile_(_BARE_OOM)),
     Pattern("cuda_oom", "startup", "_OUT_OF_MEMORY", compile_(r"CUDA_ERROR_OUT_OF_MEMORY")),
     Pattern("cuda_oom", "startup", "_ALLOC_FAILED", compile_(r"CUBLAS_STATUS_ALLOC_FAILED")),
+    Pattern(  # XLA on TPU
+        "cuda_oom",
+        "startup",
+        "RESOURCE_EXHAUSTED",
+        compile_(r"RESOURCE_EXHAUSTED: [^\n]{0,200}?(?:[Aa]llocat|[Oo]ut of memory)"),
+    ),
 ]
 METRICS = [
     Pattern(

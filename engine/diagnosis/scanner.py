@@ -47,7 +47,7 @@ ANCHORS = {
     b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
     b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:[7-9]\d|100)\."),  # a KV cache 70 % full or fuller
     b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
-    b"_OUT_OF_MEMORY": (), b"_ALLOC_FAILED": (),  # CUDA's and cuBLAS's status names
+    b"_OUT_OF_MEMORY": (), b"_ALLOC_FAILED": (), b"RESOURCE_EXHAUSTED": (),  # CUDA's, cuBLAS's and XLA's status names
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers

@@ -157,3 +157,26 @@ def test_a_start_up_that_failed_after_the_graph_memory_warning_is_a_capture_oom(
     ]
     served = text.replace("EngineCore failed to start.", "Application startup complete.")
     assert not diagnose_text(served).findings
+
+
+def test_another_process_named_by_pytorch_is_the_cause():
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+        "23.65 GiB of which 3.06 MiB is free. Process 2201 has 16.85 GiB memory in use. Including non-PyTorch "
+        "memory, this process has 6.79 GiB memory in use."
+    )
+    [finding] = diagnose_text(line).findings
+    assert finding.category == "gpu_memory_held_by_others"
+    assert finding.numbers["other_process_gib"] == 16.85 and finding.numbers["max_gpu_memory_utilization"] == 0.28
+    assert [fix.flag for fix in finding.fixes] == ["CUDA_VISIBLE_DEVICES", "--gpu-memory-utilization"]
+    assert [a.category for a in finding.alternatives] == ["cuda_oom_startup", "cuda_oom_runtime"]  # stage unknown
+    small = line.replace("16.85 GiB memory in use. Including", "0.85 GiB memory in use. Including")
+    assert diagnose_text(small).findings[0].category == "cuda_oom_startup"
+
+
+def test_xla_resource_exhausted_is_an_out_of_memory_error():
+    line = (
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
+        "allocate 2.00G. That was not possible. There are 1.56G free."
+    )
+    assert oom(line).stage == "unknown"
