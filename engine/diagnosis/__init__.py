@@ -1,12 +1,17 @@
 """`kvtool diagnose`: failure text in, cause and computed fixes out.
 
 reader     -> only the stretches that can matter, cleaned (streamed, bounded memory; widening: the
-              stretches around a chunk's hits, merged, and whether they keep every line)
-normalize  -> logical lines: prefixes stripped, escapes undone, wrapped lines joined
+              stretches around a chunk's hits, merged, and whether they keep every line; unwrap: hard
+              wraps and double spacing undone)
+normalize  -> logical lines: prefixes stripped, escapes undone, lost line breaks restored, wrapped
+              lines joined, typographic quotes read as ASCII
 scanner    -> the log's context, the stage of an OOM (stage) and what each line matches
-              (recognisers: derived from wordings by patterns, plus truncation); what a line can
-              give is planned once per shape, its digits masked (shapes)
-explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache) and fixes
+              (recognisers: derived from wordings by patterns, read around elisions by elided, plus
+              truncation's symptom trackers); what a line can give is planned once per shape, its
+              digits masked (shapes)
+explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache), fixes
+              and the other causes the text allows (explain_*: length, budget, start-up, graphs,
+              runtime, pressure, truncation, config)
 """
 
 from typing import BinaryIO

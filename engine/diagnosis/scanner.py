@@ -1,9 +1,10 @@
 """One pass over the logical lines: collect the log's context and every recognised failure.
 
-What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
-it states facts, its stage markers, whether the truncation trackers want it, and where its recognisers
-are all digit-blind, their matches (a line of the shape only converts its numbers there, each as
-chosen for the shape). A line whose plan is empty is only counted (and kept in the line cache).
+What a line can give is planned once per shape (shapes.py): the recognisers that can match it, what
+reads the facts it states, its stage markers, whether the truncation trackers want it, where it holds an
+elision the recognisers that read numbers around it (elided.py), and where its recognisers are all
+digit-blind, their matches (a line of the shape only converts its numbers there, each as chosen for the
+shape). A line that can give nothing only feeds the stage tracker.
 """
 
 import re
