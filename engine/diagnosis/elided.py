@@ -6,6 +6,7 @@ that holds an elision. The regexes are digit-blind: which recognisers can read a
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from string import Formatter
 
 from kvtool.engine.diagnosis.patterns import ALIASES, NUMBER, SPECIAL, TEXT, NumberReader, literal, number_reader
@@ -24,6 +25,7 @@ class Fragment:
     regexes: tuple[re.Pattern, ...]
 
 
+@cache  # built when a line first holds an elision: most inputs never need them
 def fragments_of(template: str) -> tuple[Fragment, ...]:
     parts = [(text, name) for text, name, _, _ in Formatter().parse(template)]
     found = []
@@ -49,10 +51,11 @@ def _words(text: str, from_end: bool) -> str:
     return ""
 
 
-def read_elided(fragments: tuple[Fragment, ...], line: str) -> tuple[dict, tuple[int, int]] | None:
-    """(numbers, the span from the first number's words to the last's) where enough numbers are found."""
+def read_elided(template: str | None, line: str) -> tuple[dict, tuple[int, int]] | None:
+    """(numbers, the span from the first number's words to the last's) where enough of the template's numbers
+    are found."""
     numbers, spans = {}, []
-    for fragment in fragments:
+    for fragment in fragments_of(template) if template else ():
         match = next(filter(None, (regex.search(line) for regex in fragment.regexes)), None)
         key, convert = fragment.reader
         if match and (value := convert(match.group("n"))) is not None:

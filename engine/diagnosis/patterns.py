@@ -76,7 +76,7 @@ class Pattern:
     accept: Callable[[dict[str, Number]], bool] | None = None
     label: str | None = None  # a fixed detail (the warm-up kind)
     constants: dict = field(default_factory=dict)
-    fragments: tuple = ()  # how its numbers are found in a message with words left out (elided.py)
+    template: str | None = None  # the message it is derived from, for one with words left out (elided.py)
 
     def read(self, line: str) -> tuple[dict[str, Number], tuple[int, int], str | None] | None:
         """(numbers, span of the match, detail) for the first match in `line`, else None."""

@@ -5,7 +5,6 @@ counters and the 16-token default in a request log."""
 import re
 
 from kvtool.engine.diagnosis import api_patterns
-from kvtool.engine.diagnosis.elided import fragments_of
 from kvtool.engine.diagnosis.patterns import DETAIL_GROUPS, SIZE, Pattern, compile_, from_template
 from kvtool.engine.diagnosis.wordings import WORDINGS, Wording
 from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_PRESSURE_PERCENT
@@ -35,12 +34,11 @@ ACCEPT = {"preemption": _preempted, "kv_cache_near_full": _near_full}
 
 
 def from_wording(wording: Wording) -> Pattern:
-    fragments = ()
     if wording.regex:
         regex, gate = compile_(wording.regex), re.search(r"[A-Za-z]{4,}", wording.regex).group(0)
     else:
         text, gate = from_template(wording.template)
-        regex, fragments = re.compile(text), fragments_of(wording.template)
+        regex = re.compile(text)
     return Pattern(
         wording.category,
         wording.stage,
@@ -50,7 +48,7 @@ def from_wording(wording: Wording) -> Pattern:
         detail=next((name for name in regex.groupindex if name in DETAIL_GROUPS), None),
         label=wording.detail,
         constants=wording.constants,
-        fragments=fragments,
+        template=None if wording.regex else wording.template,
     )
 
 

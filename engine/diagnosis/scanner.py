@@ -86,7 +86,7 @@ class Plan:
         requests = any(gate in shape for gate in truncation.GATES + truncation.COMPLAINT_GATES)
         elided = ()
         if any(mark in shape for mark in ELISION_MARKS):
-            elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.fragments, shape))
+            elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.template, shape))
         facts = fact_readers(shape)
         gives = bool(patterns or facts or elided)
         return cls(patterns, matches, settled, facts, shape_markers(shape), requests, elided, gives)
@@ -123,7 +123,7 @@ def _chosen(found: list[tuple], original: str) -> list[tuple]:
 
 
 def _elided_observations(patterns: tuple[Pattern, ...], text: str, original: str) -> list[Observation]:
-    readings = ((pattern, read_elided(pattern.fragments, text)) for pattern in patterns)
+    readings = ((pattern, read_elided(pattern.template, text)) for pattern in patterns)
     found = [(pattern, *reading, pattern.label) for pattern, reading in readings if reading is not None]
     found = [item for item in found if not item[0].accept or item[0].accept(item[1])]
     return [_observation(original, *item) for item in _chosen(found, original)]
