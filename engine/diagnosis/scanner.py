@@ -18,7 +18,7 @@ from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
+from kvtool.engine.diagnosis.shapes import MASK, ShapeCache, masked, screen
 from kvtool.engine.diagnosis.stage import LOOK_AHEAD, Markers, StageTracker, shape_markers
 from kvtool.engine.diagnosis.truncation import CutShortWithoutMaxTokens, OfflineDefaults, TruncatedResponses
 
@@ -158,7 +158,9 @@ class Scanner:
     def feed(self, line: str | tuple[str, str]) -> None:
         text, original = line if isinstance(line, tuple) else (line, line)
         self.line_index += 1
-        plan = self._plan(text)
+        shape = text.encode("utf-8", "surrogatepass").translate(MASK)  # shape_of, inline: every line pays it
+        if (plan := self._plans.get(shape)) is None:
+            plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
         self.stage.feed(text, plan.markers)
         if plan.gives:
             self._match(plan, text, original)
@@ -171,12 +173,6 @@ class Scanner:
                 self._add(observation)
         if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)
-
-    def _plan(self, text: str) -> Plan:
-        shape = shape_of(text)
-        if (plan := self._plans.get(shape)) is None:
-            plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
-        return plan
 
     def _match(self, plan: Plan, text: str, original: str) -> None:
         # A line that can give something goes through the cache: a cached line keeps the evidence of the
