@@ -21,7 +21,7 @@ from kvtool.engine.diagnosis.explain import explain
 from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.reader import candidate_lines
-from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
+from kvtool.engine.diagnosis.scanner import ANCHORS, PROSE_ANCHORS, Scanner
 from kvtool.engine.sizing.spec import ModelSpec
 
 __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose", "diagnose_text"]
@@ -30,7 +30,7 @@ __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose
 def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: float | None = None) -> Diagnosis:
     """Read `stream` (bytes, any size) and explain every failure it shows. `spec` and `total_gpu_gib`
     (from the command line) override what the log says about the model and the GPU."""
-    scanner = Scanner().scan(candidate_lines(stream, ANCHORS))
+    scanner = Scanner().scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
     context = scanner.context
     context.update(model=spec.name if spec else None, total_gpu_gib=total_gpu_gib)
     memory = MemoryModel.from_context(context, spec)

@@ -174,17 +174,20 @@ def clean(raw: bytes) -> list[str]:
     return [piece for line in lines for piece in _pieces(line) or ("",)]
 
 
-def stretches(stream: BinaryIO, anchors: Anchors) -> Iterator[list[str]]:
-    """The cleaned lines of each stretch of `stream` near one of `anchors`, in log order; one that does not
-    continue the stretch before it starts with an empty line, so nothing is joined across a gap."""
+def stretches(stream: BinaryIO, anchors: Anchors, first: Anchors | None = None) -> Iterator[list[str]]:
+    """The cleaned lines of each stretch of `stream` near one of `anchors` (in the first chunk, of `first` too),
+    in log order; one that does not continue the stretch before it starts with an empty line, so nothing is
+    joined across a gap."""
     touching = False  # the last stretch ran to the end of its chunk
-    for chunk in read_chunks(stream):
-        for start, end in line_spans(chunk, anchors):
+    in_first = {**anchors, **first} if first else anchors
+    for index, chunk in enumerate(read_chunks(stream)):
+        for start, end in line_spans(chunk, anchors if index else in_first):
             lines = clean(chunk[start:end])
             yield lines if touching and start == 0 else ["", *lines]
             touching = end >= len(chunk) - 1
 
 
-def candidate_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[tuple[str, str]]:
-    """Logical lines (text, original) around every anchor of `stream`, normalised, in log order."""
-    return logical_lines(stretches(stream, anchors))
+def candidate_lines(stream: BinaryIO, anchors: Anchors, first: Anchors | None = None) -> Iterator[tuple[str, str]]:
+    """Logical lines (text, original) around every anchor of `stream` (and of `first` in its first chunk),
+    normalised, in log order."""
+    return logical_lines(stretches(stream, anchors, first))

@@ -53,11 +53,19 @@ ANCHORS = {
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     b"hunked prefill": (),
-    # answers said to be cut short (truncation.py)
-    b"runcat": (), b"ut off": (), b"ut short": (), b"ncomplete": (), "截断".encode(): (), "不完整".encode(): (),
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
+# What people write rather than what a server prints (answers said to be cut short, truncation.py): looked for in
+# the first chunk only, since a paste is smaller and a larger input is a machine's log.
+PROSE_ANCHORS = {
+    b"runcat": (),
+    b"ut off": (),
+    b"ut short": (),
+    b"ncomplete": (),
+    "截断".encode(): (),
+    "不完整".encode(): (),
+}
 # (pattern, its gate masked, a digit-blind regex that matches a shape wherever the pattern matches a line of it)
 _SCREENS = [(pattern, masked(pattern.gate), screen(pattern.regex)) for pattern in PATTERNS]
 
