@@ -25,9 +25,12 @@ def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> F
     else:
         usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
         summary = f"The KV cache reached {usage:.1f}% use: new requests wait and preemption is next."
-    notes = [PRIORITY_NOTE] if context.priority_scheduling and obs.category == "preemption" else []
     fixes = _pressure_fixes(n, context, memory)
-    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span, notes)
+    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span, _notes(obs.category, context))
+
+
+def _notes(category: str, context: LogContext) -> list[str]:
+    return [PRIORITY_NOTE] if context.priority_scheduling and category == "preemption" else []
 
 
 def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
@@ -84,4 +87,5 @@ def stats_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -
     else:
         return None
     summary = f"The KV cache is too small for the load: {why}; each preemption costs a recomputation."
-    return Finding("preemption", obs.stage, summary, n, _pressure_fixes(n, context, memory), obs.evidence, obs.span)
+    fixes = _pressure_fixes(n, context, memory)
+    return Finding("preemption", obs.stage, summary, n, fixes, obs.evidence, obs.span, _notes("preemption", context))
