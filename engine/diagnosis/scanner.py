@@ -58,14 +58,7 @@ ANCHORS = {
 }  # fmt: skip
 # What people write rather than what a server prints (answers said to be cut short, truncation.py): looked for in
 # the first chunk only, since a paste is smaller and a larger input is a machine's log.
-PROSE_ANCHORS = {
-    b"runcat": (),
-    b"ut off": (),
-    b"ut short": (),
-    b"ncomplete": (),
-    "截断".encode(): (),
-    "不完整".encode(): (),
-}
+PROSE_ANCHORS = {gate.encode(): () for gate in truncation.CUT_SHORT_GATES}
 # (pattern, its gate masked, a digit-blind regex that matches a shape wherever the pattern matches a line of it)
 _SCREENS = [(pattern, masked(pattern.gate), screen(pattern.regex)) for pattern in PATTERNS]
 

@@ -47,8 +47,9 @@ DEFAULT_CALL = re.compile(
     r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}"
     r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
 )
+CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # CUT_SHORT's prose, as substrings
 COMPLAINT_GATES = (
-    *("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整"),
+    *CUT_SHORT_GATES,
     *("ax_tokens", "ax_new_tokens", "ax_completion_tokens", ".generate(", "generate config", "LLM(", "LLMOpenAI("),
 )
 NOT_SET_DETAIL = "max_tokens not set"
