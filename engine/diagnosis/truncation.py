@@ -28,7 +28,8 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
 
 
 CUT_SHORT = re.compile(
-    r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整""",
+    r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
+    r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b",
     re.IGNORECASE,
 )
 _MAX_TOKENS = r"max_(?:new_|completion_)?tokens"
@@ -42,15 +43,18 @@ NOT_SET = re.compile(
 )
 # a call or a config that leaves the default in place: LLM.generate(prompts) with no SamplingParams (once vLLM's
 # LLM( is in the paste), Xinference's "generate config: {...}" log line without max_tokens, LangChain's vLLM
-# wrappers built without one (their defaults: 256 tokens for VLLMOpenAI, 512 for VLLM)
+# wrappers built without one (their defaults: 256 tokens for VLLMOpenAI, 512 for VLLM), a request's JSON body
+# without one
 DEFAULT_CALL = re.compile(
     r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}"
     r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
+    r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
 )
 CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # CUT_SHORT's prose, as substrings
 COMPLAINT_GATES = (
     *CUT_SHORT_GATES,
     *("ax_tokens", "ax_new_tokens", "ax_completion_tokens", ".generate(", "generate config", "LLM(", "LLMOpenAI("),
+    *(" words", " tokens", '"prompt"', '"messages"'),
 )
 NOT_SET_DETAIL = "max_tokens not set"
 

@@ -112,6 +112,12 @@ def test_above_90_percent_with_nothing_waiting_is_not_pressure():
             {},
         ),
         ("用 Xinference 部署后没有设置max_tokens，输出被截断了", {}),
+        (  # a request body without max_tokens on /v1/completions, its answer cut
+            'curl localhost:8000/v1/completions -d \'{"model": "qwen", "prompt": "Write a story about"}\'\n'
+            '{"choices":[{"text":" a dragon who","finish_reason":"length"}]}',
+            {},
+        ),
+        ("The model only returns a few words.\nllm = VLLMOpenAI(openai_api_base='http://x/v1', model_name='m')", {}),
     ],
 )
 def test_answers_cut_short_without_max_tokens_are_the_default_cap(text, numbers):
@@ -128,6 +134,9 @@ def test_answers_cut_short_without_max_tokens_are_the_default_cap(text, numbers)
         "outputs = model.generate(input_ids)\nthe text is truncated",  # transformers, not vLLM
         "truncate_prompt_tokens=512 was set; max_tokens is None in the logs of the tokenizer check",
         "The response is incomplete.",
+        'curl localhost:8000/v1/completions -d \'{"model": "m", "prompt": "Tell me", "max_tokens": 500}\'\n'
+        '"finish_reason": "length"',
+        "The KV cache block size is 16 tokens; prompts are truncated at 4096 and max_tokens=512.",
     ],
 )
 def test_a_cut_without_a_missing_max_tokens_or_the_reverse_is_no_finding(text):
