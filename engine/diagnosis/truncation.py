@@ -50,12 +50,12 @@ DEFAULT_CALL = re.compile(
     r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
     r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
 )
-CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # CUT_SHORT's prose, as substrings
-COMPLAINT_GATES = (
-    *CUT_SHORT_GATES,
-    *("ax_tokens", "ax_new_tokens", "ax_completion_tokens", ".generate(", "generate config", "LLM(", "LLMOpenAI("),
-    *(" words", " tokens", '"prompt"', '"messages"'),
-)
+# substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
+CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # the prose, for the reader
+_CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
+_NOT_SET_GATE = "ax_"
+_CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
+COMPLAINT_GATES = (*_CUT_GATES, "ax_tokens", "ax_new_tokens", "ax_completion_tokens", *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"
 
 
@@ -72,11 +72,11 @@ class CutShortWithoutMaxTokens:
         if self._done:
             return None
         self._offline = self._offline or "LLM(" in line
-        if match := CUT_SHORT.search(line):
+        if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
             self._cut_at, self._cut = index, (line, match.span())
-        if NOT_SET.search(line):
+        if _NOT_SET_GATE in line and NOT_SET.search(line):
             self._unset_at = index
-        elif call := DEFAULT_CALL.search(line):
+        elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
             generate = call.group(0).startswith(".")
             if self._offline or not generate:
                 self._unset_at = index
