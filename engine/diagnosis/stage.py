@@ -29,6 +29,7 @@ from operator import itemgetter
 
 from kvtool.engine.diagnosis.shapes import masked
 
+DUMMY_RUN = "dummy run"  # a start-up frame unless a run-time one is in the same traceback
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("_dummy_sampler_run", "sampler warm-up"),
     ("warming up sampler", "sampler warm-up"),
@@ -58,6 +59,7 @@ STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("Starting to load model", "weight loading"),
     ("_initialize_kv_caches", "start-up"),
     ("compile_or_warm_up_model", "start-up"),
+    ("_dummy_run", DUMMY_RUN),  # profiling, warm-up and capture run it; so do idle data-parallel ranks while serving
     ("Engine core initialization failed", "start-up"),
     ("EngineCore failed to start", "start-up"),
     ("WorkerProc failed to start", "start-up"),
@@ -196,11 +198,13 @@ class StageTracker:
         to the first sign of serving), then those from its own line on."""
         served_at = self.served[0] if self.served and self.served[0] <= at else None
         for first, last in ((max(at - LOOK_BACK, served_at or 0), at - 1), (at, at + LOOK_AHEAD)):
-            if startup := _between(self.frames["startup"], first, last):
-                specific = [f for f in startup if f[1] != "start-up"] or startup
+            startup = _between(self.frames["startup"], first, last)
+            runtime = _between(self.frames["runtime"], first, last)[-1:]
+            if startup and not (runtime and all(f[1] == DUMMY_RUN for f in startup)):
+                specific = [f for f in startup if f[1] not in ("start-up", DUMMY_RUN)] or startup
                 chosen = specific[-1] if last < at else specific[0]
-                return Stage("startup", None if chosen[1] == "start-up" else chosen[1], chosen[2])
-            if runtime := _between(self.frames["runtime"], first, last)[-1:]:
+                return Stage("startup", None if chosen[1] in ("start-up", DUMMY_RUN) else chosen[1], chosen[2])
+            if runtime:
                 return Stage("runtime", None, runtime[0][2])
         if served_at is not None:
             return Stage("runtime", None, self.served[1])

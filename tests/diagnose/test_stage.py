@@ -87,3 +87,10 @@ def test_no_sign_at_all_is_stage_unknown_with_the_fixes_of_both():
     [serving] = finding.alternatives
     assert serving.category == "cuda_oom_runtime" and serving.fixes[0].flag == "--gpu-memory-utilization"
     assert finding.to_dict()["alternatives"][0]["category"] == "cuda_oom_runtime"
+
+
+def test_a_dummy_run_is_start_up_unless_a_data_parallel_rank_runs_it_while_serving():
+    assert only_oom(frames("profile_run", "_dummy_run") + W + OOM + "\n").stage == "startup"
+    assert only_oom(frames("_dummy_run") + W + OOM + "\n").stage == "startup"
+    finding = only_oom(frames("execute_dummy_batch", "_dummy_run") + W + OOM + "\n")
+    assert (finding.category, finding.stage) == ("cuda_oom_runtime", "runtime")
