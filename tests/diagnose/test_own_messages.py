@@ -6,6 +6,7 @@ import textwrap
 import pytest
 
 from kvtool.engine.diagnosis import diagnose_text, wordings
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
 from kvtool.engine.sizing import messages
 
 # template name -> (values it is formatted with, the category diagnose must name)
@@ -79,17 +80,6 @@ CASES = {
         dict(prefix=messages.WEIGHTS_DO_NOT_FIT_PREFIX, tried_gib=1.96, device="GPU 0", total_gib=79.19, free_gib=1.12),
         "cuda_oom_startup",
     ),
-}
-MEMORY_AND_LENGTH_CATEGORIES = {
-    "request_too_long",
-    "max_tokens_default_truncation",
-    "kv_cache_too_small_at_startup",
-    "no_cache_blocks",
-    "gpu_memory_held_by_others",
-    "cuda_oom_startup",
-    "cuda_oom_runtime",
-    "preemption",
-    "batched_tokens_lt_model_len",
 }
 # Not failures: diagnose reads them for context only.
 LOG_LINES = {"KV_CACHE_SIZE_LOG", "V0_BLOCKS_LOG", "CONCURRENCY_LOG", "KV_TOKENS_LOG"}
