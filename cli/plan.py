@@ -1,6 +1,7 @@
 """`kvtool plan`: KV bytes per token, the memory budget, the safe max_model_len and the flags to start with."""
 
 import json
+import os
 import sys
 from typing import Annotated
 
@@ -14,7 +15,9 @@ from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
 from kvtool.engine.plan.report_json import report_to_json
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
-from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
+from kvtool.engine.sizing.kv_layout import parse_layer_partition
+from kvtool.engine.sizing.quantization_methods import check_quantization
+from kvtool.engine.sizing.release_rules import parse_env_flag
 from kvtool.engine.sizing.units import parse_human_int
 from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
@@ -143,6 +146,8 @@ def plan(
         release=release,
         limit_mm_per_prompt=limits,
         block_size_given=block_size is not None,
+        pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
+        flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
     )
     report = make_plan(spec, request)
     if as_json:
@@ -171,8 +176,7 @@ def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quanti
     release.check_kv_cache_dtype(kv_cache_dtype)
     if dtype not in defaults.DTYPES:
         raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
-    if quantization is not None and quantization not in QUANTIZATION_METHODS:
-        raise UsageError(f"unknown quantization '{quantization}'.", f"Use one of: {', '.join(QUANTIZATION_METHODS)}.")
+    check_quantization(quantization, release.version, release.name)
 
 
 def parse_mm_limits(text: str | None) -> dict[str, int] | None:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field, replace
 
 from kvtool.engine.plan import advice
-from kvtool.engine.sizing import vllm_startup
+from kvtool.engine.sizing import release_rules, vllm_startup
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE
 from kvtool.engine.sizing.engine_args import (
     AUTO_MAX_MODEL_LEN,
@@ -14,7 +14,8 @@ from kvtool.engine.sizing.engine_args import (
 from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.kv_cache import KVCachePlan, KVCacheSpec, KVLayout
-from kvtool.engine.sizing.memory_budget import MemoryBudget, memory_budget, resolve_dtype
+from kvtool.engine.sizing.kv_layout import stage_partition
+from kvtool.engine.sizing.memory_budget import MemoryBudget, Stage, memory_budget, resolve_dtype
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.vllm_versions import VllmRelease
 from kvtool.errors import UsageError
@@ -49,6 +50,8 @@ class PlanRequest:
     release: VllmRelease = VllmRelease()  # the newest release modelled unless named
     limit_mm_per_prompt: dict[str, int] | None = None
     block_size_given: bool = False
+    pp_layer_partition: tuple[int, ...] | None = None  # layers per pipeline stage (VLLM_PP_LAYER_PARTITION)
+    flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER; None: unset
 
     @property
     def gpu(self) -> GpuInfo:
@@ -77,6 +80,8 @@ class PlanReport:
     v0: bool
     checks: list[vllm_startup.StartupCheck]
     num_cpu_blocks: int
+    stage: int = 0  # the pipeline stage with the fewest blocks: vLLM sizes every stage by it
+    scheduler_readings: dict[tuple[int, int], list[str]] = field(default_factory=dict)  # limits -> GPUs of a size
 
     @property
     def release(self) -> VllmRelease:
@@ -108,15 +113,21 @@ class PlanReport:
     def log_lines(self) -> list[str]:
         return vllm_startup.startup_log_lines(self.release, self.v0, self.kv, self.num_cpu_blocks)
 
+    def kv_cache_bytes_with(self, max_num_batched_tokens: int, max_num_seqs: int) -> int:
+        """This plan's KV budget under other scheduler limits (another reading of a GPU given by size)."""
+        budget = _memory_budget(self.spec, self.request, self.v0, max_num_batched_tokens, max_num_seqs, self.stage)
+        return budget.kv_cache_bytes
+
 
 def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
     check_parallel_sizes(spec, request.tp, request.pp)
     request.release.check_kv_cache_dtype(request.kv_cache_dtype)
-    v0 = request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability)
+    v0 = request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability, spec.num_state_layers > 0)
     request = _fill_defaults(request, spec)
-    batched, seqs = _scheduler_limits(request, spec, v0)
-    budget = _memory_budget(spec, request, v0, batched, seqs)
-    cache = kv_cache_spec(replace(spec, dtype=_run_dtype(spec, request)), request, v0, batched)
+    readings = _scheduler_readings(request, spec, v0)
+    default_batched, default_seqs = next(iter(readings))
+    batched, seqs = request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
+    stage, budget, cache = _binding_stage(spec, request, v0, batched, seqs)
     max_model_len = resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
     kv = cache.plan(budget.kv_cache_bytes, max_model_len)
     estimate = cache.estimate_max_model_len(kv.available_bytes, limit=max_model_len)
@@ -130,15 +141,31 @@ def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
         fp8_kv=cache.with_kv_cache_dtype("fp8").plan(budget.kv_cache_bytes, max_model_len),
         workloads=[_workload_fit(cache, workload, budget) for workload in request.workloads],
         v0=v0,
-        checks=vllm_startup.startup_checks(request.release, v0, budget, kv, request.gpu, estimate),
+        checks=vllm_startup.startup_checks(request.release, v0, budget, kv, _stage_gpu(request, stage), estimate),
         num_cpu_blocks=vllm_startup.cpu_swap_blocks(v0, kv.block_bytes),
+        stage=stage,
+        scheduler_readings=readings,
     )
 
 
-def kv_cache_spec(spec: ModelSpec, request: PlanRequest, v0: bool, max_num_batched_tokens: int) -> KVCacheSpec:
-    """The model's KV cache under the request's layout and its release's rules."""
+def _binding_stage(spec, request, v0, batched, seqs) -> tuple[int, MemoryBudget, KVCacheSpec]:
+    """Each pipeline stage's budget and KV cache on its own GPU. vLLM gives every stage the fewest blocks;
+    0.14 - 0.16 check the whole model against the smallest stage's memory."""
+    stages = []
+    for index in range(request.pp):
+        budget = _memory_budget(spec, request, v0, batched, seqs, index)
+        cache = kv_cache_spec(replace(spec, dtype=_run_dtype(spec, request)), request, v0, batched, index)
+        blocks = cache.num_blocks(budget.kv_cache_bytes)
+        stages.append((budget.kv_cache_bytes if cache.layout.rules.whole_model_check else blocks, index, budget, cache))
+    return min(stages, key=lambda option: option[:2])[1:]
+
+
+def kv_cache_spec(
+    spec: ModelSpec, request: PlanRequest, v0: bool, max_num_batched_tokens: int, stage: int | None = None
+) -> KVCacheSpec:
+    """The model's KV cache under the request's layout and its release's rules (on one pipeline stage)."""
     mixed = "full_attention" in spec.layer_types and "sliding_attention" in spec.layer_types
-    rules = vllm_startup.kv_rules(request.release, v0, request.pp, mixed)
+    rules = release_rules.kv_rules(request.release, v0, request.pp, mixed)
     layout = KVLayout(
         block_size=request.block_size,
         kv_cache_dtype=request.kv_cache_dtype,
@@ -146,6 +173,8 @@ def kv_cache_spec(spec: ModelSpec, request: PlanRequest, v0: bool, max_num_batch
         pp=request.pp,
         max_num_batched_tokens=max_num_batched_tokens,
         rules=rules,
+        stage=stage,
+        partition=request.pp_layer_partition,
     )
     return KVCacheSpec(spec, layout)
 
@@ -176,15 +205,12 @@ def _fill_defaults(request: PlanRequest, spec: ModelSpec) -> PlanRequest:
     return request
 
 
-def _scheduler_limits(request: PlanRequest, spec: ModelSpec, v0: bool) -> tuple[int, int]:
+def _scheduler_readings(request: PlanRequest, spec: ModelSpec, v0: bool) -> dict[tuple[int, int], list[str]]:
     release, gpu = request.release, request.gpu
     length = _numeric_length(request.max_model_len) or spec.derived_max_model_len
     multimodal = bool(spec.modalities)
-    chunked = vllm_startup.v0_chunked_prefill(release, length, bool(spec.sliding_window), spec.is_mla, multimodal)
-    default_batched, default_seqs = vllm_startup.scheduler_limits(
-        release, v0, gpu.total_bytes, gpu.name, gpu.arch, length, not chunked, multimodal
-    )
-    return request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
+    chunked = release_rules.v0_chunked_prefill(release, length, bool(spec.sliding_window), spec.is_mla, multimodal)
+    return release_rules.scheduler_readings(release, v0, gpu, length, not chunked, multimodal)
 
 
 def _numeric_length(value) -> int | None:
@@ -195,8 +221,10 @@ def _numeric_length(value) -> int | None:
     return None if length == AUTO_MAX_MODEL_LEN else length
 
 
-def _memory_budget(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int) -> MemoryBudget:
-    gpu = request.gpu
+def _memory_budget(spec, request, v0, batched, seqs, index: int = 0) -> MemoryBudget:
+    """The budget of pipeline stage `index` on its GPU."""
+    layers = stage_partition(spec.num_hidden_layers, request.pp, request.pp_layer_partition)[index]
+    gpu = _stage_gpu(request, index)
     return memory_budget(
         spec,
         gpu.total_bytes,
@@ -209,18 +237,25 @@ def _memory_budget(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int
         seqs,
         request.enforce_eager,
         request.kv_cache_memory,
-        _budget_rules(spec, request, v0, batched, seqs),
+        _budget_rules(spec, request, v0, batched, seqs, gpu.arch),
         other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
+        stage=Stage(layers, index == 0, index == request.pp - 1),
     )
 
 
-def _budget_rules(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int):
-    rules = vllm_startup.budget_rules(request.release, v0)
+def _stage_gpu(request: PlanRequest, index: int) -> GpuInfo:
+    """The smallest GPU of pipeline stage `index` (ranks are stage-major: tp ranks of stage 0 first)."""
+    group = request.gpus[index * request.tp : (index + 1) * request.tp] or [request.gpu]
+    return min(group, key=lambda gpu: gpu.total_bytes)
+
+
+def _budget_rules(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int, arch: str | None):
+    rules = release_rules.budget_rules(request.release, v0, arch, request.flashinfer_sampler)
     limits = request.limit_mm_per_prompt
     if spec.modalities and limits is not None:
         per_prompt = sum(limits.get(m, 0) for m in spec.modalities)
         fit = max(1, max(batched, spec.mm_tokens_per_item) // spec.mm_tokens_per_item) if per_prompt else 0
-        rules = replace(rules, encoder_items=min(fit, seqs * per_prompt))
+        rules = replace(rules, profile=replace(rules.profile, encoder_items=min(fit, seqs * per_prompt)))
     return rules
 
 

@@ -1,5 +1,7 @@
 """Architecture facts read from an HF `config.json` dict, the way vLLM reads them (no torch)."""
 
+from kvtool.engine.sizing.hf_defaults import with_defaults
+
 # vLLM's keys for the model's context length, in its order; the smallest present wins (docs/design.md).
 MAX_LEN_KEYS = (
     "max_position_embeddings",
@@ -40,10 +42,16 @@ DTYPE_NAMES = {
 }
 
 
+# config facts beside quantization_config that decide how weights are stored (DeepSeek-V4's expert dtype)
+QUANT_EXTRA_KEYS = ("expert_dtype",)
+
+
 def text_config(config: dict) -> dict:
-    """The language-model part of a config; multimodal configs nest it under `text_config`."""
-    inner = config.get("text_config") or config.get("llm_config")
-    if not isinstance(inner, dict):
+    """The language-model part of a config; multimodal configs nest it under `text_config`, with the fields
+    it leaves out filled as transformers fills them."""
+    key = "text_config" if isinstance(config.get("text_config"), dict) else "llm_config"
+    inner = with_defaults(config, key)
+    if not inner:
         return config
     outer = {k: config[k] for k in ("quantization_config", "torch_dtype", "dtype", "model_type") if k in config}
     return {**outer, **{k: v for k, v in inner.items() if v is not None or k not in outer}}
@@ -119,6 +127,12 @@ def _sliding_layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
             "sliding_attention" if i >= config["max_window_layers"] else "full_attention" for i in range(num_layers)
         )
     return ("sliding_attention",) * num_layers
+
+
+def moe_intermediate_size(config: dict) -> int | None:
+    if not num_experts(config):
+        return None
+    return int(first(config, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size"))
 
 
 def num_experts(config: dict) -> int | None:
@@ -200,7 +214,11 @@ DEFAULT_MAX_IMAGE_PIXELS = 12845056  # Qwen2-VL's processor default (max_pixels)
 
 def encoder_configs(config: dict) -> list[tuple[str, dict]]:
     """(modality, sub-config) of each vision or audio tower a multimodal config nests."""
-    return [(modality, config[key]) for key, modality in ENCODER_KEYS.items() if isinstance(config.get(key), dict)]
+    return [
+        (modality, with_defaults(config, key))
+        for key, modality in ENCODER_KEYS.items()
+        if isinstance(config.get(key), dict)
+    ]
 
 
 def encoder_shape(tower: dict) -> tuple[int, int, int]:
@@ -242,6 +260,11 @@ def encoder_tokens_per_item(config: dict, modality: str, tower: dict) -> int:
         side = int(tower["image_size"]) // patch
         return max(1, side * side // (merge * merge))
     return DEFAULT_MAX_IMAGE_PIXELS // (patch * patch) // (merge * merge)
+
+
+def patches_per_token(tower: dict) -> int:
+    """Patches the tower encodes for each text token it yields (a 2 x 2 spatial merge: 4)."""
+    return _merge(tower) ** 2
 
 
 def _merge(tower: dict) -> int:
