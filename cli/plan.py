@@ -19,7 +19,7 @@ from kvtool.engine.sizing.kv_layout import parse_layer_partition
 from kvtool.engine.sizing.quantization_methods import check_quantization
 from kvtool.engine.sizing.release_rules import parse_env_flag
 from kvtool.engine.sizing.units import parse_human_int
-from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
+from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
 GPU, WORKLOAD, OUTPUT = "GPU", "Workload", "Output"
@@ -76,7 +76,7 @@ def plan(
         typer.Option(
             help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE
         ),
-    ] = NEWEST_NAME,
+    ] = DEFAULT_RELEASE_NAME,
     gpu_memory_utilization: flags.GpuMemoryUtilization = None,
     max_model_len: flags.MaxModelLen = None,
     kv_cache_dtype: flags.KvCacheDtype = "auto",

@@ -122,6 +122,7 @@ def _budget_table(report) -> Table:
         ("CUDA graphs (est.)", budget.cudagraph_bytes, "blue"),
         *((("encoder profile (est.)", budget.encoder_bytes, "magenta"),) if budget.encoder_bytes else ()),
         *((("other processes", budget.other_process_bytes, "red"),) if budget.other_process_bytes else ()),
+        *((("KV headroom (0.34)", budget.kv_headroom_bytes, "dim"),) if budget.kv_headroom_bytes else ()),
         ("KV cache", budget.kv_cache_bytes, "green"),
         ("not used", budget.total_bytes - budget.requested_bytes, "dim"),
     ]

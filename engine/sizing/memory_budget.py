@@ -35,6 +35,10 @@ V1_NON_TORCH_BYTES = 20 * MiB
 V0_NON_TORCH_BYTES = 50 * MiB
 # Where the release measures total - free, its own CUDA context is charged too (about 0.3 - 0.5 GiB).
 CONTEXT_BYTES = 450 * MiB
+# The extensible KV cache (0.34, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes) keeps free a margin of
+# max(KV_CACHE_MARGIN_FLOOR_BYTES, KV_CACHE_MARGIN_FRACTION x the transient peak) of the device.
+EXTENSIBLE_MARGIN_FLOOR = 1 << 30
+EXTENSIBLE_MARGIN_FRACTION = 0.75
 # NCCL communicator buffers per peer rank, where charged. Fitted, not derived: 0.117 GiB at tp 2 on A100 (two
 # logs against their tp 1 runs), 2.28 GiB at tp 8 on H100 (two logs of different models, after their sampler).
 NCCL_BYTES_PER_PEER = {"ampere": 120 * MiB, "hopper": 333 * MiB}
@@ -54,6 +58,7 @@ class BudgetRules:
     non_torch_bytes: int = V1_NON_TORCH_BYTES  # 0 in 0.2.0-0.2.5 (only the torch allocator peak)
     nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
     charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
+    extensible: bool = False  # 0.34: the KV cache sized after warmup, a margin of the device kept free
     subtract_cudagraphs: bool = True  # 0.20+
     capture: CaptureRules = field(default_factory=CaptureRules)
     mxfp4_align: tuple[int, int] = (64, 1)  # MXFP4 MoE padding (intermediate per rank, hidden) of the kernel
@@ -78,6 +83,7 @@ class MemoryBudget:
     kv_cache_memory_bytes: int | None = None  # given outright (vLLM's --kv-cache-memory-bytes): no profiling
     encoder_bytes: int = 0  # what the multimodal encoder's profiling adds to the peak
     other_process_bytes: int = 0  # memory of other processes, where the release charges it
+    kv_headroom_bytes: int = 0  # 0.34: the margin the extensible KV cache keeps beyond what utilization leaves
 
     @property
     def non_kv_cache_bytes(self) -> int:
@@ -88,6 +94,7 @@ class MemoryBudget:
             + self.cudagraph_bytes
             + self.encoder_bytes
             + self.other_process_bytes
+            + self.kv_headroom_bytes
         )
 
     @property
@@ -122,10 +129,11 @@ def memory_budget(
     peak = activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules.profile, stage.last)
     no_graphs = enforce_eager or not rules.subtract_cudagraphs
     graphs = 0 if no_graphs else _cudagraphs(spec, rules, max_num_seqs, max_num_batched_tokens, stage, quantization)
+    requested = math.ceil(requested) if rules.ceil_request else int(requested)
     return MemoryBudget(
         total_bytes=int(total_bytes),
         gpu_memory_utilization=gpu_memory_utilization,
-        requested_bytes=math.ceil(requested) if rules.ceil_request else int(requested),
+        requested_bytes=requested,
         weights_bytes=stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align),
         activation_bytes=peak,
         non_torch_bytes=rules.non_torch_bytes + rules.nccl_bytes_per_peer * (tp * pp - 1),
@@ -135,7 +143,17 @@ def memory_budget(
         if stage.first
         else 0,
         other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
+        kv_headroom_bytes=_headroom(rules, total_bytes - requested, other_process_bytes, peak),
     )
+
+
+def _headroom(rules: BudgetRules, unrequested: int, other_process_bytes: int, peak: int) -> int:
+    """0.34 caps the KV cache at min(requested - used, free - margin): the margin, and the memory other
+    processes hold, cost the KV cache only beyond what the utilization leaves unrequested."""
+    if not rules.extensible:
+        return 0
+    margin = max(EXTENSIBLE_MARGIN_FLOOR, int(EXTENSIBLE_MARGIN_FRACTION * peak))
+    return max(0, margin + other_process_bytes - unrequested)
 
 
 def _check_inputs(gpu_memory_utilization: float, total_bytes: int) -> None:

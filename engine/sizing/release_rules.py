@@ -116,6 +116,7 @@ def budget_rules(
         nccl_bytes_per_peer=NCCL_BYTES_PER_PEER["hopper" if _sm(arch) >= 90 else "ampere"] if nccl else 0,
         charge_other_processes=total_minus_free,
         subtract_cudagraphs=not v0 and release.reached("cudagraph_subtracted"),
+        extensible=release.reached("extensible_kv_cache"),
         capture=_capture_rules(release, arch),
         mxfp4_align=_mxfp4_align(release, arch),
     )

@@ -24,7 +24,8 @@ def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: in
     """vLLM's checks in its order: free memory (V1 0.9.1+, before loading), weights, KV memory, one request."""
     checks = []
     no_gpu = gpu.source == "kv-cache-memory"  # a KV budget given outright: no device to load onto
-    if not v0 and release.reached("free_memory_check") and gpu.free_bytes is not None and not no_gpu:
+    checks_free = release.reached("free_memory_check") and not release.reached("extensible_kv_cache")
+    if not v0 and checks_free and gpu.free_bytes is not None and not no_gpu:
         checks.append(
             StartupCheck(
                 "free_memory", gpu.free_bytes >= budget.requested_bytes, _free_memory_message(release, gpu, budget)

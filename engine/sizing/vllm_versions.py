@@ -8,11 +8,17 @@ the budget, KV-cache and start-up rules of that release.
 import re
 from dataclasses import dataclass
 
-from kvtool.engine.sizing.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, LEGACY_GPU_MEMORY_UTILIZATION
+from kvtool.engine.sizing.defaults import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    EXTENSIBLE_GPU_MEMORY_UTILIZATION,
+    LEGACY_GPU_MEMORY_UTILIZATION,
+)
 from kvtool.errors import UsageError
 
-OLDEST, NEWEST = (0, 2, 0), (0, 33, 0)
-NEWEST_NAME = "0.33"
+OLDEST, NEWEST = (0, 2, 0), (0, 34, 0)
+NEWEST_NAME = "0.34"
+# The release plan predicts unless told: the one kvtool's server, messages and diagnosis follow.
+DEFAULT_RELEASE, DEFAULT_RELEASE_NAME = (0, 33, 0), "0.33"
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,12 @@ BOUNDARIES = (
     Boundary("capture_1024_blackwell", (0, 28, 0), "CUDA graphs up to 1024 tokens on data-centre Blackwell"),
     Boundary("null_block_in_check", (0, 29, 0), "the start-up check keeps one block for the null block"),
     Boundary("gb10_small_tier", (0, 33, 0), "GB10 (SM 12.1) stays on the small scheduler tier"),
+    Boundary(
+        "extensible_kv_cache",
+        (0, 34, 0),
+        "the KV cache is sized after warmup from measured memory: utilization defaults to 1.0 and "
+        "max(1 GiB, 0.75 x the transient peak) of the device stays free; no free-memory check",
+    ),
 )
 _BY_NAME = {b.name: b for b in BOUNDARIES}
 
@@ -138,18 +150,18 @@ def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
     """The default of the release a log names, in any version string a log may carry (unknown ones get the
     newest default)."""
     version = version_tuple(vllm_version) if vllm_version else None
-    return VllmRelease(version or NEWEST).default_gpu_memory_utilization
+    return VllmRelease(version or DEFAULT_RELEASE).default_gpu_memory_utilization
 
 
 @dataclass(frozen=True)
 class VllmRelease:
     """One release; `reached(name)` says whether a boundary of BOUNDARIES applies to it."""
 
-    version: tuple[int, int, int] = NEWEST
+    version: tuple[int, int, int] = DEFAULT_RELEASE
 
     @classmethod
     def parse(cls, text: str | None) -> "VllmRelease":
-        return cls(parse_version(text) if text else NEWEST)
+        return cls(parse_version(text) if text else DEFAULT_RELEASE)
 
     @property
     def name(self) -> str:
@@ -160,7 +172,10 @@ class VllmRelease:
 
     @property
     def default_gpu_memory_utilization(self) -> float:
-        """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before."""
+        """vLLM's default gpu_memory_utilization: 0.90 before 0.20.0, 0.92 from it, 1.0 with the extensible KV
+        cache of 0.34 (config/cache.py resolved_gpu_memory_utilization)."""
+        if self.reached("extensible_kv_cache"):
+            return EXTENSIBLE_GPU_MEMORY_UTILIZATION
         if self.reached("utilization_092"):
             return DEFAULT_GPU_MEMORY_UTILIZATION
         return LEGACY_GPU_MEMORY_UTILIZATION

@@ -167,3 +167,21 @@ def test_plan_says_when_estimates_decide_much_of_the_kv_cache():
     pip_era = [*small, "--vllm-version", "0.10.1"]
     (line,) = [w for w in json.loads(runner.invoke(app, pip_era).stdout)["warnings"] if w.startswith("estimated")]
     assert "assumes FlashInfer" in line and "VLLM_USE_FLASHINFER_SAMPLER=0" in line
+
+
+def test_0_34_sizes_the_kv_cache_from_the_whole_device_less_a_margin():
+    # v1/worker/extensible_kv_cache.py measure_kv_cache_bytes: min(requested - used, free - margin) - transient,
+    # margin = max(1 GiB, 0.75 x transient peak); config/cache.py: utilization 1.0 when unset
+    budget = plan("0.34", max_model_len=8192).budget
+    margin = max(GiB, int(0.75 * budget.activation_bytes))
+    assert (budget.gpu_memory_utilization, budget.kv_headroom_bytes) == (1.0, margin)
+    used = budget.weights_bytes + budget.activation_bytes + budget.non_torch_bytes + budget.cudagraph_bytes
+    assert budget.kv_cache_bytes == budget.total_bytes - used - margin
+    capped = plan("0.34", max_model_len=8192, gpu_memory_utilization=0.9).budget
+    assert capped.kv_headroom_bytes == max(0, margin - (capped.total_bytes - capped.requested_bytes)) == 0
+    held = find_gpu("H100-80GB")
+    busy = plan(
+        "0.34", gpu=GpuInfo(held.name, held.total_bytes, free_bytes=held.total_bytes - 20 * GiB), max_model_len=8192
+    )
+    assert busy.budget.kv_headroom_bytes == margin + 20 * GiB  # other processes: only free memory is committed
+    assert [check.name for check in busy.checks] == ["weights", "kv_memory", "one_request"]  # no free-memory check

@@ -42,15 +42,18 @@ def plan(version: str, spec=LLAMA, gpu=GPU_80, **settings):
 def test_every_boundary_names_a_modelled_release_once():
     names = [b.name for b in BOUNDARIES]
     assert len(names) == len(set(names))
-    assert all((0, 2, 0) <= b.release <= (0, 33, 0) for b in BOUNDARIES)
+    assert all((0, 2, 0) <= b.release <= (0, 34, 0) for b in BOUNDARIES)
     assert parse_version("v0.6.3.post1") == (0, 6, 3) and VllmRelease.parse(None).name == "0.33.0"
     with pytest.raises(UsageError):
-        parse_version("0.34")
+        parse_version("0.35")
 
 
-@pytest.mark.parametrize("version, utilization", [("0.2", 0.9), ("0.19.1", 0.9), ("0.20.0", 0.92), ("0.33", 0.92)])
+@pytest.mark.parametrize(
+    "version, utilization", [("0.2", 0.9), ("0.19.1", 0.9), ("0.20.0", 0.92), ("0.33", 0.92), ("0.34", 1.0)]
+)
 def test_gpu_memory_utilization_default(version, utilization):
-    # config/cache.py gpu_memory_utilization: Field(default=0.9) to 0.19.1, 0.92 from 0.20.0
+    # config/cache.py gpu_memory_utilization: Field(default=0.9) to 0.19.1, 0.92 from 0.20.0; 0.34's
+    # resolved_gpu_memory_utilization: 1.0 with the extensible KV cache
     assert default_gpu_memory_utilization(version) == utilization
     assert plan(version, max_model_len=8192).budget.gpu_memory_utilization == utilization
 
