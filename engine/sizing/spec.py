@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvtool.engine.sizing import hf_config as hf
+from kvtool.engine.sizing import hf_encoders as towers_of
 from kvtool.engine.sizing.mamba_state import MambaState, mamba_state
 from kvtool.errors import UsageError
 
@@ -124,8 +125,8 @@ def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
 
 def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
     """Add the vision / audio towers: their weights, shape and the tokens one item becomes."""
-    towers = hf.encoder_configs(config)
-    encoder = sum(hf.encoder_parameters(tower, spec.hidden_size) for _, tower in towers)
+    towers = towers_of.encoder_configs(config)
+    encoder = sum(towers_of.encoder_parameters(tower, spec.hidden_size) for _, tower in towers)
     groups = dict(spec.parameter_groups)
     given = text.get("num_parameters")
     total = int(given) if given else spec.num_parameters + encoder
@@ -135,7 +136,7 @@ def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
     if not towers:
         return replace(spec, num_parameters=total, parameter_groups=tuple(groups.items()))
     modality, tower = towers[0]
-    layers, hidden, intermediate = hf.encoder_shape(tower)
+    layers, hidden, intermediate = towers_of.encoder_shape(tower)
     return replace(
         spec,
         num_parameters=total,
@@ -143,9 +144,9 @@ def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
         encoder_layers=layers,
         encoder_hidden_size=hidden,
         encoder_intermediate_size=intermediate,
-        mm_tokens_per_item=max(hf.encoder_tokens_per_item(config, m, t) for m, t in towers),
+        mm_tokens_per_item=max(towers_of.encoder_tokens_per_item(config, m, t) for m, t in towers),
         modalities=tuple(m for m, _ in towers),
-        encoder_patches_per_token=hf.patches_per_token(tower),
+        encoder_patches_per_token=towers_of.patches_per_token(tower),
     )
 
 

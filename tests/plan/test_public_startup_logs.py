@@ -83,8 +83,8 @@ ROWS = [
         "--model phi4 --quantization bitsandbytes " + t4("0.7.1", "0.6952", "512", "128"),
         1.24,
         406 * 16,
-        known="unsloth/phi-4-bnb-4bit weighs 8.49 GiB in vLLM, plan's bitsandbytes estimate 9.06 GiB; on a "
-        "1.24 GiB KV budget that 0.57 GiB (and 0.2 GiB more non-torch memory than this V0 measured) is -60 %",
+        known="unsloth/phi-4-bnb-4bit weighs 8.49 GiB in vLLM (double-quantized absmax), plan's bitsandbytes "
+        "estimate of the bf16 catalog model 9.06 GiB; on a 1.24 GiB KV budget that 0.57 GiB is -45 %",
     ),
     Row(
         "0.7.1",
