@@ -52,7 +52,8 @@ def cudagraph_bytes(
     """Graph pool and per-graph memory of one GPU's captures (its pipeline stage's layers)."""
     piecewise, full = capture_sizes(rules, max_num_seqs, max_num_batched_tokens)
     layers = stage_layers if stage_layers is not None else spec.num_hidden_layers
-    split_layers = layers if spec.num_attention_layers + spec.num_state_layers else 0
+    split = spec.num_attention_layers + spec.num_state_layers  # attention and mamba ops split the graph
+    split_layers = round(layers * split / max(1, len(spec.layer_types)))
     pieces = len(piecewise) * (split_layers + 1) + len(full)
     per_piece = PIECE_BYTES * (MOE_PIECE_FACTOR if spec.is_moe else 1)
     per_piece *= WEIGHT_ONLY_PIECE_FACTOR if weight_only else 1

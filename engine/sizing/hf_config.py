@@ -30,6 +30,7 @@ LAYER_TYPE_NAMES = {
     "mamba": "mamba",
     "mamba2": "mamba",
 }
+HYBRID_PATTERN_KINDS = {"M": "mamba", "*": "full_attention"}  # other letters: layers without KV or state
 DTYPE_NAMES = {
     "bfloat16": "bfloat16",
     "bf16": "bfloat16",
@@ -99,9 +100,9 @@ def layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
     """Per-layer attention kind: full, sliding window, linear attention or mamba."""
     if isinstance(config.get("layer_types"), list):
         return tuple(LAYER_TYPE_NAMES.get(kind, "full_attention") for kind in config["layer_types"])
-    pattern = config.get("hybrid_override_pattern")  # Nemotron-H: "M" mamba, "*" attention, "-" MLP
+    pattern = config.get("hybrid_override_pattern")  # Nemotron-H: "M" mamba, "*" attention, "-" MLP, "E" MoE
     if isinstance(pattern, str):
-        return tuple("mamba" if c == "M" else "full_attention" for c in pattern if c in "M*")
+        return tuple(HYBRID_PATTERN_KINDS.get(c, "mlp") for c in pattern)
     if "attn_layer_period" in config:  # Jamba
         period, offset = config["attn_layer_period"], config.get("attn_layer_offset", 0)
         return tuple("full_attention" if i % period == offset else "mamba" for i in range(num_layers))

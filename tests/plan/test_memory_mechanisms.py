@@ -185,3 +185,19 @@ def test_0_34_sizes_the_kv_cache_from_the_whole_device_less_a_margin():
     )
     assert busy.budget.kv_headroom_bytes == margin + 20 * GiB  # other processes: only free memory is committed
     assert [check.name for check in busy.checks] == ["weights", "kv_memory", "one_request"]  # no free-memory check
+
+
+def test_v0_without_chunked_prefill_profiles_max_model_len_tokens_and_that_decides_the_start():
+    # config.py SchedulerConfig: max_num_batched_tokens = max(max_model_len, 2048) unchunked; the forward of
+    # 32,768 tokens (3.1 GiB) outgrows the sort of 256 x 128,256 logits (1.2 GiB) and leaves too little KV
+    llama, gpu = resolve_model_spec("llama3.1-8b"), find_gpu("RTX-4090")
+    short, long = (plan("0.5.2", llama, gpu, max_model_len=length) for length in (8192, 32768))
+    assert short.fits and not long.fits
+    assert long.budget.activation_bytes == 32768 * forward_bytes_per_token(llama) > short.budget.activation_bytes
+
+
+@pytest.mark.parametrize("name, value", [("VLLM_USE_FLASHINFER_SAMPLER", "yes"), ("VLLM_PP_LAYER_PARTITION", "a,b")])
+def test_vllm_environment_it_cannot_read_is_one_line(name, value, monkeypatch):
+    monkeypatch.setenv(name, value)
+    result = runner.invoke(app, ["plan", "-m", "llama3.1-8b", "--gpu", "H100-80GB", "--pp", "2"])
+    assert result.exit_code == 2 and name in result.output and "Traceback" not in result.output
