@@ -4,7 +4,18 @@ configs route each layer, else from the dtype."""
 
 from dataclasses import dataclass
 
-from kvtool.engine.sizing.quantization_methods import EXPERTS, FP8, FP8_BLOCK, METHODS, MXFP4, MXFP8, NF4, NVFP4, Scheme
+from kvtool.engine.sizing.quantization_methods import (  # noqa: F401 (QUANTIZATION_METHODS re-exported)
+    EXPERTS,
+    FP8,
+    FP8_BLOCK,
+    METHODS,
+    MXFP4,
+    MXFP8,
+    NF4,
+    NVFP4,
+    QUANTIZATION_METHODS,
+    Scheme,
+)
 
 # Safetensors element types -> bytes; packed 4-bit formats store two values per U8 / eight per I32 element.
 SAFETENSORS_DTYPE_BYTES = {
