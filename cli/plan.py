@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,20 +23,30 @@ from kvtool.engine.sizing.units import parse_human_int
 from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
-GPU, WORKLOAD, OUTPUT = "GPU", "Workload", "Output"
+GPU, WORKLOAD, OUTPUT, LOG = "GPU", "Workload", "Output", "From a start-up log"
 DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
 
 
 def plan(
+    from_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-log",
+            help="A vLLM start-up log: what it measured, answered for the settings given here (the others as in "
+            "the log).",
+            rich_help_panel=LOG,
+        ),
+    ] = None,
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--model",
             "-m",
-            help="Catalog name or alias, HF id, config.json, model folder or .gguf file.",
+            help="Catalog name or alias, HF id, config.json, model folder or .gguf file "
+            f"\\[default: {defaults.DEFAULT_MODEL}; with --from-log the log's].",
             rich_help_panel=MODEL,
         ),
-    ] = defaults.DEFAULT_MODEL,
+    ] = None,
     dtype: flags.Dtype = "auto",
     quantization: flags.Quantization = None,
     gpu: Annotated[
@@ -52,17 +63,25 @@ def plan(
         int | None, typer.Option(click_type=COUNT, help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)
     ] = None,
     tp: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--tp", "--tensor-parallel-size", click_type=COUNT, help="Tensor-parallel size.", rich_help_panel=GPU
+            "--tp",
+            "--tensor-parallel-size",
+            click_type=COUNT,
+            help="Tensor-parallel size \\[default: 1].",
+            rich_help_panel=GPU,
         ),
-    ] = 1,
+    ] = None,
     pp: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--pp", "--pipeline-parallel-size", click_type=COUNT, help="Pipeline-parallel size.", rich_help_panel=GPU
+            "--pp",
+            "--pipeline-parallel-size",
+            click_type=COUNT,
+            help="Pipeline-parallel size \\[default: 1].",
+            rich_help_panel=GPU,
         ),
-    ] = 1,
+    ] = None,
     gpu_free: Annotated[
         int | None,
         typer.Option(
@@ -72,14 +91,16 @@ def plan(
         ),
     ] = None,
     vllm_version: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8).", rich_help_panel=ENGINE
+            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8) "
+            f"\\[default: {DEFAULT_RELEASE_NAME}; with --from-log the log's].",
+            rich_help_panel=ENGINE,
         ),
-    ] = DEFAULT_RELEASE_NAME,
+    ] = None,
     gpu_memory_utilization: flags.GpuMemoryUtilization = None,
     max_model_len: flags.MaxModelLen = None,
-    kv_cache_dtype: flags.KvCacheDtype = "auto",
+    kv_cache_dtype: flags.KvCacheDtype = None,
     max_num_seqs: flags.MaxNumSeqs = None,
     max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
     kv_cache_memory: flags.KvCacheMemory = None,
@@ -90,8 +111,13 @@ def plan(
         ),
     ] = None,
     enforce_eager: Annotated[
-        bool, typer.Option(help="No CUDA graphs (their memory goes to the KV cache).", rich_help_panel=ENGINE)
-    ] = False,
+        bool | None,
+        typer.Option(
+            "--enforce-eager/--no-enforce-eager",
+            help="No CUDA graphs (their memory goes to the KV cache) \\[default: no].",
+            rich_help_panel=ENGINE,
+        ),
+    ] = None,
     limit_mm_per_prompt: Annotated[
         str | None,
         typer.Option(
@@ -121,40 +147,65 @@ def plan(
     if list_models or list_gpus:
         render().print_catalogs(list_models, list_gpus)
         return
-    release = VllmRelease.parse(vllm_version)
-    _check_choices(release, kv_cache_dtype, dtype, quantization)
     limits = parse_mm_limits(limit_mm_per_prompt)
-    spec = resolve_model_spec(model)
-    gpus = resolve_gpus(gpu, gpu_mem, num_gpus, fallback=_kv_budget_host(kv_cache_memory))
-    gpus = with_free_memory(gpus, gpu_free)
-    request = PlanRequest(
-        gpus=gpus,
-        model=model,
-        tp=tp,
-        pp=pp,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_model_len=max_model_len,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        quantization=quantization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        block_size=block_size,
-        enforce_eager=enforce_eager,
-        kv_cache_memory=kv_cache_memory,
-        workloads=parse_workloads(workload),
-        release=release,
-        limit_mm_per_prompt=limits,
-        block_size_given=block_size is not None,
-        pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
-        flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
-    )
-    report = make_plan(spec, request)
+    workloads = parse_workloads(workload)
+    settings = {
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "kv_cache_dtype": kv_cache_dtype,
+        "tp": tp,
+        "pp": pp,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "enforce_eager": enforce_eager,
+        "kv_cache_memory": kv_cache_memory,
+        "block_size": block_size,
+    }
+    given = {name: value for name, value in settings.items() if value is not None}
+    run = {"model": model, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_free": gpu_free, "dtype": dtype}
+    run |= {"quantization": quantization, "vllm_version": vllm_version, "limit_mm_per_prompt": limits}
+    if from_log is not None:
+        _check_choices(None, kv_cache_dtype, dtype, quantization)
+        report = _plan_from_log(from_log, given, num_gpus, run, workloads)
+    else:
+        report = _plan(given, num_gpus, run, workloads)
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
     else:
         render().print_report(report)
     raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
+
+
+def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
+    """A plan without a log: every setting not given is vLLM's default."""
+    release = VllmRelease.parse(run["vllm_version"] or DEFAULT_RELEASE_NAME)
+    _check_choices(release, given.get("kv_cache_dtype", "auto"), run["dtype"], run["quantization"])
+    model = run["model"] or defaults.DEFAULT_MODEL
+    spec = resolve_model_spec(model)
+    gpus = resolve_gpus(run["gpu"], run["gpu_mem"], num_gpus, fallback=_kv_budget_host(given.get("kv_cache_memory")))
+    request = PlanRequest(
+        gpus=with_free_memory(gpus, run["gpu_free"]),
+        model=model,
+        dtype=run["dtype"],
+        quantization=run["quantization"],
+        workloads=workloads,
+        release=release,
+        limit_mm_per_prompt=run["limit_mm_per_prompt"],
+        block_size_given="block_size" in given,
+        pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
+        flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
+        **given,
+    )
+    return make_plan(spec, request)
+
+
+def _plan_from_log(path: Path, given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
+    """The log's measured budget answered for the settings given (imported here: plans without a log do not
+    load the log reader)."""
+    from kvtool.engine.plan.from_log import WhatIf, plan_from_log
+    from kvtool.engine.plan.from_log_run import LogRun
+
+    return plan_from_log(path, WhatIf(**given, num_gpus=num_gpus), LogRun(**run), workloads)
 
 
 def render():
@@ -171,12 +222,14 @@ def _kv_budget_host(kv_bytes: int | None) -> GpuInfo | None:
     return GpuInfo(name="no GPU (given KV budget)", total_bytes=kv_bytes, source="kv-cache-memory")
 
 
-def _check_choices(release: VllmRelease, kv_cache_dtype: str, dtype: str, quantization: str | None) -> None:
-    """Values vLLM would reject are refused here, before any planning."""
-    release.check_kv_cache_dtype(kv_cache_dtype)
+def _check_choices(release: VllmRelease | None, kv_cache_dtype: str | None, dtype: str, quantization: str | None):
+    """Values vLLM would reject are refused here, before any planning (the KV dtype by the release's list,
+    once the release is known)."""
+    if release is not None and kv_cache_dtype is not None:
+        release.check_kv_cache_dtype(kv_cache_dtype)
     if dtype not in defaults.DTYPES:
         raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
-    check_quantization(quantization, release.version, release.name)
+    check_quantization(quantization, release and release.version, release and release.name)
 
 
 def parse_mm_limits(text: str | None) -> dict[str, int] | None:

@@ -8,6 +8,18 @@ from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
 BAR_WIDTH = 30
+PARTS = {
+    "total_bytes": "GPU memory",
+    "weights_bytes": "weights",
+    "activation_bytes": "activation peak",
+    "non_torch_bytes": "non-torch",
+    "cudagraph_bytes": "CUDA graphs",
+    "encoder_bytes": "encoder profile",
+    "other_process_bytes": "other processes",
+    "kv_headroom_bytes": "KV headroom (0.34)",
+    "kv_cache_bytes": "KV cache",
+}
+COMPUTED = ("weights_bytes", "other_process_bytes")  # the parts a plan without a log does not estimate
 
 
 def gib(num_bytes: float) -> str:
@@ -23,6 +35,9 @@ def human_bytes(num_bytes: int) -> str:
 
 def print_report(report) -> None:
     console.print(_title(report))
+    if report.from_log is not None:
+        for line in _from_log().from_log_lines(report.from_log, PARTS):
+            console.print(line, soft_wrap=True)
     console.print(_model_table(report))
     if _kv_budget_given(report):
         console.print(f"KV cache budget given outright: {gib(report.budget.kv_cache_bytes)}")
@@ -116,13 +131,16 @@ def _budget_table(report) -> Table:
     for column in ("", "GiB", "share", ""):
         table.add_column(column, justify="right" if column in ("GiB", "share") else "left")
     rows = [
-        ("weights", budget.weights_bytes, "cyan"),
-        ("activation peak (est.)", budget.activation_bytes, "magenta"),
-        ("non-torch (est.)", budget.non_torch_bytes, "yellow"),
-        ("CUDA graphs (est.)", budget.cudagraph_bytes, "blue"),
-        *((("encoder profile (est.)", budget.encoder_bytes, "magenta"),) if budget.encoder_bytes else ()),
-        *((("other processes", budget.other_process_bytes, "red"),) if budget.other_process_bytes else ()),
-        *((("KV headroom (0.34)", budget.kv_headroom_bytes, "dim"),) if budget.kv_headroom_bytes else ()),
+        ("weights_bytes", "cyan"),
+        ("activation_bytes", "magenta"),
+        ("non_torch_bytes", "yellow"),
+        ("cudagraph_bytes", "blue"),
+        *((("encoder_bytes", "magenta"),) if budget.encoder_bytes else ()),
+        *((("other_process_bytes", "red"),) if budget.other_process_bytes else ()),
+        *((("kv_headroom_bytes", "dim"),) if budget.kv_headroom_bytes else ()),
+    ]
+    rows = [(_part_label(report, name), getattr(budget, name), style) for name, style in rows]
+    rows += [
         ("KV cache", budget.kv_cache_bytes, "green"),
         ("not used", budget.total_bytes - budget.requested_bytes, "dim"),
     ]
@@ -132,6 +150,20 @@ def _budget_table(report) -> Table:
             label, f"{size / GiB:.2f}", f"{share:.0%}", Text("█" * round(max(share, 0) * BAR_WIDTH), style=style)
         )
     return table
+
+
+def _part_label(report, name: str) -> str:
+    """A part of the budget and where its figure comes from: estimated, or (from a log) measured or derived."""
+    if report.from_log is not None:
+        return f"{PARTS[name]} ({_from_log().source_label(report.from_log, name)})"
+    return PARTS[name] + ("" if name in COMPUTED else " (est.)")
+
+
+def _from_log():
+    """The lines of an answer from a start-up log, imported only for one: other plans do not load the log's."""
+    from kvtool.cli import plan_render_log
+
+    return plan_render_log
 
 
 def _kv_table(report) -> Table:

@@ -39,7 +39,21 @@ def looks_like_repo_id(model: str) -> bool:
 
 def spec_from_hub(repo_id: str) -> ModelSpec:
     """A Hub model id: its config.json, and its safetensors element counts per dtype when it has them."""
-    facts = hub_facts(repo_id)
+    return _spec(repo_id, hub_facts(repo_id))
+
+
+def cached_spec(repo_id: str) -> ModelSpec | None:
+    """A Hub model from kvtool's cache or the HF cache, never the network; None when neither holds it."""
+    facts = _read_facts(repo_id)
+    if facts is None:
+        try:
+            facts = _facts_from_hf_cache(repo_id)
+        except (UsageError, OSError, ValueError):
+            return None
+    return _spec(repo_id, facts)
+
+
+def _spec(repo_id: str, facts: dict) -> ModelSpec:
     if not isinstance(facts.get("config"), dict):
         raise UsageError(f"config.json of '{repo_id}' holds no JSON object.", "Give a local config.json with --model.")
     spec = spec_from_hf_config(facts["config"], repo_id, f"hub:{repo_id}@{str(facts.get('revision'))[:12]}")

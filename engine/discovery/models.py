@@ -3,7 +3,7 @@ alias, or else a Hugging Face Hub id."""
 
 from pathlib import Path
 
-from kvtool.engine.discovery.hub import looks_like_repo_id, spec_from_hub
+from kvtool.engine.discovery.hub import cached_spec, looks_like_repo_id, spec_from_hub
 from kvtool.engine.sizing import catalog
 from kvtool.engine.sizing.gguf_spec import spec_from_gguf
 from kvtool.engine.sizing.spec import ModelSpec, spec_from_config_file
@@ -19,6 +19,21 @@ def resolve_model_spec(model: str) -> ModelSpec:
     if entry is not None:
         return entry.spec()
     return spec_from_hub(model) if looks_like_repo_id(model) else _unknown_model(model)
+
+
+def resolve_offline(model: str) -> ModelSpec | None:
+    """A model as a log names it, found without the network: a path, a catalog id or alias (also the last
+    part of a path, e.g. /models/gemma-3-27b-it), or a Hub id in kvtool's or the HF cache; None if none is."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return spec_from_path(path)
+    parts = [part for part in model.split("/") if part]
+    for name in dict.fromkeys((model, "/".join(parts[-2:]), parts[-1] if parts else model)):
+        entry = catalog.find(name)
+        if entry is not None:
+            return entry.spec()
+    repo_id = "/".join(parts[-2:])
+    return cached_spec(repo_id) if looks_like_repo_id(repo_id) else None
 
 
 def resolve_model_path(model: str) -> Path | None:

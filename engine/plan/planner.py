@@ -50,6 +50,8 @@ class PlanRequest:
     release: VllmRelease = VllmRelease()  # the newest release modelled unless named
     limit_mm_per_prompt: dict[str, int] | None = None
     block_size_given: bool = False
+    engine: str | None = None  # "V0" / "V1" where a log shows which one the release ran (VLLM_USE_V1)
+    cudagraphs_subtracted: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as a log states it
     pp_layer_partition: tuple[int, ...] | None = None  # layers per pipeline stage (VLLM_PP_LAYER_PARTITION)
     flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER; None: unset
 
@@ -80,6 +82,7 @@ class PlanReport:
     v0: bool
     checks: list[vllm_startup.StartupCheck]
     num_cpu_blocks: int
+    from_log: object | None = None  # from_log.FromLog: what a start-up log measured, when the plan answers from one
     stage: int = 0  # the pipeline stage with the fewest blocks: vLLM sizes every stage by it
     scheduler_readings: dict[tuple[int, int], list[str]] = field(default_factory=dict)  # limits -> GPUs of a size
 
@@ -119,15 +122,17 @@ class PlanReport:
         return budget.kv_cache_bytes
 
 
-def make_plan(spec: ModelSpec, request: PlanRequest) -> PlanReport:
+def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None = None) -> PlanReport:
+    """The plan of `request`; `budget` replaces the estimated one (a start-up log's, moved to the request)."""
     check_parallel_sizes(spec, request.tp, request.pp)
     request.release.check_kv_cache_dtype(request.kv_cache_dtype)
-    v0 = request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability, spec.num_state_layers > 0)
+    v0 = _uses_v0(request, spec)
     request = _fill_defaults(request, spec)
     readings = _scheduler_readings(request, spec, v0)
     default_batched, default_seqs = next(iter(readings))
     batched, seqs = request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
-    stage, budget, cache = _binding_stage(spec, request, v0, batched, seqs)
+    stage, estimated, cache = _binding_stage(spec, request, v0, batched, seqs)
+    budget = budget if budget is not None else estimated
     max_model_len = resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
     kv = cache.plan(budget.kv_cache_bytes, max_model_len)
     estimate = cache.estimate_max_model_len(kv.available_bytes, limit=max_model_len)
@@ -185,6 +190,12 @@ def cpu_engine_quantizes(spec, request) -> bool:
     if request.kv_cache_memory is None:
         return False
     return engine_quantization(spec.source, "cpu", request.dtype, request.quantization) == "gguf"
+
+
+def _uses_v0(request: PlanRequest, spec: ModelSpec) -> bool:
+    if request.engine is not None:
+        return request.engine == "V0"
+    return request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability, spec.num_state_layers > 0)
 
 
 def _run_dtype(spec: ModelSpec, request: PlanRequest) -> str:
@@ -251,6 +262,8 @@ def _stage_gpu(request: PlanRequest, index: int) -> GpuInfo:
 
 def _budget_rules(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int, arch: str | None):
     rules = release_rules.budget_rules(request.release, v0, arch, request.flashinfer_sampler)
+    if request.cudagraphs_subtracted is not None:
+        rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
     limits = request.limit_mm_per_prompt
     if spec.modalities and limits is not None:
         per_prompt = sum(limits.get(m, 0) for m in spec.modalities)

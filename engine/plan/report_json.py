@@ -61,6 +61,7 @@ def report_to_json(report: PlanReport) -> dict:
                 for c in report.checks
             ],
         },
+        **({"from_log": report.from_log.to_json()} if report.from_log else {}),
     }
 
 

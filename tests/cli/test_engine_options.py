@@ -56,9 +56,10 @@ def test_plan_and_serve_declare_each_shared_flag_alike(name):
 
 def test_every_flag_keeps_its_name_and_default():
     plan, serve = options("plan"), options("serve")
-    assert (plan["kv_cache_dtype"].default, serve["kv_cache_dtype"].default) == ("auto", None)
+    # plan's None is "not given": vLLM's default (auto, tp 1), or with --from-log the log's setting
+    assert (plan["kv_cache_dtype"].default, serve["kv_cache_dtype"].default) == (None, None)
     assert (plan["dtype"].default, serve["dtype"].default) == ("auto", "auto")
-    assert plan["tp"].opts == ["--tp", "--tensor-parallel-size"] and plan["tp"].default == 1
+    assert plan["tp"].opts == ["--tp", "--tensor-parallel-size"] and plan["tp"].default is None
     assert all(plan[name].default is None for name in SHARED if name not in ("dtype", "kv_cache_dtype"))
 
 
