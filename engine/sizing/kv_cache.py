@@ -5,6 +5,7 @@
 """
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.defaults import (
@@ -87,7 +88,7 @@ class KVCacheSpec:
         """KV heads each tensor-parallel rank stores; heads are replicated when tp exceeds them."""
         return 1 if self.model.is_mla else max(1, self.model.num_key_value_heads // self.layout.tp)
 
-    @property
+    @cached_property
     def layer_bytes_per_token(self) -> int:
         """One token in one attention layer: K and V heads, or MLA's single latent (no factor 2, no TP split)."""
         model = self.model
@@ -96,46 +97,47 @@ class KVCacheSpec:
             return (model.kv_lora_rank + model.qk_rope_head_dim) * dtype_bytes
         return 2 * self.kv_heads_per_rank * model.head_dim * dtype_bytes
 
-    @property
+    @cached_property
     def kinds(self) -> tuple[str, ...]:
         """The layer kinds of this GPU's pipeline stage."""
         return stage_kinds(self.model.layer_types, self.layout)
 
-    @property
+    @cached_property
     def stage_layer_counts(self) -> tuple[int, int]:
         """(full, sliding) attention layers on this GPU's stage."""
         return self.kinds.count(FULL), self.kinds.count(SLIDING)
 
-    @property
+    @cached_property
     def groups(self) -> KVGroups:
         return kv_groups(self.kinds, self.layout.rules, self.model.sliding_window)
 
-    @property
+    @cached_property
     def bytes_per_token(self) -> int:
         """KV bytes one more cached token costs on this GPU, over every attention layer of its stage."""
         return sum(self.stage_layer_counts) * self.layer_bytes_per_token
 
-    @property
+    @cached_property
     def block_size(self) -> int:
         """Tokens per block: the layout's, enlarged for hybrid models until one attention page holds one
         mamba state (platforms/interface.py `_align_hybrid_block_size`, 16-token kernel alignment)."""
-        size, state = self.layout.block_size, self._state_bytes()
+        size, state = self.layout.block_size, self._state_bytes
         if not state or not self.layer_bytes_per_token or not self.stage_layer_counts[0] + self.stage_layer_counts[1]:
             return size
         align = max(16, size)
         return max(size, align * _cdiv(state, align * self.layer_bytes_per_token))
 
-    @property
+    @cached_property
     def page_bytes(self) -> int:
         """One block of one layer (vLLM's page_size_bytes; a mamba page is padded to it)."""
         attention = self.block_size * self.layer_bytes_per_token if sum(self.stage_layer_counts) else 0
-        return max(attention, self._state_bytes())
+        return max(attention, self._state_bytes)
 
-    @property
+    @cached_property
     def block_bytes(self) -> int:
         """One block of the pool: a page of every layer the pool block spans."""
         return self.page_bytes * self.groups.size
 
+    @cached_property
     def _state_bytes(self) -> int:
         state, rules = self.model.mamba_state, self.layout.rules
         if state is None or not rules.hybrid_groups or STATE not in dict(self.groups.layers):
@@ -166,7 +168,7 @@ class KVCacheSpec:
         """Worst-case KV of one request of max_model_len tokens on this GPU."""
         return round(self.request_blocks(max_model_len) * self.block_bytes)
 
-    @property
+    @cached_property
     def _checked(self) -> "KVCacheSpec":
         """What the start-up check sizes: this stage, or every stage's layers together (0.14 - 0.16)."""
         if self.layout.rules.whole_model_check and self.layout.pp > 1:

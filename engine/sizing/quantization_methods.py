@@ -151,16 +151,16 @@ def accepted(method: str, version: tuple[int, int, int]) -> bool:
     return (lacks_until is None or version > lacks_until) and (lacks_from is None or version < lacks_from)
 
 
-def check_quantization(method: str | None, version: tuple[int, int, int], release_name: str) -> None:
-    """One clear line for a method vLLM never had, or one this release does not accept."""
+def check_quantization(method: str | None, version: tuple[int, int, int] | None, release_name: str | None) -> None:
+    """One clear line for a method vLLM never had, or one the release (when known) does not accept."""
     if method is None or method in ENGINE_QUANTIZATIONS:
         return
     if method not in METHODS:
+        choices = [name for name in METHODS if version is None or accepted(name, version)]
         raise UsageError(
-            f"unknown quantization '{method}'.",
-            f"Use one of vLLM's --quantization methods: {', '.join(m for m in METHODS if accepted(m, version))}.",
+            f"unknown quantization '{method}'.", f"Use one of vLLM's --quantization methods: {', '.join(choices)}."
         )
-    if not accepted(method, version):
+    if version is not None and not accepted(method, version):
         raise UsageError(
             f"vLLM {release_name} does not accept --quantization {method}.",
             "Name a release that has it with --vllm-version, or leave --quantization to the checkpoint's config.",
