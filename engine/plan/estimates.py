@@ -19,7 +19,9 @@ FROM_LOG = "`kvtool plan --from-log LOG` measures them from one vLLM start-up lo
 
 
 def notes(report) -> list[str]:
-    if report.budget.kv_cache_memory_bytes is not None:
+    """Nothing when the KV budget was given outright, or when a start-up log measured it (--from-log says
+    which of its figures are measured)."""
+    if report.budget.kv_cache_memory_bytes is not None or report.from_log is not None:
         return []
     return [note for note in (tier_note(report), estimate_note(report)) if note]
 
