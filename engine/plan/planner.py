@@ -3,6 +3,13 @@
 from dataclasses import dataclass, field, replace
 
 from kvtool.engine.plan import advice
+from kvtool.engine.plan.stages import (  # noqa: F401 (kv_cache_spec, cpu_engine_quantizes re-exported)
+    binding_stage,
+    cpu_engine_quantizes,
+    kv_cache_spec,
+    stage_budget,
+    stage_gpu,
+)
 from kvtool.engine.sizing import release_rules, vllm_startup
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE
 from kvtool.engine.sizing.engine_args import (
@@ -11,11 +18,9 @@ from kvtool.engine.sizing.engine_args import (
     parse_max_model_len,
     resolve_max_model_len,
 )
-from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.kv_cache import KVCachePlan, KVCacheSpec, KVLayout
-from kvtool.engine.sizing.kv_layout import stage_partition
-from kvtool.engine.sizing.memory_budget import MemoryBudget, Stage, memory_budget, resolve_dtype
+from kvtool.engine.sizing.kv_cache import KVCachePlan, KVCacheSpec
+from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.vllm_versions import VllmRelease
 from kvtool.errors import UsageError
@@ -118,7 +123,7 @@ class PlanReport:
 
     def kv_cache_bytes_with(self, max_num_batched_tokens: int, max_num_seqs: int) -> int:
         """This plan's KV budget under other scheduler limits (another reading of a GPU given by size)."""
-        budget = _memory_budget(self.spec, self.request, self.v0, max_num_batched_tokens, max_num_seqs, self.stage)
+        budget = stage_budget(self.spec, self.request, self.v0, max_num_batched_tokens, max_num_seqs, self.stage)
         return budget.kv_cache_bytes
 
 
@@ -131,7 +136,7 @@ def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None
     readings = _scheduler_readings(request, spec, v0)
     default_batched, default_seqs = next(iter(readings))
     batched, seqs = request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
-    stage, estimated, cache = _binding_stage(spec, request, v0, batched, seqs)
+    stage, estimated, cache = binding_stage(spec, request, v0, batched, seqs)
     budget = budget if budget is not None else estimated
     max_model_len = resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
     kv = cache.plan(budget.kv_cache_bytes, max_model_len)
@@ -146,60 +151,17 @@ def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None
         fp8_kv=cache.with_kv_cache_dtype("fp8").plan(budget.kv_cache_bytes, max_model_len),
         workloads=[_workload_fit(cache, workload, budget) for workload in request.workloads],
         v0=v0,
-        checks=vllm_startup.startup_checks(request.release, v0, budget, kv, _stage_gpu(request, stage), estimate),
+        checks=vllm_startup.startup_checks(request.release, v0, budget, kv, stage_gpu(request, stage), estimate),
         num_cpu_blocks=vllm_startup.cpu_swap_blocks(v0, kv.block_bytes),
         stage=stage,
         scheduler_readings=readings,
     )
 
 
-def _binding_stage(spec, request, v0, batched, seqs) -> tuple[int, MemoryBudget, KVCacheSpec]:
-    """Each pipeline stage's budget and KV cache on its own GPU. vLLM gives every stage the fewest blocks;
-    0.14 - 0.16 check the whole model against the smallest stage's memory."""
-    stages = []
-    for index in range(request.pp):
-        budget = _memory_budget(spec, request, v0, batched, seqs, index)
-        cache = kv_cache_spec(replace(spec, dtype=_run_dtype(spec, request)), request, v0, batched, index)
-        blocks = cache.num_blocks(budget.kv_cache_bytes)
-        stages.append((budget.kv_cache_bytes if cache.layout.rules.whole_model_check else blocks, index, budget, cache))
-    return min(stages, key=lambda option: option[:2])[1:]
-
-
-def kv_cache_spec(
-    spec: ModelSpec, request: PlanRequest, v0: bool, max_num_batched_tokens: int, stage: int | None = None
-) -> KVCacheSpec:
-    """The model's KV cache under the request's layout and its release's rules (on one pipeline stage)."""
-    mixed = "full_attention" in spec.layer_types and "sliding_attention" in spec.layer_types
-    rules = release_rules.kv_rules(request.release, v0, request.pp, mixed)
-    layout = KVLayout(
-        block_size=request.block_size,
-        kv_cache_dtype=request.kv_cache_dtype,
-        tp=request.tp,
-        pp=request.pp,
-        max_num_batched_tokens=max_num_batched_tokens,
-        rules=rules,
-        stage=stage,
-        partition=request.pp_layer_partition,
-    )
-    return KVCacheSpec(spec, layout)
-
-
-def cpu_engine_quantizes(spec, request) -> bool:
-    """A KV budget given outright is the CPU engine's case, which keeps a GGUF file's weights quantized by
-    default and then computes in float32 (gguf_spec.engine_quantization)."""
-    if request.kv_cache_memory is None:
-        return False
-    return engine_quantization(spec.source, "cpu", request.dtype, request.quantization) == "gguf"
-
-
 def _uses_v0(request: PlanRequest, spec: ModelSpec) -> bool:
     if request.engine is not None:
         return request.engine == "V0"
     return request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability, spec.num_state_layers > 0)
-
-
-def _run_dtype(spec: ModelSpec, request: PlanRequest) -> str:
-    return "float32" if cpu_engine_quantizes(spec, request) else resolve_dtype(request.dtype, spec.dtype)
 
 
 def _fill_defaults(request: PlanRequest, spec: ModelSpec) -> PlanRequest:
@@ -230,46 +192,6 @@ def _numeric_length(value) -> int | None:
     except UsageError:
         return None
     return None if length == AUTO_MAX_MODEL_LEN else length
-
-
-def _memory_budget(spec, request, v0, batched, seqs, index: int = 0) -> MemoryBudget:
-    """The budget of pipeline stage `index` on its GPU."""
-    layers = stage_partition(spec.num_hidden_layers, request.pp, request.pp_layer_partition)[index]
-    gpu = _stage_gpu(request, index)
-    return memory_budget(
-        spec,
-        gpu.total_bytes,
-        request.gpu_memory_utilization,
-        request.tp,
-        request.pp,
-        request.dtype,
-        request.quantization,
-        batched,
-        seqs,
-        request.enforce_eager,
-        request.kv_cache_memory,
-        _budget_rules(spec, request, v0, batched, seqs, gpu.arch),
-        other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
-        stage=Stage(layers, index == 0, index == request.pp - 1),
-    )
-
-
-def _stage_gpu(request: PlanRequest, index: int) -> GpuInfo:
-    """The smallest GPU of pipeline stage `index` (ranks are stage-major: tp ranks of stage 0 first)."""
-    group = request.gpus[index * request.tp : (index + 1) * request.tp] or [request.gpu]
-    return min(group, key=lambda gpu: gpu.total_bytes)
-
-
-def _budget_rules(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int, arch: str | None):
-    rules = release_rules.budget_rules(request.release, v0, arch, request.flashinfer_sampler)
-    if request.cudagraphs_subtracted is not None:
-        rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
-    limits = request.limit_mm_per_prompt
-    if spec.modalities and limits is not None:
-        per_prompt = sum(limits.get(m, 0) for m in spec.modalities)
-        fit = max(1, max(batched, spec.mm_tokens_per_item) // spec.mm_tokens_per_item) if per_prompt else 0
-        rules = replace(rules, profile=replace(rules.profile, encoder_items=min(fit, seqs * per_prompt)))
-    return rules
 
 
 def _workload_fit(cache: KVCacheSpec, workload: Workload, budget: MemoryBudget) -> WorkloadFit:
