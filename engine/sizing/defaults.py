@@ -38,6 +38,7 @@ DEFAULT_MAX_MODEL_LEN = 2048  # when a config names no context length at all
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM >= 0.20
 LEGACY_GPU_MEMORY_UTILIZATION = 0.90  # vLLM < 0.20
+EXTENSIBLE_GPU_MEMORY_UTILIZATION = 1.0  # vLLM >= 0.34 with its extensible KV cache (the CUDA default)
 HIGHEST_ADVISED_UTILIZATION = 0.98  # fixes never advise more: CUDA context and fragmentation need the rest
 
 # (max_num_batched_tokens, max_num_seqs) defaults, vLLM 0.33, by device class and entry point.
