@@ -4,7 +4,7 @@ A background task runs engine steps in a worker thread (so the event loop stays 
 and routes each RequestOutput to its request's queue. Adds and aborts reach the engine as vLLM's
 engine core takes them: one FIFO of ADD and ABORT requests, drained in order by the step thread at
 the start of each step, so an abort can never overtake its request's add, and only the step thread
-touches the engine. Closing a request's stream early, or cancelling it at any point, aborts it.
+changes the engine. Closing a request's stream early, or cancelling it at any point, aborts it.
 """
 
 import asyncio

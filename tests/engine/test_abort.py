@@ -105,7 +105,10 @@ def run_held(small_engine, monkeypatch, scenario):
     async def main():
         gate = Gate(small_engine.model_runner.execute)
         monkeypatch.setattr(small_engine.model_runner, "execute", gate)
-        return await scenario(AsyncLLM(small_engine), gate)
+        try:
+            return await scenario(AsyncLLM(small_engine), gate)
+        finally:
+            gate.open()  # a failed check must not leave the step thread held
 
     return asyncio.run(main())
 
