@@ -17,7 +17,6 @@ from kvtool.engine.server.errors import stream_error_body
 from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
 from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, request_id, usage
 
-DISCONNECT_POLL_SECONDS = 0.5
 CLIENT_CLOSED_REQUEST = 499  # nginx's status for a client that left before the answer
 
 
@@ -107,14 +106,22 @@ class GenerationJob:
         """The SSE stream, or the whole answer; a client that leaves aborts its engine requests either way."""
         if self.body.stream:
             return StreamingResponse(self.stream(), media_type="text/event-stream", headers=self.headers())
-        task = asyncio.ensure_future(self.full_response())
-        while not task.done():
-            await asyncio.wait({task}, timeout=DISCONNECT_POLL_SECONDS)
-            if not task.done() and await raw_request.is_disconnected():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                return Response(status_code=CLIENT_CLOSED_REQUEST)
-        return JSONResponse(task.result(), headers=self.headers())
+        answer, left = asyncio.ensure_future(self.full_response()), asyncio.ensure_future(client_left(raw_request))
+        try:
+            await asyncio.wait({answer, left}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            left.cancel()
+            answer.cancel()  # nothing to do once it is answered
+            await asyncio.gather(answer, return_exceptions=True)
+        if answer.cancelled():
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        return JSONResponse(answer.result(), headers=self.headers())
+
+
+async def client_left(raw_request: Request) -> None:
+    """Returns when the client closes the connection (the body was read already, so nothing else arrives)."""
+    while (await raw_request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def header_safe(request_id: str | None) -> str | None:
