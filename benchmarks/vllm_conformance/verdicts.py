@@ -42,6 +42,7 @@ GAPS: dict[str, str] = {
     "token's entry",
     "use_beam_search": "`use_beam_search` refused; vLLM runs beam search",
     "truncate_prompt_tokens": "`truncate_prompt_tokens` (with `truncation_side`) refused; vLLM truncates the prompt",
+    "kv_transfer_params": "`kv_transfer_params` refused; vLLM takes its `prompt_token_ids` without a KV connector",
     "logprob_token_ids": "`logprob_token_ids` refused; vLLM returns logprobs for the listed ids",
     "root-path": "`--root-path` missing: routes under the prefix (/llm/v1/...) are 404s",
     "VLLM_API_KEY": "the VLLM_API_KEY environment variable is not read (kvtool reads KVTOOL_API_KEY): "
@@ -92,7 +93,7 @@ VERDICTS: list[tuple[str, str, str]] = [
         "leaves the incomplete character out, as vLLM's detokenizer does, while decoding the ids shows U+FFFD",
     ),
     ("*test_return_token_ids.py", "fail", "return_token_ids"),
-    ("*test_chat_completion.py::test_kv_transfer_prompt_token_ids_*", "fail", "return_token_ids"),
+    ("*test_chat_completion.py::test_kv_transfer_prompt_token_ids_*", "fail", "kv_transfer_params"),
     ("*test_return_tokens_as_ids.py", "fail", "return_tokens_as_token_ids"),
     ("*test_batched_chat_completions.py", "fail", "batch-route"),
     ("*test_chat.py::test_prompt_logprobs_chat[*-None]", "fail", "null-fields"),
