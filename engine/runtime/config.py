@@ -52,7 +52,10 @@ class EngineConfig:
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
         if self.max_logprobs < -1:
-            raise UsageError(f"max_logprobs must be -1 (the vocabulary) or at least 0, got {self.max_logprobs}.")
+            raise UsageError(
+                f"max_logprobs must be -1 (the vocabulary) or at least 0, got {self.max_logprobs}.",
+                fix="Pass a count such as 20 (vLLM's default), or -1.",
+            )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise UsageError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",

@@ -120,7 +120,7 @@ class ChatJob(GenerationJob):
             choices = self._tool_choices(index, completion)
         else:  # a sequence that ended without a token at all sends an empty delta
             delta = {"content": completion.delta_text} if completion.token_ids else {}
-            choices = [self._choice(index, delta, completion, completion.finish_reason)]
+            choices = [self._choice(index, delta, completion, completion.finish_reason, completion.stop_reason)]
         return chunks + [self.chunk([choice], usage_, kv_transfer_params=None) for choice in choices]
 
     def _opening_chunks(self, request: EngineRequest, output: RequestOutput, index: int) -> list[dict]:
@@ -134,13 +134,15 @@ class ChatJob(GenerationJob):
             chunks.append(self.chunk([echo], usage_))
         return chunks
 
-    def _choice(self, index: int, delta: dict, tokens: CompletionOutput | None, reason: str | None = None) -> dict:
+    def _choice(
+        self, index: int, delta: dict, tokens: CompletionOutput | None, reason: str | None = None, stop_reason=None
+    ) -> dict:
         """A streamed choice; `tokens` is the output whose new tokens it carries (logprobs, token ids), and a
         choice with a finish_reason says what stopped it."""
         ids, logprobs = (tokens.delta_token_ids, tokens.delta_logprobs) if tokens else ([], None)
         choice = {"index": index, "delta": delta, "logprobs": self.logprobs(ids, logprobs), "finish_reason": reason}
         if reason is not None:
-            choice |= {"stop_reason": tokens.stop_reason if tokens else None, "weight_versions": None}
+            choice |= {"stop_reason": stop_reason, "weight_versions": None}
         return {**choice, "token_ids": self.token_ids(ids)}
 
     def _tool_choices(self, index: int, completion: CompletionOutput) -> list[dict]:
@@ -152,11 +154,11 @@ class ChatJob(GenerationJob):
         if finished or (not deltas and (self.body.logprobs or self.return_token_ids)):
             deltas.append({})
         reason = finish_reason(self.tools, stream.extracted, completion.finish_reason) if finished else None
-        last = len(deltas) - 1
-        return [
-            self._choice(index, delta, completion if i == 0 else None, reason if i == last else None)
-            for i, delta in enumerate(deltas)
-        ]
+        choices = [self._choice(index, delta, completion if i == 0 else None) for i, delta in enumerate(deltas)]
+        if finished:
+            tokens = completion if len(deltas) == 1 else None
+            choices[-1] = self._choice(index, {}, tokens, reason, completion.stop_reason)
+        return choices
 
 
 async def create_chat_completion(state: ServerState, body: ChatCompletionRequest, raw_request: Request):

@@ -208,3 +208,26 @@ def test_the_role_chunk_counts_no_completion_tokens(client):
     )
     counts = [chunk.usage.completion_tokens for chunk in stream]
     assert counts == [0, 1, 2, 3, 3]
+
+
+def test_a_streamed_tool_call_carries_every_token_id(client):
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}},
+        },
+    }
+    kwargs = dict(
+        model="smollm2",
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[tool],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=40,
+        extra_body={"return_token_ids": True},
+        **GREEDY,
+    )
+    whole = client.chat.completions.create(**kwargs).choices[0]
+    chunks = list(client.chat.completions.create(**kwargs, stream=True))
+    assert [t for chunk in chunks[1:] for t in chunk.choices[0].token_ids] == whole.token_ids
+    assert chunks[-1].choices[0].finish_reason == whole.finish_reason
