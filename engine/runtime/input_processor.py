@@ -16,7 +16,7 @@ from functools import cached_property
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.sizing import messages as msg
-from kvtool.engine.sizing.defaults import MAX_LOGPROBS
+from kvtool.engine.sizing.defaults import MAX_LOGPROB_TOKEN_IDS, MAX_LOGPROBS
 from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
 from kvtool.errors import InvalidRequestError, UsageError
 
@@ -34,12 +34,19 @@ class ProcessedRequest:
 
 class InputProcessor:
     def __init__(
-        self, tokenizer, vocab_size: int, max_model_len: int, overflow: str = "reject", stop_token_ids=frozenset()
+        self,
+        tokenizer,
+        vocab_size: int,
+        max_model_len: int,
+        overflow: str = "reject",
+        stop_token_ids=frozenset(),
+        max_logprobs: int = MAX_LOGPROBS,
     ):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.overflow = overflow
+        self.max_logprobs = vocab_size if max_logprobs == -1 else max_logprobs
         self.stop_token_ids = set(stop_token_ids)  # end the grammar's output as they end free generation
         self._grammar_compiler = None
         self._grammar_lock = threading.Lock()  # the server's threads and the step thread may all ask first
@@ -148,16 +155,38 @@ class InputProcessor:
     def check_params(self, params: SamplingParams) -> None:
         """What SamplingParams cannot check alone: bounds that depend on the model, then the request's grammar."""
         self.check_named_token_ids(params)
-        num_logprobs = self.vocab_size if params.logprobs == -1 else params.logprobs
-        if num_logprobs is not None and num_logprobs > MAX_LOGPROBS:
-            raise InvalidRequestError(
-                msg.LOGPROBS_OVER_MAX.format(value=num_logprobs, max_logprobs=MAX_LOGPROBS), "logprobs"
-            )
+        self.check_logprobs(params)
         for stop in params.stop:
             check_text(stop, "stop")
         if params.bad_words and params.bad_words_token_ids is None:
             params.bad_words_token_ids = bad_words_token_ids(self.tokenizer, params.bad_words)
         self.compile_constraint(params)
+
+    def check_logprobs(self, params: SamplingParams) -> None:
+        """vLLM 0.33's bounds: max_logprobs for sample and prompt logprobs (-1: the vocabulary), logprob_token_ids."""
+        for name, template, asked in (
+            ("logprobs", msg.LOGPROBS_OVER_MAX, params.logprobs),
+            ("prompt_logprobs", msg.PROMPT_LOGPROBS_OVER_MAX, params.prompt_logprobs),
+        ):
+            value = self.vocab_size if asked == -1 else asked
+            if value and value > self.max_logprobs:
+                message = template.format(value=value, max_logprobs=self.max_logprobs)
+                raise InvalidRequestError(msg.with_parameter(message, name, value), name)
+        if params.logprob_token_ids is not None:
+            self._check_logprob_token_ids(params.logprob_token_ids, params.logprobs)
+
+    def _check_logprob_token_ids(self, token_ids: list[int], logprobs: int | None) -> None:
+        count, name = len(token_ids), "logprob_token_ids"
+        invalid = [t for t in token_ids if not 0 <= t < self.vocab_size]
+        if count > MAX_LOGPROB_TOKEN_IDS:
+            message = msg.LOGPROB_TOKEN_IDS_TOO_MANY.format(value=count, max_ids=MAX_LOGPROB_TOKEN_IDS)
+        elif invalid:
+            message = msg.LOGPROB_TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, vocab_size=self.vocab_size)
+        elif logprobs is not None and logprobs != count:
+            message = msg.LOGPROB_TOKEN_IDS_LOGPROBS_MISMATCH.format(logprobs=logprobs, value=count)
+        else:
+            return
+        raise InvalidRequestError(msg.with_parameter(message, name, invalid or count), name)
 
     def check_named_token_ids(self, params: SamplingParams) -> None:
         """vLLM 0.33's checks (with its parameter suffix) of the token ids a request names."""

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
-from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
 # replaces with the values when build_app writes the OpenAPI document.
@@ -99,13 +99,18 @@ class _SamplingFields(StrictModel):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
+    # vLLM's token-level fields (token_fields.py checks them together, as vLLM's check_logprobs does)
+    prompt_logprobs: int | None = None
+    logprob_token_ids: list[TokenId] | None = None
+    return_token_ids: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
 
-    def include_usage(self) -> bool:
-        return bool(self.stream_options and self.stream_options.include_usage)
-
-    def continuous_usage(self) -> bool:
-        """vLLM's extension: usage so far in every chunk."""
-        return self.include_usage() and self.stream_options.continuous_usage_stats
+    def usage_in_stream(self, force: bool = False) -> tuple[bool, bool]:
+        """(a final usage chunk, usage so far in every chunk): as stream_options ask, or both when the server forces."""
+        if force:
+            return True, True
+        include = bool(self.stream_options and self.stream_options.include_usage)
+        return include, include and self.stream_options.continuous_usage_stats
 
     def to_sampling_params(
         self, max_tokens: int | None, logprobs: int | None, structured_outputs: StructuredOutputsParams | None = None
@@ -132,7 +137,9 @@ class _SamplingFields(StrictModel):
             stop_token_ids=self.stop_token_ids,
             ignore_eos=self.ignore_eos,
             min_tokens=self.min_tokens,
-            logprobs=logprobs,
+            logprobs=None if self.logprob_token_ids else logprobs,
+            prompt_logprobs=self.prompt_logprobs_asked(),
+            logprob_token_ids=self.logprob_token_ids or None,
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens,
             logit_bias=self.logit_bias,
@@ -145,13 +152,21 @@ class _SamplingFields(StrictModel):
 
 class CompletionRequest(_SamplingFields):
     prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
-    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, json_schema_extra=MAX_MODEL_LEN_BOUND)  # 0 with echo: score
+    logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
     echo: bool = False
     add_special_tokens: bool = True
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
+
+    def echo_without_generation(self) -> bool:
+        """`echo` with `max_tokens: 0` scores the prompt alone (lm-evaluation-harness's log-likelihoods)."""
+        return self.echo and self.max_tokens == 0
+
+    def prompt_logprobs_asked(self) -> int | None:
+        """vLLM: `echo` with `logprobs` scores the prompt with as many logprobs."""
+        return self.logprobs if self.prompt_logprobs is None and self.echo else self.prompt_logprobs
 
     def prompts(self) -> list[str] | list[list[int]]:
         """The batch of prompts: a string or a token list is a batch of one."""
@@ -211,7 +226,7 @@ class ChatCompletionRequest(_SamplingFields):
     max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    top_logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     add_special_tokens: bool = False
@@ -231,6 +246,10 @@ class ChatCompletionRequest(_SamplingFields):
 
     def num_logprobs(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None
+
+    def prompt_logprobs_asked(self) -> int | None:
+        """vLLM: a chat `echo` scores the prompt with `top_logprobs` logprobs."""
+        return (self.top_logprobs or 0) if self.prompt_logprobs is None and self.echo else self.prompt_logprobs
 
 
 class TokenizeRequest(StrictModel):

@@ -26,11 +26,8 @@ NOT_IMPLEMENTED = {
     "spaces_between_special_tokens": True,
     "truncate_prompt_tokens": None,
     "truncation_side": None,
-    "logprob_token_ids": None,
     "priority": 0,
     "session_id": None,
-    "return_tokens_as_token_ids": None,
-    "return_token_ids": None,
     "return_weight_versions": False,
     "routed_experts_prompt_start": 0,
     "return_token_offsets": False,
@@ -43,7 +40,6 @@ NOT_IMPLEMENTED = {
     "repetition_detection": None,
     "stream_interval": None,
     "thinking_token_budget": None,
-    "prompt_logprobs": None,
 }
 NOT_IMPLEMENTED_CHAT = {
     **NOT_IMPLEMENTED,

@@ -193,7 +193,32 @@ REPETITION_PENALTY_NOT_FINITE = "repetition_penalty must be a finite number, got
 REPETITION_PENALTY_NOT_POSITIVE = "repetition_penalty must be greater than zero, got {value}."
 LOGPROBS_NEGATIVE = "logprobs must be non-negative or -1, got {value}."
 LOGPROBS_OVER_MAX = "Requested sample logprobs of {value}, which is greater than max allowed: {max_logprobs}"
+PROMPT_LOGPROBS_NEGATIVE = "prompt_logprobs must be non-negative or -1, got {value}."
+PROMPT_LOGPROBS_OVER_MAX = "Requested prompt logprobs of {value}, which is greater than max allowed: {max_logprobs}"
+LOGPROB_TOKEN_IDS_TOO_MANY = (
+    "Requested logprob_token_ids of length {value}, which is greater than max allowed: {max_ids}"
+)
+LOGPROB_TOKEN_IDS_OUT_OF_VOCAB = (
+    "token_id(s) {token_ids} in logprob_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
+)
+LOGPROB_TOKEN_IDS_LOGPROBS_MISMATCH = (
+    "When both logprobs and logprob_token_ids are set, logprobs must equal len(logprob_token_ids). "
+    "Got logprobs={logprobs}, len(logprob_token_ids)={value}."
+)
 STOP_EMPTY_STRING = "stop cannot contain an empty string."
+# The logprob fields of a request, as vLLM 0.33's check_logprobs refuses them (openai/*/protocol.py).
+LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH = "`logprob_token_ids` is not supported with beam search."
+ECHO_LOGPROBS_WITH_BEAM_SEARCH = (
+    "`echo` with `logprobs` is not supported with beam search because beam search does not compute prompt logprobs."
+)
+LOGPROB_TOKEN_IDS_WITHOUT_OUTPUT = (
+    "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no output tokens are generated."
+)
+LOGPROB_TOKEN_IDS_WITHOUT_LOGPROBS = "when using `logprob_token_ids`, `logprobs` must be set."
+LOGPROB_TOKEN_IDS_WITHOUT_LOGPROBS_CHAT = "when using `logprob_token_ids`, `logprobs` must be set to true."
+PROMPT_LOGPROBS_WITH_STREAM = "`prompt_logprobs` are not available when `stream=True`."
+FIELD_NOT_POSITIVE_OR_MINUS_ONE = "`{param}` must be a positive value or -1."
+TOP_LOGPROBS_WITHOUT_LOGPROBS = "when using `top_logprobs`, `logprobs` must be set to true."
 # kvtool's own: vLLM bounds seeds by its request schema (a signed 64-bit integer), without a sentence.
 SEED_RANGE = "seed must be a 64-bit signed integer, in [{low}, {high}], got {value}."
 # kvtool's own: text with a lone surrogate cannot be encoded as UTF-8, so it cannot be tokenized.
