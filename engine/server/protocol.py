@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.errors import APIError
+from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
@@ -22,6 +24,11 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
 Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
+
+
+def refuse(message: str, param: str) -> None:
+    """A check vLLM runs on the raw body (a VLLMValidationError): its own 400, ahead of pydantic's field errors."""
+    raise APIError(messages.with_parameter(message, param), param=param)
 
 
 class StrictModel(BaseModel):
@@ -100,6 +107,14 @@ class _SamplingFields(StrictModel):
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stream_options_need_stream(cls, data: Any) -> Any:
+        """vLLM's check of the raw body, before any field: a 400 naming `stream_options`, not a validation error."""
+        if isinstance(data, dict) and data.get("stream_options") and not data.get("stream"):
+            refuse(messages.STREAM_OPTIONS_WITHOUT_STREAM, "stream_options")
+        return data
+
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
@@ -149,6 +164,13 @@ class CompletionRequest(_SamplingFields):
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
     add_special_tokens: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("prompt") in (None, "") and data.get("prompt_embeds") in (None, []):
+            refuse(messages.PROMPT_OR_EMBEDS_MISSING, "prompt")
+        return data
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set

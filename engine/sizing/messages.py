@@ -205,6 +205,10 @@ FIELD_NOT_SUPPORTED = (
 )
 FIELDS_IGNORED_LOG = "The following fields were present in the request but ignored: {fields}"  # vLLM's log line
 
+# Checks vLLM runs on the raw request body (entrypoints/openai/{completion,chat_completion}/protocol.py).
+STREAM_OPTIONS_WITHOUT_STREAM = "Stream options can only be defined when `stream=True`."
+PROMPT_OR_EMBEDS_MISSING = "Either prompt or prompt_embeds must be provided and non-empty."
+
 # Structured outputs (vllm/sampling_params.py, v1/structured_output/backend_xgrammar.py).
 STRUCTURED_MULTIPLE_KINDS = (
     "You can only use one kind of structured outputs constraint but multiple are specified: {constraints}"
