@@ -26,6 +26,14 @@ class Backend(str, Enum):
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
 ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
+TrustRequestChatTemplate = Annotated[
+    bool,
+    typer.Option(
+        "--trust-request-chat-template",
+        help="Render a request's own `chat_template` (vLLM's flag; without it such a request is refused).",
+        rich_help_panel=REQUESTS,
+    ),
+]
 
 
 def serve(
@@ -88,6 +96,7 @@ def serve(
             rich_help_panel=REQUESTS,
         ),
     ] = defaults.DEFAULT_TOOL_CALL_PARSER,
+    trust_request_chat_template: TrustRequestChatTemplate = False,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
     api_key: Annotated[
@@ -120,6 +129,7 @@ def serve(
         served_model_name=served_model_name,
         default_max_tokens=default_max_tokens,
         tool_call_parser=ToolCallParser(tool_call_parser).value,
+        trust_request_chat_template=trust_request_chat_template,
         engine_overrides=dict(
             dtype=dtype,
             quantization=quantization,

@@ -17,6 +17,7 @@ from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile
 
+TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"  # a switch in both `kvtool serve` and `vllm serve`
 # `kvtool serve` flags that `vllm serve` takes under the same name
 VLLM_FLAG_KEYS = (
     "dtype",
@@ -41,6 +42,7 @@ class ServeRequest:
     served_model_name: str | None = None
     default_max_tokens: int | None = None
     tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
+    trust_request_chat_template: bool = False
     engine_overrides: dict = field(default_factory=dict)
 
     def load_profile(self) -> WorkloadProfile | None:
@@ -84,7 +86,7 @@ def vllm_argv(request: ServeRequest) -> list[str]:
             "--backend vllm needs vLLM, and `vllm` is not on PATH.",
             "Install it (pip install vllm) on a machine it supports, or use --backend embedded.",
         )
-    return vllm_serve_argv(model, settings)
+    return vllm_serve_argv(model, settings) + [TRUST_REQUEST_CHAT_TEMPLATE] * request.trust_request_chat_template
 
 
 def server_settings(plan: StartupPlan, engine) -> ServerSettings:
@@ -95,6 +97,7 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
         overflow=plan.engine_config.overflow,
         default_max_tokens=plan.serve_plan.default_max_tokens,
         tool_call_parser=plan.request.tool_call_parser,
+        trust_request_chat_template=plan.request.trust_request_chat_template,
     )
 
 

@@ -118,7 +118,7 @@ class InputProcessor:
 
     def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs) -> str:
         """A conversation as the tokenizer's chat template writes it; kwargs reach the template (tools, documents)."""
-        if not getattr(self.tokenizer, "chat_template", None):
+        if not (template_kwargs.get("chat_template") or getattr(self.tokenizer, "chat_template", None)):
             raise InvalidRequestError(msg.NO_CHAT_TEMPLATE, "messages")
         for i, message in enumerate(conversation):
             check_text(message["content"], f"messages.{i}.content")

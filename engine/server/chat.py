@@ -22,15 +22,16 @@ from kvtool.engine.server.tool_stream import ToolCallStream
 from kvtool.engine.server.tools import ToolPlan, finish_reason, tool_plan
 from kvtool.engine.sizing import messages
 
+TEMPLATE_KWARGS_NOT_ALLOWED = frozenset({"chat_template", "tokenize"})  # set by the server, never by a request
+
 
 def chat_prompt_ids(processor, chat: list[ChatMessage], add_generation_prompt: bool = True, **kwargs) -> list[int]:
     return processor.chat_prompt_ids([m.as_template_message() for m in chat], add_generation_prompt, **kwargs)
 
 
-def template_kwargs(body: ChatCompletionRequest, tools: list[dict]) -> dict:
+def template_kwargs(body: ChatCompletionRequest, tools: list[dict], trusted: bool) -> dict:
     """What vLLM passes to the chat template besides the messages (chat_template_kwargs win)."""
-    if body.chat_template is not None:
-        raise APIError(messages.UNTRUSTED_CHAT_TEMPLATE, param="chat_template")
+    requested = requested_template(body.chat_template, body.chat_template_kwargs, trusted)
     if body.continue_final_message and body.add_generation_prompt:
         raise APIError(messages.CONTINUE_AND_GENERATION_PROMPT, param="continue_final_message")
     kwargs = {
@@ -38,7 +39,19 @@ def template_kwargs(body: ChatCompletionRequest, tools: list[dict]) -> dict:
         "documents": body.documents,
         "continue_final_message": body.continue_final_message,
     }
-    return {**kwargs, **(body.chat_template_kwargs or {})}
+    return {**kwargs, **requested}
+
+
+def requested_template(chat_template: str | None, chat_template_kwargs: dict | None, trusted: bool) -> dict:
+    """A request's own template and template kwargs, as vLLM admits them: a template only with
+    --trust-request-chat-template, and never `chat_template` or `tokenize` among the kwargs."""
+    kwargs = chat_template_kwargs or {}
+    if not trusted and (chat_template is not None or kwargs.get("chat_template") is not None):
+        raise APIError(messages.UNTRUSTED_CHAT_TEMPLATE)
+    unexpected = TEMPLATE_KWARGS_NOT_ALLOWED & kwargs.keys()
+    if unexpected:
+        raise APIError(messages.UNEXPECTED_TEMPLATE_KWARGS.format(names=unexpected))
+    return {**kwargs, **({"chat_template": chat_template} if chat_template is not None else {})}
 
 
 class ChatJob(GenerationJob):
@@ -58,7 +71,7 @@ class ChatJob(GenerationJob):
         if tools.mode == "auto":
             body.skip_special_tokens = False  # tool-call tags can be special tokens (vLLM's hermes parser does so)
         conversation = [m.as_template_message() for m in body.messages]
-        kwargs = template_kwargs(body, tools.tools)
+        kwargs = template_kwargs(body, tools.tools, state.settings.trust_request_chat_template)
         text = state.engine.input_processor.render_chat(conversation, body.add_generation_prompt, **kwargs)
         requested, param = body.requested_max_tokens()
         processed = process_prompts(

@@ -211,7 +211,7 @@ class NamedToolChoice(StrictModel):
 class ChatMessage(StrictModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
-    role: Literal["system", "user", "assistant", "tool", "developer"]
+    role: str  # OpenAI's roles or any other: vLLM passes a custom role to the chat template
     content: str | list[TextPart] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
@@ -266,6 +266,7 @@ class TokenizeRequest(StrictModel):
     continue_final_message: bool = False
     return_token_strs: bool | None = False
     tools: list[Tool] | None = None
+    chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
 

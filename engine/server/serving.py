@@ -27,6 +27,7 @@ class ServerSettings:
     overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
     tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
+    trust_request_chat_template: bool = False  # a request's own `chat_template` is used (vLLM's flag)
 
 
 @dataclass

@@ -236,6 +236,7 @@ UNTRUSTED_CHAT_TEMPLATE = (
     "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
     "untrusted chat template."
 )
+UNEXPECTED_TEMPLATE_KWARGS = "Found unexpected chat template kwargs from request: {names}"
 CONTINUE_AND_GENERATION_PROMPT = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
 
 ENGINE_DEAD_CLIENT = "The server had an error while processing your request."  # vLLM's EngineDeadError.CLIENT_MESSAGE
