@@ -94,7 +94,7 @@ class ChatJob(GenerationJob):
         return chat_logprobs(self.tokenizer, token_ids, logprobs, self.body.top_logprobs or 0)
 
     def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
-        extracted = self.tools.extract(completion.text)
+        extracted = self.tools.extract(completion.text, completion.finish_reason)
         calls = extracted.tool_calls if self.body.parallel_tool_calls is not False else extracted.tool_calls[:1]
         message = {"role": "assistant", "content": self.echo_text + (extracted.content or "")}
         if calls:
@@ -138,12 +138,11 @@ class ChatJob(GenerationJob):
     def _tool_chunks(self, index: int, completion: CompletionOutput) -> list[dict]:
         """Content and tool-call deltas as vLLM streams them; the last chunk carries the finish_reason."""
         stream = self.tool_streams.setdefault(index, ToolCallStream(self.tools, self.body.parallel_tool_calls))
-        finished = completion.finish_reason is not None
         chunks = [
             {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
-            for delta in stream.deltas(completion.delta_text, finished)
+            for delta in stream.deltas(completion.delta_text, completion.finish_reason)
         ]
-        if finished:
+        if completion.finish_reason is not None:
             reason = finish_reason(self.tools, stream.extracted, completion.finish_reason)
             chunks.append(
                 {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,11 +24,19 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
 Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
+CONSTRAINT_KINDS = ("json", "regex", "choice")
+FREE_CHOICES = ("none", "auto", "required")  # tool_choice values other than a named function
 
 
-def refuse(message: str, param: str) -> None:
+def refuse(message: str, param: str | None = None) -> None:
     """A check vLLM runs on the raw body (a VLLMValidationError): its own 400, ahead of pydantic's field errors."""
     raise APIError(messages.with_parameter(message, param), param=param)
+
+
+def constraint_kinds(data: dict) -> int:
+    """How many of json, regex, choice a raw body's `structured_outputs` asks for (vLLM counts these three)."""
+    structured = data.get("structured_outputs")
+    return sum(structured.get(kind) is not None for kind in CONSTRAINT_KINDS) if isinstance(structured, dict) else 0
 
 
 class StrictModel(BaseModel):
@@ -80,6 +88,7 @@ class _SamplingFields(StrictModel):
     """
 
     model_config = ConfigDict(strict=True, extra="allow")
+    constraint_param: ClassVar[str | None] = "structured_outputs"  # what vLLM names when two kinds are given
 
     model: ServedModel = None
     n: int = Field(1, ge=1, le=128)
@@ -113,6 +122,8 @@ class _SamplingFields(StrictModel):
         """vLLM's check of the raw body, before any field: a 400 naming `stream_options`, not a validation error."""
         if isinstance(data, dict) and data.get("stream_options") and not data.get("stream"):
             refuse(messages.STREAM_OPTIONS_WITHOUT_STREAM, "stream_options")
+        if isinstance(data, dict) and constraint_kinds(data) > 1:
+            refuse(messages.STRUCTURED_OUTPUTS_KINDS, cls.constraint_param)
         return data
 
     def include_usage(self) -> bool:
@@ -229,6 +240,8 @@ class ChatMessage(StrictModel):
 
 
 class ChatCompletionRequest(_SamplingFields):
+    constraint_param: ClassVar[str | None] = None
+
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
@@ -244,6 +257,14 @@ class ChatCompletionRequest(_SamplingFields):
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _constraints_or_a_named_tool(cls, data: Any) -> Any:
+        """A named tool forces its own schema: vLLM refuses it beside a json, regex or choice constraint."""
+        if isinstance(data, dict) and constraint_kinds(data) and data.get("tool_choice", "none") not in FREE_CHOICES:
+            refuse(messages.CONSTRAINTS_AND_NAMED_TOOL)
+        return data
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""

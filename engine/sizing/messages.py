@@ -209,6 +209,11 @@ FIELDS_IGNORED_LOG = "The following fields were present in the request but ignor
 STREAM_OPTIONS_WITHOUT_STREAM = "Stream options can only be defined when `stream=True`."
 PROMPT_OR_EMBEDS_MISSING = "Either prompt or prompt_embeds must be provided and non-empty."
 
+STRUCTURED_OUTPUTS_KINDS = (
+    "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice')."
+)
+CONSTRAINTS_AND_NAMED_TOOL = "You can only either use constraints for structured outputs or tools, not both."
+
 # Structured outputs (vllm/sampling_params.py, v1/structured_output/backend_xgrammar.py).
 STRUCTURED_MULTIPLE_KINDS = (
     "You can only use one kind of structured outputs constraint but multiple are specified: {constraints}"
@@ -230,6 +235,8 @@ NO_GRAMMAR_WITHOUT_TOKENIZER = "Structured outputs need a tokenizer; this model 
 # Tools and the chat template (vllm/entrypoints/openai/chat_completion/protocol.py, serving.py).
 TOOLS_EMPTY = "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely."
 TOOL_CHOICE_WITHOUT_TOOLS = "When using `tool_choice`, `tools` must be set."
+TOOL_DEFS_NOT_OBJECT = "`$defs` in the parameters of tool '{name}' must be an object, got {kind}."
+TOOL_DEFS_CONFLICT = "Tool definition '{name}' has multiple schemas, which is not supported."
 TOOL_NOT_PASSED = "Tool '{name}' has not been passed in `tools`."
 AUTO_TOOL_CHOICE_NEEDS_PARSER = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 UNTRUSTED_CHAT_TEMPLATE = (

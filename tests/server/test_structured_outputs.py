@@ -81,7 +81,7 @@ def test_structured_outputs_choice_regex_and_grammar(client):
 @pytest.mark.parametrize(
     "body, param, words",
     [
-        ({"response_format": {"type": "yaml"}}, "response_format.type", "response_format.type"),
+        ({"response_format": {"type": "yaml"}}, "body.response_format.type", "body.response_format.type"),
         (
             {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}},
             None,
@@ -90,6 +90,11 @@ def test_structured_outputs_choice_regex_and_grammar(client):
         ({"structured_outputs": {"regex": "a("}}, None, "Failed to transform regex into a grammar"),
         (
             {"structured_outputs": {"choice": ["a"], "regex": "b"}},
+            None,  # chat's check names no parameter (completions' names structured_outputs)
+            "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice').",
+        ),
+        (
+            {"structured_outputs": {"choice": ["a"], "grammar": "root ::= x"}},
             "structured_outputs",
             "You can only use one kind of structured outputs constraint",
         ),

@@ -46,11 +46,14 @@ def test_llama3_json_reads_one_or_several_calls():
     assert Llama3JsonToolParser().extract("Hello there").content == "Hello there"
 
 
-def test_a_forced_call_cut_short_by_max_tokens_comes_back_as_text():
+def test_a_forced_call_cut_short_by_max_tokens_is_dropped():
     from kvtool.engine.server.tools import ToolPlan
 
-    plan = ToolPlan("required", [])
-    whole = plan.extract('[{"name": "f", "parameters": {"a": 1}}]')
+    required = ToolPlan("required", [])
+    whole = required.extract('[{"name": "f", "parameters": {"a": 1}}]')
     assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == [("f", {"a": 1})]
-    cut = plan.extract('[{"name": "f", "param')
-    assert cut.tool_calls == [] and cut.content == '[{"name": "f", "param'
+    cut = required.extract('[{"name": "f", "param', "length")
+    assert cut.tool_calls == [] and cut.content == ""
+    named = ToolPlan("named", [], "f")
+    assert named.extract('{"a": 1}', "stop").tool_calls[0].arguments == '{"a": 1}'
+    assert named.extract('{"a": ', "length").tool_calls == [] and named.extract("  ", "stop").tool_calls == []
