@@ -82,6 +82,7 @@ class ChatJob(GenerationJob):
             requested is None,
             param,
             add_special_tokens=body.add_special_tokens,
+            truncation=body.truncation(),
         )
         super().__init__(state, body, header_id, processed)
         last = body.messages[-1]  # vLLM's chat echo: the last message, when it is the assistant's own

@@ -35,6 +35,7 @@ class CompletionJob(GenerationJob):
             lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs, constraint),
             self.defaulted,
             add_special_tokens=body.add_special_tokens,
+            truncation=body.truncation(),
         )
         super().__init__(state, body, header_id, processed)
 

@@ -7,10 +7,11 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
+from kvtool.engine.runtime.input_processor import Truncation
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.sizing import messages
-from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX, MAX_LOGPROBS
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
 # replaces with the values when build_app writes the OpenAPI document.
@@ -115,6 +116,9 @@ class _SamplingFields(StrictModel):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
+    # prompt truncation (the InputProcessor cuts the prompt)
+    truncate_prompt_tokens: Annotated[int, Field(ge=-1, le=INT64_MAX)] | None = None
+    truncation_side: Literal["left", "right"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -128,6 +132,11 @@ class _SamplingFields(StrictModel):
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def truncation(self) -> Truncation | None:
+        if self.truncate_prompt_tokens is None:
+            return None
+        return Truncation(self.truncate_prompt_tokens, self.truncation_side)
 
     def continuous_usage(self) -> bool:
         """vLLM's extension: usage so far in every chunk."""

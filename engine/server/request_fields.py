@@ -24,8 +24,6 @@ NOT_IMPLEMENTED = {
     "length_penalty": 1.0,
     "watermarking": None,
     "spaces_between_special_tokens": True,
-    "truncate_prompt_tokens": None,
-    "truncation_side": None,
     "logprob_token_ids": None,
     "priority": 0,
     "session_id": None,

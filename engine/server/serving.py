@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from kvtool.engine.runtime.input_processor import ProcessedRequest
+from kvtool.engine.runtime.input_processor import ProcessedRequest, Truncation
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
@@ -56,6 +56,7 @@ def process_prompts(
     defaulted: bool,
     param: str = "max_tokens",
     add_special_tokens: bool = True,
+    truncation: Truncation | None = None,
 ) -> list[ProcessedRequest]:
     """Every prompt through the engine's InputProcessor (tokenize, validate, decide max_tokens): 400s come from there.
 
@@ -73,6 +74,7 @@ def process_prompts(
             max_tokens_param=param,
             default_max_tokens=default_max_tokens,
             add_special_tokens=add_special_tokens,
+            truncation=truncation,
         )
         if request.max_tokens.clamped:
             logger.info(

@@ -42,6 +42,10 @@ TOTAL_CHARS_TOO_LONG = (  # vLLM 0.18 - 0.31, the `reject` overflow policy
     "the number of requested output tokens."
 )
 MAX_TOKENS_BELOW_ONE = "max_tokens must be at least 1, got {max_tokens}."
+TRUNCATE_PROMPT_TOKENS_TOO_LARGE = (  # vLLM 0.32+: the prompt may be truncated to max_model_len at most
+    "truncate_prompt_tokens={truncate_prompt_tokens} cannot be greater than max_model_len = {max_input_tokens}. "
+    "Please request a smaller truncation size."
+)
 
 # Request routing (HTTP 404), vLLM 0.33.
 MODEL_NOT_FOUND = "The model `{requested_model}` does not exist. Valid aliases: {aliases}."
