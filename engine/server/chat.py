@@ -23,6 +23,7 @@ from kvtool.engine.server.tools import ToolPlan, finish_reason, tool_plan
 from kvtool.engine.sizing import messages
 
 TEMPLATE_KWARGS_NOT_ALLOWED = frozenset({"chat_template", "tokenize"})  # set by the server, never by a request
+FORWARDED_IDS = "kv_transfer_params.prompt_token_ids"
 
 
 def chat_prompt_ids(processor, chat: list[ChatMessage], add_generation_prompt: bool = True, **kwargs) -> list[int]:
@@ -54,6 +55,20 @@ def requested_template(chat_template: str | None, chat_template_kwargs: dict | N
     return {**kwargs, **({"chat_template": chat_template} if chat_template is not None else {})}
 
 
+def forwarded_prompt_ids(body: ChatCompletionRequest, vocab_size: int) -> list[int] | None:
+    """Decode-side token reuse (vLLM's disaggregated serving): the prompt token ids a router forwards in
+    kv_transfer_params replace the rendered messages, unless `echo` or non-text content needs the messages."""
+    ids = (body.kv_transfer_params or {}).pop("prompt_token_ids", None)
+    if ids is None or body.echo or any(m.has_non_text_content() for m in body.messages):
+        return None
+    if not isinstance(ids, list) or not ids or any(type(i) is not int or i < 0 for i in ids):
+        raise APIError(messages.with_parameter(messages.FORWARDED_IDS_INVALID, FORWARDED_IDS), param=FORWARDED_IDS)
+    if max(ids) >= vocab_size:
+        message = messages.TOKEN_OUT_OF_VOCAB.format(token_id=max(ids))
+        raise APIError(messages.with_parameter(message, FORWARDED_IDS), param=FORWARDED_IDS)
+    return ids
+
+
 class ChatJob(GenerationJob):
     id_prefix = "chatcmpl"
     object_name = "chat.completion"
@@ -72,17 +87,19 @@ class ChatJob(GenerationJob):
             body.skip_special_tokens = False  # tool-call tags can be special tokens (vLLM's hermes parser does so)
         conversation = [m.as_template_message() for m in body.messages]
         kwargs = template_kwargs(body, tools.tools, state.settings.trust_request_chat_template)
-        text = state.engine.input_processor.render_chat(conversation, body.add_generation_prompt, **kwargs)
+        processor = state.engine.input_processor
+        forwarded = forwarded_prompt_ids(body, processor.vocab_size)
+        prompt = forwarded or processor.render_chat(conversation, body.add_generation_prompt, **kwargs)
         requested, param = body.requested_max_tokens()
         processed = process_prompts(
             state,
-            [text],
+            [prompt],
             requested,
             lambda max_tokens: body.to_sampling_params(max_tokens, body.num_logprobs(), constraint),
             requested is None,
             param,
             add_special_tokens=body.add_special_tokens,
-            truncation=body.truncation(),
+            truncation=None if forwarded else body.truncation(),
         )
         super().__init__(state, body, header_id, processed)
         last = body.messages[-1]  # vLLM's chat echo: the last message, when it is the assistant's own

@@ -116,9 +116,11 @@ class _SamplingFields(StrictModel):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
-    # prompt truncation (the InputProcessor cuts the prompt)
+    # vLLM's fields for prompt truncation (the InputProcessor cuts the prompt) and KV transfer
     truncate_prompt_tokens: Annotated[int, Field(ge=-1, le=INT64_MAX)] | None = None
     truncation_side: Literal["left", "right"] | None = None
+    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
+    kv_transfer_params: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -239,6 +241,9 @@ class ChatMessage(StrictModel):
 
     def text(self) -> str:
         return self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
+
+    def has_non_text_content(self) -> bool:
+        return isinstance(self.content, list) and any(part.type != "text" for part in self.content)
 
     def as_template_message(self) -> dict:
         message = {"role": self.role, "content": self.text() or ""}

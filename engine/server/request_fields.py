@@ -35,7 +35,6 @@ NOT_IMPLEMENTED = {
     "mm_payload": "tensors",
     "return_mm_kwargs": None,
     "cache_salt": None,
-    "kv_transfer_params": None,
     "ec_transfer_params": None,
     "vllm_xargs": None,
     "repetition_detection": None,

@@ -247,6 +247,7 @@ UNTRUSTED_CHAT_TEMPLATE = (
     "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
     "untrusted chat template."
 )
+FORWARDED_IDS_INVALID = "`kv_transfer_params['prompt_token_ids']` must be a non-empty list of non-negative integers."
 UNEXPECTED_TEMPLATE_KWARGS = "Found unexpected chat template kwargs from request: {names}"
 CONTINUE_AND_GENERATION_PROMPT = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
 
