@@ -10,6 +10,7 @@ from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.beam_search import check_beam_search
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
@@ -177,6 +178,7 @@ class ChatJob(GenerationJob):
 async def create_chat_completion(state: ServerState, body: ChatCompletionRequest, raw_request: Request):
     state.check_model(body.model)
     check_request_fields(body, NOT_IMPLEMENTED_CHAT)
+    check_beam_search(body)
     tools = tool_plan(body, state.settings.tool_call_parser)
     constraint = structured_outputs_params(body.structured_outputs, body.response_format, tools.schema(body))
     await precompile(state.engine.input_processor, constraint)

@@ -6,6 +6,7 @@ from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.beam_search import check_beam_search
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.job import GenerationJob
@@ -48,7 +49,9 @@ class CompletionJob(GenerationJob):
     def choice_body(
         self, request: EngineRequest, completion: CompletionOutput, text: str, token_ids, logprobs, offset: int
     ) -> dict:
-        if self.body.logprobs is not None and logprobs is not None:
+        if self.body.logprobs is None or logprobs is None:  # a beam search has them whether asked for or not
+            logprobs = None
+        else:
             logprobs = completion_logprobs(self.tokenizer, token_ids, logprobs, self.body.logprobs, offset)
         return {
             "index": request.choice_index(completion.index),
@@ -88,6 +91,7 @@ class CompletionJob(GenerationJob):
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):
     state.check_model(body.model)
     check_request_fields(body, NOT_IMPLEMENTED_COMPLETIONS)
+    check_beam_search(body, streams=False)
     constraint = structured_outputs_params(body.structured_outputs, body.response_format)
     await precompile(state.engine.input_processor, constraint)
     header_id = raw_request.headers.get("x-request-id") or body.request_id

@@ -26,8 +26,9 @@ def completion_logprobs(
         result["text_offset"].append(text_offset)
         result["tokens"].append(text)
         result["token_logprobs"].append(sampled.logprob if sampled else None)
-        # as vLLM: the top num_top candidates, plus the sampled token when it is not among them
-        top = {_token_text(tokenizer, t, lp): lp.logprob for t, lp in _ranked(candidates)}
+        # as vLLM: the top num_top candidates, plus the sampled token when it is not among them (a beam search's
+        # steps hold more candidates than that)
+        top = {_token_text(tokenizer, t, lp): lp.logprob for t, lp in _ranked(candidates)[: num_top + 1]}
         result["top_logprobs"].append(top if num_top else None)
         text_offset += len(text)
     return result

@@ -116,7 +116,9 @@ class _SamplingFields(StrictModel):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
-    # vLLM's fields for prompt truncation (the InputProcessor cuts the prompt) and KV transfer
+    # vLLM's fields for beam search (beam_search.py), prompt truncation (the InputProcessor cuts it), KV transfer
+    use_beam_search: bool = False
+    length_penalty: float = 1.0
     truncate_prompt_tokens: Annotated[int, Field(ge=-1, le=INT64_MAX)] | None = None
     truncation_side: Literal["left", "right"] | None = None
     # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
@@ -130,6 +132,8 @@ class _SamplingFields(StrictModel):
             refuse(messages.STREAM_OPTIONS_WITHOUT_STREAM, "stream_options")
         if isinstance(data, dict) and constraint_kinds(data) > 1:
             refuse(messages.STRUCTURED_OUTPUTS_KINDS, cls.constraint_param)
+        if isinstance(data, dict) and data.get("logprob_token_ids") and data.get("use_beam_search"):
+            refuse(messages.LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH, "logprob_token_ids")
         return data
 
     def include_usage(self) -> bool:
@@ -192,6 +196,9 @@ class CompletionRequest(_SamplingFields):
     def _prompt_given(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("prompt") in (None, "") and data.get("prompt_embeds") in (None, []):
             refuse(messages.PROMPT_OR_EMBEDS_MISSING, "prompt")
+        beam_search = isinstance(data, dict) and data.get("use_beam_search") and data.get("echo")
+        if beam_search and data.get("logprobs") is not None:
+            refuse(messages.ECHO_LOGPROBS_WITH_BEAM_SEARCH, "echo")
         return data
 
     def max_tokens_given(self) -> bool:

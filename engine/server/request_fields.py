@@ -20,8 +20,6 @@ logger = logging.getLogger("kvtool.serve")
 
 # field -> vLLM 0.33's default, for both routes
 NOT_IMPLEMENTED = {
-    "use_beam_search": False,
-    "length_penalty": 1.0,
     "watermarking": None,
     "spaces_between_special_tokens": True,
     "logprob_token_ids": None,

@@ -217,6 +217,16 @@ STRUCTURED_OUTPUTS_KINDS = (
     "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice')."
 )
 CONSTRAINTS_AND_NAMED_TOOL = "You can only either use constraints for structured outputs or tools, not both."
+LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH = "`logprob_token_ids` is not supported with beam search."
+ECHO_LOGPROBS_WITH_BEAM_SEARCH = (
+    "`echo` with `logprobs` is not supported with beam search because beam search does not compute prompt logprobs."
+)
+STREAMED_BEAM_SEARCH = "Streaming is not currently supported with beam search"  # completions only
+# kvtool's own: vLLM scores an allowlist's tokens exactly, which the embedded engine's logprobs cannot.
+ALLOWED_TOKEN_IDS_WITH_BEAM_SEARCH = (
+    "allowed_token_ids with use_beam_search is not supported by kvtool's embedded engine: leave one of them out, "
+    "or serve with --backend vllm."
+)
 
 # Structured outputs (vllm/sampling_params.py, v1/structured_output/backend_xgrammar.py).
 STRUCTURED_MULTIPLE_KINDS = (

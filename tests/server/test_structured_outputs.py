@@ -98,7 +98,7 @@ def test_structured_outputs_choice_regex_and_grammar(client):
             "structured_outputs",
             "You can only use one kind of structured outputs constraint",
         ),
-        ({"use_beam_search": True}, "use_beam_search", "'use_beam_search' is not supported"),
+        ({"priority": 1}, "priority", "'priority' is not supported"),
         ({"logit_bias": {"99999999": 5}}, "logit_bias", "in logit_bias contain out-of-vocab token ids"),
     ],
 )
