@@ -86,8 +86,9 @@ MAX_REPORTED_ERRORS = 10
 MAX_ERROR_INPUT_CHARS = 200
 MAX_ERROR_CHARS = 1000
 TRUNCATED = "...[truncated]"
-# pydantic-core's names for union branches and wrappers in an error location (vLLM's list)
-_LOC_WRAPPER = re.compile(r"[\[\]{}()]")
+# pydantic-core's names for union branches and wrappers in an error location: vLLM's list, and the branch names
+# of constrained types ("constrained-str"), which vLLM's own request models do not have
+_LOC_WRAPPER = re.compile(r"[\[\]{}()]|^constrained-")
 _LOC_MARKERS = frozenset(
     "function-wrap function-after function-before function-plain json-or-python lax-or-strict chain default "
     "nullable tagged-union union call arguments is-instance is-subclass callable str int float bool bytes "

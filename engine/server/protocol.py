@@ -126,13 +126,15 @@ class _SamplingFields(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _stream_options_need_stream(cls, data: Any) -> Any:
-        """vLLM's check of the raw body, before any field: a 400 naming `stream_options`, not a validation error."""
-        if isinstance(data, dict) and data.get("stream_options") and not data.get("stream"):
+    def _raw_body_checks(cls, data: Any) -> Any:
+        """vLLM's checks of the raw body, before any field: each a 400 of its own, not a validation error."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("stream_options") and not data.get("stream"):
             refuse(messages.STREAM_OPTIONS_WITHOUT_STREAM, "stream_options")
-        if isinstance(data, dict) and constraint_kinds(data) > 1:
+        if constraint_kinds(data) > 1:
             refuse(messages.STRUCTURED_OUTPUTS_KINDS, cls.constraint_param)
-        if isinstance(data, dict) and data.get("logprob_token_ids") and data.get("use_beam_search"):
+        if data.get("logprob_token_ids") and data.get("use_beam_search"):
             refuse(messages.LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH, "logprob_token_ids")
         return data
 
@@ -193,11 +195,12 @@ class CompletionRequest(_SamplingFields):
 
     @model_validator(mode="before")
     @classmethod
-    def _prompt_given(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("prompt") in (None, "") and data.get("prompt_embeds") in (None, []):
+    def _raw_completion_checks(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if data.get("prompt") in (None, "") and data.get("prompt_embeds") in (None, []):
             refuse(messages.PROMPT_OR_EMBEDS_MISSING, "prompt")
-        beam_search = isinstance(data, dict) and data.get("use_beam_search") and data.get("echo")
-        if beam_search and data.get("logprobs") is not None:
+        if data.get("use_beam_search") and data.get("echo") and data.get("logprobs") is not None:
             refuse(messages.ECHO_LOGPROBS_WITH_BEAM_SEARCH, "echo")
         return data
 
