@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.input_processor import Truncation
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
-from kvtool.engine.server.errors import APIError
-from kvtool.engine.sizing import messages
+from kvtool.engine.server import body_checks
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX, MAX_LOGPROBS
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
@@ -25,19 +24,6 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
 Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
-CONSTRAINT_KINDS = ("json", "regex", "choice")
-FREE_CHOICES = ("none", "auto", "required")  # tool_choice values other than a named function
-
-
-def refuse(message: str, param: str | None = None) -> None:
-    """A check vLLM runs on the raw body (a VLLMValidationError): its own 400, ahead of pydantic's field errors."""
-    raise APIError(messages.with_parameter(message, param), param=param)
-
-
-def constraint_kinds(data: dict) -> int:
-    """How many of json, regex, choice a raw body's `structured_outputs` asks for (vLLM counts these three)."""
-    structured = data.get("structured_outputs")
-    return sum(structured.get(kind) is not None for kind in CONSTRAINT_KINDS) if isinstance(structured, dict) else 0
 
 
 class StrictModel(BaseModel):
@@ -124,19 +110,7 @@ class _SamplingFields(StrictModel):
     # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
     kv_transfer_params: dict[str, Any] | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _raw_body_checks(cls, data: Any) -> Any:
-        """vLLM's checks of the raw body, before any field: each a 400 of its own, not a validation error."""
-        if not isinstance(data, dict):
-            return data
-        if data.get("stream_options") and not data.get("stream"):
-            refuse(messages.STREAM_OPTIONS_WITHOUT_STREAM, "stream_options")
-        if constraint_kinds(data) > 1:
-            refuse(messages.STRUCTURED_OUTPUTS_KINDS, cls.constraint_param)
-        if data.get("logprob_token_ids") and data.get("use_beam_search"):
-            refuse(messages.LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH, "logprob_token_ids")
-        return data
+    _raw_body_checks = model_validator(mode="before")(body_checks.sampling_body)
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
@@ -193,16 +167,7 @@ class CompletionRequest(_SamplingFields):
     echo: bool = False
     add_special_tokens: bool = True
 
-    @model_validator(mode="before")
-    @classmethod
-    def _raw_completion_checks(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        if data.get("prompt") in (None, "") and data.get("prompt_embeds") in (None, []):
-            refuse(messages.PROMPT_OR_EMBEDS_MISSING, "prompt")
-        if data.get("use_beam_search") and data.get("echo") and data.get("logprobs") is not None:
-            refuse(messages.ECHO_LOGPROBS_WITH_BEAM_SEARCH, "echo")
-        return data
+    _raw_completion_checks = model_validator(mode="before")(body_checks.completion_body)
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
@@ -282,13 +247,7 @@ class ChatCompletionRequest(_SamplingFields):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = True
 
-    @model_validator(mode="before")
-    @classmethod
-    def _constraints_or_a_named_tool(cls, data: Any) -> Any:
-        """A named tool forces its own schema: vLLM refuses it beside a json, regex or choice constraint."""
-        if isinstance(data, dict) and constraint_kinds(data) and data.get("tool_choice", "none") not in FREE_CHOICES:
-            refuse(messages.CONSTRAINTS_AND_NAMED_TOOL)
-        return data
+    _raw_chat_checks = model_validator(mode="before")(body_checks.chat_body)
 
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
