@@ -24,6 +24,8 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
 Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
+# vLLM's bound is int64; the document says max_model_len, past which the InputProcessor refuses it in vLLM's words
+PromptTokensKept = Annotated[int, Field(ge=-1, le=INT64_MAX, json_schema_extra=MAX_MODEL_LEN_BOUND)]
 
 
 class StrictModel(BaseModel):
@@ -105,7 +107,7 @@ class _SamplingFields(StrictModel):
     # vLLM's fields for beam search (beam_search.py), prompt truncation (the InputProcessor cuts it), KV transfer
     use_beam_search: bool = False
     length_penalty: float = 1.0
-    truncate_prompt_tokens: Annotated[int, Field(ge=-1, le=INT64_MAX)] | None = None
+    truncate_prompt_tokens: PromptTokensKept | None = None
     truncation_side: Literal["left", "right"] | None = None
     # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
     kv_transfer_params: dict[str, Any] | None = None
