@@ -27,6 +27,14 @@ class Backend(str, Enum):
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
 ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
+TrustRequestChatTemplate = Annotated[
+    bool,
+    typer.Option(
+        "--trust-request-chat-template",
+        help="Render a request's own `chat_template` (vLLM's flag; without it such a request is refused).",
+        rich_help_panel=REQUESTS,
+    ),
+]
 
 
 def serve(
@@ -94,6 +102,7 @@ def serve(
     enable_prompt_tokens_details: output_flags.EnablePromptTokensDetails = False,
     enable_force_include_usage: output_flags.EnableForceIncludeUsage = False,
     enable_per_request_metrics: output_flags.EnablePerRequestMetrics = False,
+    trust_request_chat_template: TrustRequestChatTemplate = False,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
     api_key: Annotated[
@@ -133,6 +142,7 @@ def serve(
             enable_force_include_usage=enable_force_include_usage,
             enable_per_request_metrics=enable_per_request_metrics,
         ),
+        trust_request_chat_template=trust_request_chat_template,
         engine_overrides=dict(
             dtype=dtype,
             quantization=quantization,

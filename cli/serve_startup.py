@@ -17,6 +17,7 @@ from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile
 
+TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"  # a switch in both `kvtool serve` and `vllm serve`
 # `kvtool serve` flags that `vllm serve` takes under the same name
 VLLM_FLAG_KEYS = (
     "dtype",
@@ -43,6 +44,7 @@ class ServeRequest:
     default_max_tokens: int | None = None
     tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
     output: OutputOptions = field(default_factory=OutputOptions)
+    trust_request_chat_template: bool = False
     engine_overrides: dict = field(default_factory=dict)
 
     def load_profile(self) -> WorkloadProfile | None:
@@ -87,6 +89,7 @@ def vllm_argv(request: ServeRequest) -> list[str]:
             "Install it (pip install vllm) on a machine it supports, or use --backend embedded.",
         )
     switches = [f"--{name.replace('_', '-')}" for name, on in asdict(request.output).items() if on]  # vLLM's names
+    switches += [TRUST_REQUEST_CHAT_TEMPLATE] * request.trust_request_chat_template
     return vllm_serve_argv(model, settings) + switches
 
 
@@ -99,6 +102,7 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
         default_max_tokens=plan.serve_plan.default_max_tokens,
         tool_call_parser=plan.request.tool_call_parser,
         output=plan.request.output,
+        trust_request_chat_template=plan.request.trust_request_chat_template,
     )
 
 

@@ -8,7 +8,7 @@ from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing import messages as msg
 from kvtool.errors import InvalidRequestError, UsageError
 
-SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1  # a signed 64-bit seed, as vLLM's request schema
+SEED_MIN, SEED_MAX = -defaults.INT64_MAX - 1, defaults.INT64_MAX  # a signed 64-bit seed, as vLLM's request schema
 
 
 @dataclass

@@ -20,6 +20,16 @@ from kvtool.engine.sizing.defaults import MAX_LOGPROB_TOKEN_IDS, MAX_LOGPROBS
 from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
 from kvtool.errors import InvalidRequestError, UsageError
 
+TRUNCATE = "truncate_prompt_tokens"
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """vLLM's truncate_prompt_tokens and truncation_side: keep `tokens` prompt tokens (-1: max_model_len - 1)."""
+
+    tokens: int
+    side: str | None = None  # "left" keeps the last ones, "right" the first ones; None: the tokenizer's side
+
 
 @dataclass
 class ProcessedRequest:
@@ -59,6 +69,7 @@ class InputProcessor:
         max_tokens_param: str = "max_tokens",
         default_max_tokens: int | None = None,
         add_special_tokens: bool = True,
+        truncation: Truncation | None = None,
     ) -> ProcessedRequest:
         """Tokenize and check one prompt; RequestTooLongError or InvalidRequestError (HTTP 400) when it cannot run.
 
@@ -68,13 +79,53 @@ class InputProcessor:
         self.check_params(params)
         requested = params.max_tokens
         check_max_tokens(requested, self.max_model_len, max_tokens_param)  # named after the field the client sent
-        if isinstance(prompt, str) and self.tokenizer is not None:
-            check_prompt_characters(len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token)
-        text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
+        if truncation is not None:
+            text, ids = self.truncated(prompt, truncation, requested, add_special_tokens)
+        else:
+            if isinstance(prompt, str) and self.tokenizer is not None:
+                check_prompt_characters(
+                    len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token
+                )
+            text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
         max_tokens = decide_max_tokens(
             len(ids), self.max_model_len, requested, default_max_tokens, self.overflow, text is not None
         )
         return ProcessedRequest(text, ids, params, max_tokens, time.monotonic())
+
+    def truncated(
+        self, prompt: str | list[int], truncation: Truncation, requested: int | None, add_special_tokens: bool
+    ) -> tuple[str | None, list[int]]:
+        """The prompt cut to `truncation.tokens` tokens, as vLLM 0.33's renderer cuts it (vllm/renderers/params.py).
+
+        Without a side the tokenizer truncates on its own side (keeping its special tokens); with one, the whole
+        text is tokenized (a text past max_model_len x the longest token is first cut to that, from that side)
+        and the tokens are sliced.
+        """
+        keep = self.kept_tokens(truncation.tokens, requested)
+        side = truncation.side or getattr(self.tokenizer, "truncation_side", None) or "right"
+        if not isinstance(prompt, str):
+            return self.tokenize(prompt[max(len(prompt) - keep, 0) :] if side == "left" else prompt[:keep])
+        if truncation.side is not None and self.tokenizer is not None:
+            max_chars = self.max_model_len * self.max_chars_per_token
+            prompt = prompt[-max_chars:] if side == "left" else prompt[:max_chars]
+        ids = self.encode(prompt, "prompt", add_special_tokens, None if truncation.side else keep)
+        return prompt, self.non_empty(ids[max(len(ids) - keep, 0) :] if side == "left" else ids[:keep])
+
+    def kept_tokens(self, truncate_prompt_tokens: int, requested: int | None) -> int:
+        if truncate_prompt_tokens > self.max_model_len:
+            message = msg.TRUNCATE_PROMPT_TOKENS_TOO_LARGE.format(
+                truncate_prompt_tokens=truncate_prompt_tokens, max_input_tokens=self.max_model_len
+            )
+            raise InvalidRequestError(msg.with_parameter(message, TRUNCATE, truncate_prompt_tokens), TRUNCATE)
+        if truncate_prompt_tokens == -1:  # the whole context but the one token to generate
+            return self.max_model_len if requested == 0 else self.max_model_len - 1
+        return truncate_prompt_tokens
+
+    @staticmethod
+    def non_empty(ids: list[int], param: str = "prompt") -> list[int]:
+        if not ids:
+            raise InvalidRequestError(msg.EMPTY_PROMPT, param)
+        return ids
 
     @cached_property
     def max_chars_per_token(self) -> int:
@@ -110,22 +161,24 @@ class InputProcessor:
         else:
             text, ids = None, list(prompt)
             self.check_token_ids(ids, param)
-        if not ids:
-            raise InvalidRequestError(msg.EMPTY_PROMPT, param)
-        return text, ids
+        return text, self.non_empty(ids, param)
 
-    def encode(self, text: str, param: str = "prompt", add_special_tokens: bool = True) -> list[int]:
+    def encode(
+        self, text: str, param: str = "prompt", add_special_tokens: bool = True, max_length: int | None = None
+    ) -> list[int]:
+        """The text's tokens; with `max_length`, the tokenizer truncates them on its own side."""
         if self.tokenizer is None:
             raise UsageError(
                 "This model has no tokenizer, so prompts must be token-id lists.",
                 fix="Pass a list of token ids, or a model folder with tokenizer files.",
             )
         check_text(text, param)
-        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        truncation = {} if max_length is None else {"truncation": True, "max_length": max_length}
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens, **truncation)
 
     def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs) -> str:
         """A conversation as the tokenizer's chat template writes it; kwargs reach the template (tools, documents)."""
-        if not getattr(self.tokenizer, "chat_template", None):
+        if not (template_kwargs.get("chat_template") or getattr(self.tokenizer, "chat_template", None)):
             raise InvalidRequestError(msg.NO_CHAT_TEMPLATE, "messages")
         for i, message in enumerate(conversation):
             check_text(message["content"], f"messages.{i}.content")

@@ -11,6 +11,7 @@ from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput, RequestOutput
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.beam_search import check_beam_search
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.job import GenerationJob
@@ -41,6 +42,7 @@ class CompletionJob(GenerationJob):
             lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs, constraint),
             self.defaulted,
             add_special_tokens=body.add_special_tokens,
+            truncation=body.truncation(),
         )
         super().__init__(state, body, header_id, processed)
         self.top_limit = completion_top_limit(body.logprobs, bool(body.logprob_token_ids))
@@ -120,6 +122,7 @@ async def create_completion(state: ServerState, body: CompletionRequest, raw_req
     check_completion_fields(body)
     state.check_model(body.model)
     check_request_fields(body, NOT_IMPLEMENTED_COMPLETIONS)
+    check_beam_search(body, streams=False)
     constraint = structured_outputs_params(body.structured_outputs, body.response_format)
     await precompile(state.engine.input_processor, constraint)
     header_id = raw_request.headers.get("x-request-id") or body.request_id

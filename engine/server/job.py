@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.outputs import CompletionOutput, RequestOutput
+from kvtool.engine.server.beam_search import beam_search_finals, beam_search_outputs, beam_search_params
 from kvtool.engine.server.errors import stream_error_body
 from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
 from kvtool.engine.server.logprobs import TokenNames
@@ -120,8 +121,22 @@ class GenerationJob:
     def on_finished(self, request: EngineRequest, completion: CompletionOutput) -> None:
         pass
 
+    def outputs(self) -> AsyncIterator[tuple[EngineRequest, RequestOutput]]:
+        """(request, output) as they come, from the engine requests or from their beam searches."""
+        if self.body.use_beam_search:
+            return beam_search_outputs(self.state, self.requests, self.beam_search_params)
+        return merged_outputs(self.state, self.requests)
+
+    async def final_outputs(self) -> dict[int, RequestOutput]:
+        if self.body.use_beam_search:
+            return await beam_search_finals(self.state, self.requests, self.beam_search_params)
+        return await final_outputs(self.state, self.requests)
+
+    def beam_search_params(self, request: EngineRequest):
+        return beam_search_params(self.body, request.processed.max_tokens.value)
+
     async def full_response(self) -> dict:
-        by_prompt = await final_outputs(self.state, self.requests)
+        by_prompt = await self.final_outputs()
         bodies, generated = [], 0
         for request in self.requests:
             output = by_prompt[request.prompt_index]
@@ -136,7 +151,7 @@ class GenerationJob:
         counts: dict[int, int] = {}
         finished, first, last = set(), None, None
         try:
-            async with contextlib.aclosing(merged_outputs(self.state, self.requests)) as outputs:
+            async with contextlib.aclosing(self.outputs()) as outputs:
                 async for request, output in outputs:
                     first, last = first or output, output
                     for completion in output.outputs:

@@ -20,12 +20,8 @@ logger = logging.getLogger("kvtool.serve")
 
 # field -> vLLM 0.33's default, for both routes
 NOT_IMPLEMENTED = {
-    "use_beam_search": False,
-    "length_penalty": 1.0,
     "watermarking": None,
     "spaces_between_special_tokens": True,
-    "truncate_prompt_tokens": None,
-    "truncation_side": None,
     "priority": 0,
     "session_id": None,
     "return_weight_versions": False,
@@ -34,7 +30,6 @@ NOT_IMPLEMENTED = {
     "mm_payload": "tensors",
     "return_mm_kwargs": None,
     "cache_salt": None,
-    "kv_transfer_params": None,
     "ec_transfer_params": None,
     "vllm_xargs": None,
     "repetition_detection": None,

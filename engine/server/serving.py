@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from kvtool.engine.runtime.input_processor import ProcessedRequest
+from kvtool.engine.runtime.input_processor import ProcessedRequest, Truncation
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
@@ -38,6 +38,7 @@ class ServerSettings:
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
     tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
     output: OutputOptions = field(default_factory=OutputOptions)
+    trust_request_chat_template: bool = False  # a request's own `chat_template` is used (vLLM's flag)
 
 
 @dataclass
@@ -66,6 +67,7 @@ def process_prompts(
     defaulted: bool,
     param: str = "max_tokens",
     add_special_tokens: bool = True,
+    truncation: Truncation | None = None,
 ) -> list[ProcessedRequest]:
     """Every prompt through the engine's InputProcessor (tokenize, validate, decide max_tokens): 400s come from there.
 
@@ -83,6 +85,7 @@ def process_prompts(
             max_tokens_param=param,
             default_max_tokens=default_max_tokens,
             add_special_tokens=add_special_tokens,
+            truncation=truncation,
         )
         if request.max_tokens.clamped:
             logger.info(

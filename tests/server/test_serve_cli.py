@@ -92,6 +92,17 @@ def test_backend_vllm_passes_max_model_len_as_vllm_reads_it(tmp_path, given, pas
     assert argv[argv.index("--max-model-len") + 1] == passed
 
 
+def test_backend_vllm_passes_trust_request_chat_template_on_as_a_switch(tmp_path):
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text('#!/bin/sh\necho "vllm $*"\n')
+    fake_vllm.chmod(0o755)
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    trusted = run_kvtool("serve", "--backend", "vllm", "--trust-request-chat-template", path=path)
+    assert trusted.returncode == 0, trusted.stderr
+    assert trusted.stdout.split()[-1] == "--trust-request-chat-template"
+    assert "--trust-request-chat-template" not in run_kvtool("serve", "--backend", "vllm", path=path).stdout
+
+
 def test_backend_vllm_refuses_a_profile_the_model_cannot_run(tmp_path):
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text("#!/bin/sh\necho vllm\n")
