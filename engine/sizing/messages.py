@@ -1,8 +1,11 @@
-"""Every message kvtool raises, defined once, in vLLM's words where vLLM has them.
+"""The messages kvtool shares with vLLM, in vLLM's words, each written once.
 
-The engine, `serve` and `plan` raise these; `kvtool diagnose` recognises each memory and length one (a
-round-trip test formats each and diagnoses the result). Each template names the vLLM release whose
-wording it keeps; placeholders are str.format fields.
+Two kinds live here. The memory and length messages that vLLM prints, which the engine, `serve` and
+`plan` raise and `kvtool diagnose` reads back (a round-trip test formats every template and diagnoses
+the result). And the request checks vLLM's OpenAI server makes, which the server raises and its tests
+compare answers against. Each block names the vLLM source whose wording it keeps; kvtool's own
+additions say so. Placeholders are str.format fields. A message of kvtool's own that one module raises
+stays beside its raise.
 """
 
 from kvtool.engine.sizing.units import format_gib
@@ -242,10 +245,6 @@ STRUCTURED_OUTPUTS_KINDS = (
     "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice')."
 )
 CONSTRAINTS_AND_NAMED_TOOL = "You can only either use constraints for structured outputs or tools, not both."
-LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH = "`logprob_token_ids` is not supported with beam search."
-ECHO_LOGPROBS_WITH_BEAM_SEARCH = (
-    "`echo` with `logprobs` is not supported with beam search because beam search does not compute prompt logprobs."
-)
 STREAMED_BEAM_SEARCH = "Streaming is not currently supported with beam search"  # completions only
 # kvtool's own: vLLM scores an allowlist's tokens exactly, which the embedded engine's logprobs cannot.
 ALLOWED_TOKEN_IDS_WITH_BEAM_SEARCH = (
