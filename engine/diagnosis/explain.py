@@ -88,7 +88,7 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
-        line = context.lines["available_kv_gib"]
+        line = context.evidence("available_kv_gib")
         return [
             Observation(
                 "no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line))
@@ -97,7 +97,7 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     tokens, source = _kv_cache_tokens(context, memory)
     if tokens is None or not context.max_model_len or tokens >= context.max_model_len:
         return []
-    line = context.lines[source]
+    line = context.evidence(source)
     numbers = {"max_model_len": context.max_model_len, "kv_cache_tokens": tokens}
     if source == "num_gpu_blocks":
         numbers["num_gpu_blocks"] = context.num_gpu_blocks

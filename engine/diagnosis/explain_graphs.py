@@ -66,5 +66,5 @@ def warned_graphs(seen: list[Observation], context: LogContext) -> list[Observat
     """A start-up that failed, with no other cause found, after the warning that graphs get no memory."""
     if seen or context.cuda_graph_profiling is not False or not context.startup_failed or context.server_up:
         return []
-    line = context.lines["cuda_graph_profiling"]
+    line = context.evidence("cuda_graph_profiling")
     return [Observation("cuda_oom_startup", "startup", {}, line, (0, len(line)), "CUDA graph capture")]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from kvtool.engine.diagnosis import truncation
+from kvtool.engine.diagnosis import startup, truncation
 from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
@@ -53,6 +53,7 @@ ANCHORS = {
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     b"hunked prefill": (),
+    b"LLM Version": (), b"vllm==": (), b"device_name=": (),  # the release and the GPU, for the start-up reader
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
@@ -76,6 +77,7 @@ class Plan:
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
     elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
+    startup: bool  # whether the start-up reader reads something in it (startup.py)
     gives: bool  # whether a line of it can give a fact or an observation (the others only mark the stage)
 
     @classmethod
@@ -88,9 +90,10 @@ class Plan:
         elided = ()
         if any(mark in shape for mark in ELISION_MARKS):
             elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.template, shape))
+        read_at_startup = startup.reads(shape)
         facts = fact_readers(shape)
         gives = bool(patterns or facts or elided)
-        return cls(patterns, matches, settled, facts, shape_markers(shape), requests, elided, gives)
+        return cls(patterns, matches, settled, facts, shape_markers(shape), requests, elided, read_at_startup, gives)
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -146,6 +149,7 @@ class Scanner:
         self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
         self.cut_short = CutShortWithoutMaxTokens()
+        self.startup_lines = startup.StartupLines()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
         self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
@@ -163,6 +167,8 @@ class Scanner:
         if (plan := self._plans.get(shape)) is None:
             plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
         self.stage.feed(text, plan.markers)
+        if plan.startup:
+            self.startup_lines.add(text, shape)
         if plan.gives:
             self._match(plan, text, original)
         if plan.requests or self.offline_defaults.call:
@@ -198,6 +204,7 @@ class Scanner:
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
+        self.context.take_startup(self.startup_lines)
         return self
 
     @staticmethod
