@@ -49,6 +49,19 @@ CONTEXT_NAMES = {
     "cuda_graph_gib": "memory.cudagraph_memory_gib",
 }
 
+# a start-up failure's figures: diagnose's number names -> the reader's StartupFailure fields
+FAILURE_NAMES = {
+    "max_model_len": "max_model_len",
+    "kv_needed_gib": "needed_kv_cache_memory_gib",
+    "kv_available_gib": "available_kv_cache_memory_gib",
+    "estimated_max_model_len": "estimated_max_model_len",
+    "kv_cache_tokens": "kv_cache_size_tokens",
+    "free_gib": "free_gpu_memory_gib",
+    "total_gib": "total_gpu_memory_gib",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "requested_gib": "requested_memory_gib",
+}
+
 
 def reads(shape: str) -> bool:
     """Whether the start-up reader reads anything in a line of this shape (its patterns are digit-blind)."""
@@ -132,3 +145,16 @@ def _gib(size: int | None) -> float | None:
 def _reader_value(log: VllmStartupLog, path: str) -> object:
     owner, _, name = path.rpartition(".")
     return getattr(log.memory if owner else log, name)
+
+
+def with_failure(numbers: dict, category: str, log: VllmStartupLog | None) -> dict:
+    """A start-up failure's numbers with those the reader read of the same failure (its category, every number
+    both read equal) added: the reader reads records whole, across wraps a recogniser's line may not span."""
+    failure = log.failure if log else None
+    if failure is None or failure.category != category:
+        return numbers
+    read = {name: getattr(failure, field) for name, field in FAILURE_NAMES.items()}
+    read = {name: value for name, value in read.items() if value is not None}
+    if any(numbers[name] != value for name, value in read.items() if name in numbers):
+        return numbers
+    return {**read, **numbers}
