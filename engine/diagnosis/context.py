@@ -11,7 +11,7 @@ here too, where the reader states nothing. Fixes are computed from these facts; 
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import partial
 
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
@@ -85,6 +85,7 @@ class LogContext:
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
+    errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
     startup: VllmStartupLog | None = None  # what the start-up reader read
     startup_lines: StartupLines | None = None  # the lines it read
 

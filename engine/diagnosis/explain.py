@@ -15,6 +15,7 @@ from kvtool.engine.diagnosis import (
     wordings,
 )
 from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, MEASURED
@@ -70,7 +71,7 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
         finding = graph_budget(finding, context, memory)
         finding.sources = _sources(finding.numbers, obs)
         findings.append(finding)
-    return _once(findings)
+    return outranked(_once(findings), context.errors)
 
 
 def _sources(numbers: dict, obs: Observation) -> dict[str, str]:
