@@ -116,17 +116,10 @@ def _activation(context, memory, total, utilization, batched) -> tuple[float | N
     the KV cache, the GPU), else kvtool's estimate; None without the model or the GPU."""
     if memory.spec is None or not total:
         return None, ESTIMATED
-    budget = memory_budget(
-        memory.spec,
-        int(total * GiB),
-        utilization,
-        tp=memory.tp,
-        pp=memory.layout.pp,
-        max_num_batched_tokens=batched,
-        max_num_seqs=context.max_num_seqs or ASSUMED_MAX_NUM_SEQS,
-        enforce_eager=bool(context.enforce_eager),
-        rules=budget_rules(_release(context), _v0(context)),
-    )
+    try:
+        budget = _estimated_budget(context, memory, total, utilization, batched)
+    except UsageError:  # a utilization or a GPU no run has
+        return None, ESTIMATED
     estimate = round(budget.activation_bytes / GiB, 2), ESTIMATED
     if context.startup is None or context.available_kv_gib is None:
         return estimate
@@ -138,3 +131,18 @@ def _activation(context, memory, total, utilization, batched) -> tuple[float | N
         return estimate
     source = measured.sources.get("activation_bytes", ESTIMATED)
     return round(measured.budget.activation_bytes / GiB, 2), source
+
+
+def _estimated_budget(context, memory, total, utilization, batched):
+    """kvtool's estimate of the run's budget, at its settings."""
+    return memory_budget(
+        memory.spec,
+        int(total * GiB),
+        utilization,
+        tp=memory.tp,
+        pp=memory.layout.pp,
+        max_num_batched_tokens=batched,
+        max_num_seqs=context.max_num_seqs or ASSUMED_MAX_NUM_SEQS,
+        enforce_eager=bool(context.enforce_eager),
+        rules=budget_rules(_release(context), _v0(context)),
+    )

@@ -53,7 +53,7 @@ ANCHORS = {
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     b"hunked prefill": (),
-    b"LLM Version": (), b"vllm==": (), b"device_name=": (),  # the release and the GPU, for the start-up reader
+    b"LLM Version": (), b"device_name=": (),  # the release (collect_env) and the GPU, for the start-up reader
     **errors.ANCHORS,  # error lines, alone
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,

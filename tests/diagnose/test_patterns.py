@@ -41,6 +41,7 @@ INSIDE_OTHERS = {
     "█ version": "the logo's next line: █ model ...",
     "Initializing": "... with config: model=...",
     "vllm-{ver}-cp": "a wheel's name in a pip command",
+    "vllm=={ver}": "a pip pin, read where other lines bring it",
     "total consumed": "a debug line among 'Initial free memory', 'Requested memory'",
     "total capacity": "PyTorch's CUDA out of memory",
     "{gib} G": "To serve at least one request with the model's max seq len (...)",
