@@ -584,6 +584,7 @@ OWN_CATEGORIES = {
     "PROMPT_CHARS_TOO_LONG": "request_too_long",
     "TOTAL_CHARS_TOO_LONG": "request_too_long",
     "MAX_TOKENS_BELOW_ONE": "request_too_long",
+    "TRUNCATE_PROMPT_TOKENS_TOO_LARGE": "request_too_long",
     "MODEL_NOT_FOUND": "model_not_found",
     "NO_MEMORY_FOR_CACHE": "no_cache_blocks",
     "KV_CACHE_TOO_SMALL": _KV,

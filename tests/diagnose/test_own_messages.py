@@ -34,6 +34,7 @@ CASES = {
     ),
     "MODEL_NOT_FOUND": (dict(requested_model="llama-3-8b", aliases="smollm2"), "model_not_found"),
     "MAX_TOKENS_BELOW_ONE": (dict(max_tokens=-3), "request_too_long"),
+    "TRUNCATE_PROMPT_TOKENS_TOO_LARGE": (dict(truncate_prompt_tokens=9000, max_input_tokens=8192), "request_too_long"),
     "NO_MEMORY_FOR_CACHE": (dict(url=messages.CONSERVING_MEMORY_URL), "no_cache_blocks"),
     "KV_CACHE_TOO_SMALL": (
         dict(
@@ -122,6 +123,9 @@ NOT_MEMORY_OR_LENGTH = {
     "FIELD_NOT_SUPPORTED",
     "REQUEST_FAILED_IN_STEP",
     "NO_CHAT_TEMPLATE",
+    "TOOL_DEFS_NOT_OBJECT",
+    "TOOL_DEFS_CONFLICT",
+    "UNEXPECTED_TEMPLATE_KWARGS",
 }
 
 
