@@ -18,6 +18,7 @@ PASTE_HINT = (
     "start-up to the error (e.g. `kvtool diagnose server.log` or `docker logs vllm 2>&1 | kvtool diagnose`)."
 )
 PLAN_PANEL = "Plan-based fixes"
+SOURCE_STYLES = {"estimated": "yellow"}
 LIVE_PANEL = "Live server"
 
 
@@ -133,7 +134,7 @@ def _render(findings) -> None:
 def _panel(finding) -> Panel:
     parts = [Text(finding.summary, style="bold"), _evidence(finding)]
     if finding.numbers:
-        parts.append(_numbers(finding.numbers))
+        parts.append(_numbers(finding.numbers, finding.sources))
     if finding.fixes:
         parts.append(_fixes(finding.fixes))
     for alternative in finding.alternatives:
@@ -156,12 +157,16 @@ def _evidence(finding) -> Text:
     return text + line
 
 
-def _numbers(numbers: dict) -> Table:
+def _numbers(numbers: dict, sources: dict) -> Table:
+    """Each number with where it comes from: measured (printed in the input), derived, estimated, given."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="cyan")
     table.add_column(justify="right")
+    table.add_column()
     for name, value in numbers.items():
-        table.add_row(name, f"{value:,}" if isinstance(value, int) else f"{value:g}")
+        source = sources.get(name, "")
+        shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        table.add_row(name, shown, Text(source, style=SOURCE_STYLES.get(source, "dim")))
     return table
 
 

@@ -32,7 +32,11 @@ def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: flo
     (from the command line) override what the log says about the model and the GPU."""
     scanner = Scanner().scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
     context = scanner.context
-    context.update(model=spec.name if spec else None, total_gpu_gib=total_gpu_gib)
+    context.update(
+        model=spec.name if spec else None,
+        total_gpu_gib=total_gpu_gib,
+        total_gpu_source="given" if total_gpu_gib else None,
+    )
     memory = MemoryModel.from_context(context, spec)
     return Diagnosis(explain(list(scanner.observations.values()), context, memory), context)
 

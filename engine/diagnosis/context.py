@@ -1,7 +1,12 @@
-"""What a log says about the server that wrote it: launch flags, model, memory profile, KV size.
+"""What a log says about the server that wrote it: launch settings, model, memory profile, KV size, and what
+only diagnose reads (whether it served, whether its start-up failed, priority scheduling, a benchmark of random
+prompts, vLLM's advice on the utilization).
 
-Fixes are computed from these facts; the command line (`--model`, `--gpu-mem`) may add or
-override them.
+vLLM's own start-up lines (the banner, the flags and the engine's config line, every memory figure of every
+rank) are read by kvtool's start-up log reader (startup.py), and what it reads wins. The same settings where
+people state them otherwise (a wrapper's or LLM(...)'s arguments, another launcher's flags, prose) are read
+here too, where the reader states nothing. Fixes are computed from these facts; the command line
+(`--model`, `--gpu-mem`) may add or override them.
 """
 
 import re
@@ -9,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import partial
 
-_SIZE = r"(-?[\d.]+) ?Gi?B"
+from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
+from kvtool.engine.sizing.startup_log import VllmStartupLog
+
 # flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
 _KEY_FIELDS = {
     "max_model_len": "max_model_len",
@@ -30,34 +37,9 @@ _KEY_VALUE = re.compile(
 _MODEL = re.compile(
     r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
 )
-_VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)|\(v(\d+\.\d+[\w.+]*)\) with config")
-_READINGS = [  # (gate, pattern, field)
-    ("weights t", re.compile(r"model weights (?:took|take) " + _SIZE), "weights_gib"),
-    ("loading took", re.compile(r"Model loading took " + _SIZE), "weights_gib"),
-    ("total_gpu_memory", re.compile(r"total_gpu_memory \(" + _SIZE), "total_gpu_gib"),
-    ("total_gpu_memory", re.compile(r"gpu_memory_utilization \(([\d.]+)\)"), "gpu_memory_utilization"),
-    ("non_torch", re.compile(r"non_torch_memory takes " + _SIZE), "non_torch_gib"),
-    ("activation peak", re.compile(r"activation peak memory takes " + _SIZE), "activation_peak_gib"),
-    ("reserved for KV", re.compile(r"reserved for KV Cache is " + _SIZE), "available_kv_gib"),
-    ("KV cache memory:", re.compile(r"Available KV cache memory: " + _SIZE), "available_kv_gib"),
-    (" blocks: ", re.compile(r"# (?:GPU|cuda|CUDA|\w+) blocks: (\d+)"), "num_gpu_blocks"),
-    ("KV cache size", re.compile(r"KV cache size: ([\d,]+) tokens"), "kv_cache_tokens"),
-    ("oncurrency", re.compile(r"concurrency for ([\d,]+) tokens per request: ([\d.]+)x"), "max_concurrency"),
-    ("max model len", re.compile(r"Using max model len (\d+)"), "max_model_len"),
-    ("total capac", re.compile(r"total capaci?ty of " + _SIZE), "total_gpu_gib"),
-    ("Free memory on device", re.compile(r"Free memory on device[^(]{0,40}\(" + r"[\d.]+/" + _SIZE), "total_gpu_gib"),
-    ("hunked prefill is enabled with",
-     re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"), "max_num_batched_tokens"),
-    ("CUDA graph memory:", re.compile(r"Estimated CUDA graph memory: " + _SIZE), "cuda_graph_estimate_gib"),
-    ("Graph capturing finished", re.compile(r"Graph capturing finished in \d+ secs?, took " + _SIZE), "cuda_graph_gib"),
-    ("graph memory profiling", re.compile(r"CUDA graph memory profiling (is enabled|is disabled|will be enabled)"),
-     "cuda_graph_profiling"),
-    ("-gpu-memory-utilization",
-     re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)"),
-     "suggested_gpu_memory_utilization"),
-]  # fmt: skip
-# how vLLM says whether the KV cache budget leaves room for CUDA graphs (0.18 onwards)
-_GRAPH_PROFILING = {"is enabled": True, "is disabled": False, "will be enabled": False}
+_VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
+# vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
+_SUGGESTED_UTILIZATION = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)")
 # flags, config dumps and the engine's Python arguments (LLM(...) or a wrapper's)
 _LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'", "gpu_memory_utilization=")
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
@@ -80,11 +62,14 @@ class LogContext:
     block_size: int | None = None
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    enforce_eager: bool | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enable_chunked_prefill: bool | None = None
     weights_gib: float | None = None
     total_gpu_gib: float | None = None
+    total_gpu_source: str | None = None  # "log" (printed), "catalog" (the device it names), "given" (--gpu-mem)
     non_torch_gib: float | None = None
     activation_peak_gib: float | None = None
     available_kv_gib: float | None = None
@@ -100,7 +85,9 @@ class LogContext:
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
-    lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
+    errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
+    startup: VllmStartupLog | None = None  # what the start-up reader read
+    startup_lines: StartupLines | None = None  # the lines it read
 
     def read(self, line: str, readers: "Readers | None" = None) -> dict:
         """Take every fact `line` states (later lines win); returns them for `apply` to replay. `readers`: those of
@@ -111,10 +98,19 @@ class LogContext:
 
     def apply(self, facts: dict) -> None:
         for name, value in facts.items():
-            if name.startswith("line:"):
-                self.lines[name[5:]] = value
-            else:
-                setattr(self, name, value)
+            setattr(self, name, value)
+
+    def take_startup(self, lines: StartupLines) -> None:
+        """What the start-up reader reads in the paste's start-up lines, over what was read before."""
+        self.startup, self.startup_lines = lines.read(), lines
+        if self.startup is not None:
+            self.apply(context_facts(self.startup))
+
+    def evidence(self, name: str) -> str:
+        """The start-up line that prints the figure `name` holds (a failure the figures alone show)."""
+        field = CONTEXT_NAMES[name].rpartition(".")[2]
+        found = self.startup_lines and self.startup_lines.line_of(field, getattr(self, name))
+        return found or ""
 
     def update(self, **facts) -> None:
         """Facts from the command line override the log."""
@@ -140,11 +136,8 @@ def fact_readers(shape: str) -> Readers:
     readers = [_read_keys] if any(marker in shape for marker in _LAUNCH_MARKERS) else []
     if _read_model(shape, {}) is not None:
         readers.append(_read_model)
-    readers += [
-        partial(_read_one, pattern, name)
-        for gate, pattern, name in _READINGS
-        if gate in shape and pattern.search(shape)
-    ]
+    if "-gpu-memory-utilization" in shape and _SUGGESTED_UTILIZATION.search(shape):
+        readers.append(_read_suggestion)
     if flags := _flags(shape):
         readers.append(partial(_set, flags))
     return tuple(readers)
@@ -184,17 +177,14 @@ def _read_model(line: str, facts: dict) -> bool | None:
     found = None
     if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
         facts["model"], found = match.group(1), True
-    if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
-        facts["version"], found = match.group(1) or match.group(2), True
+    if "version" in line and (match := _VERSION.search(line)):
+        facts["version"], found = match.group(1), True
     return found
 
 
-def _read_one(pattern: re.Pattern, name: str, line: str, facts: dict) -> None:
-    if match := pattern.search(line):
-        _convert_into(facts, name, match.group(match.lastindex))
-        facts["line:" + name] = line
-        if name == "max_concurrency":
-            _convert_into(facts, "max_model_len", match.group(1))
+def _read_suggestion(line: str, facts: dict) -> None:
+    if match := _SUGGESTED_UTILIZATION.search(line):
+        _convert_into(facts, "suggested_gpu_memory_utilization", match.group(1))
 
 
 def _convert_into(facts: dict, name: str, text: str) -> None:
@@ -205,8 +195,6 @@ def _convert_into(facts: dict, name: str, text: str) -> None:
 
 
 def _convert(kind: str, text: str):
-    if text in _GRAPH_PROFILING:
-        return _GRAPH_PROFILING[text]
     text = text.replace(",", "").strip("'\"")
     try:
         if kind == "int":
@@ -221,7 +209,6 @@ def _convert(kind: str, text: str):
 
 
 _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
-_FIELD_TYPES = {
-    f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.type is not bool and f.name != "lines"
-}
+_READ_HERE = {*_KEY_FIELDS.values(), "suggested_gpu_memory_utilization"}
+_FIELD_TYPES = {f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.name in _READ_HERE}
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

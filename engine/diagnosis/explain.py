@@ -1,9 +1,12 @@
 """From observations to findings: each category's explainer, plus the failures only the log's
 numbers reveal (a KV cache smaller than max_model_len, a negative KV budget)."""
 
+from dataclasses import replace
+
 from kvtool.engine.diagnosis import (
     explain_budget,
     explain_config,
+    explain_kv,
     explain_length,
     explain_pressure,
     explain_runtime,
@@ -12,14 +15,17 @@ from kvtool.engine.diagnosis import (
     wordings,
 )
 from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
-from kvtool.engine.diagnosis.findings import Finding, Observation
+from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
+from kvtool.engine.diagnosis.measured import DERIVED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
+from kvtool.engine.diagnosis.startup import with_failure
 
 EXPLAINERS = {
     "request_too_long": explain_length.request_too_long,
     "max_tokens_default_truncation": explain_truncation.default_truncation,
-    "kv_cache_too_small_at_startup": explain_startup.kv_cache_too_small,
+    "kv_cache_too_small_at_startup": explain_kv.kv_cache_too_small,
     "no_cache_blocks": explain_startup.no_cache_blocks,
     "gpu_memory_held_by_others": explain_startup.gpu_memory_held_by_others,
     "cuda_oom_startup": explain_runtime.cuda_oom,
@@ -45,6 +51,7 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:
+        obs = replace(obs, numbers=with_failure(obs.numbers, obs.category, context.startup))
         try:
             finding = EXPLAINERS.get((obs.category, obs.detail), EXPLAINERS[obs.category])(obs, context, memory)
         except (ArithmeticError, ValueError, KeyError):  # numbers no real server prints (0 GiB GPUs, 1e308 tokens)
@@ -52,7 +59,7 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
                 obs.category,
                 obs.stage,
                 "Recognised, but its numbers are out of range, so no fix is computed.",
-                dict(obs.numbers),
+                Numbers(obs.numbers),
                 [],
                 obs.evidence,
                 obs.span,
@@ -61,8 +68,18 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
-        findings.append(graph_budget(finding, context))
-    return _once(findings)
+        finding = graph_budget(finding, context, memory)
+        finding.sources = _sources(finding.numbers, obs)
+        findings.append(finding)
+    return outranked(_once(findings), context.errors)
+
+
+def _sources(numbers: dict, obs: Observation) -> dict[str, str]:
+    """Each number's source: the explainer's where it gave one, else measured (read, or a count of what was read)
+    or derived (computed from those)."""
+    known = getattr(numbers, "sources", {})
+    read = {*obs.numbers, "occurrences"}
+    return {name: known.get(name) or (MEASURED if name in read else DERIVED) for name in numbers}
 
 
 def _once(findings: list[Finding]) -> list[Finding]:
@@ -88,7 +105,7 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
-        line = context.lines["available_kv_gib"]
+        line = context.evidence("available_kv_gib")
         return [
             Observation(
                 "no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line))
@@ -97,7 +114,7 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     tokens, source = _kv_cache_tokens(context, memory)
     if tokens is None or not context.max_model_len or tokens >= context.max_model_len:
         return []
-    line = context.lines[source]
+    line = context.evidence(source)
     numbers = {"max_model_len": context.max_model_len, "kv_cache_tokens": tokens}
     if source == "num_gpu_blocks":
         numbers["num_gpu_blocks"] = context.num_gpu_blocks

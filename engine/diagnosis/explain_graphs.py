@@ -5,7 +5,10 @@ after vLLM warned that it sets none aside (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGR
 from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Observation
+from kvtool.engine.diagnosis.explain_kv import Lengths
+from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.measured import MEASURED, graphs_set_aside
+from kvtool.engine.diagnosis.memory_model import MemoryModel
 
 ESTIMATE_FLAG = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 BUDGET_CATEGORIES = ("no_cache_blocks", "kv_cache_too_small_at_startup")
@@ -18,14 +21,15 @@ BUDGET_WHY = (
 )
 
 
-def graph_budget(finding: Finding, context: LogContext) -> Finding:
-    """A start-up finding about the KV cache budget, told what the CUDA graphs took from it; where the graphs'
-    share covers what was missing, they are the cause and the budget finding the alternative."""
-    estimate = context.cuda_graph_estimate_gib
-    if not estimate or finding.category not in BUDGET_CATEGORIES:
+def graph_budget(finding: Finding, context: LogContext, memory: MemoryModel) -> Finding:
+    """A start-up finding about the KV cache budget, told what the CUDA graphs took from it where the run set
+    their share aside; where that share covers what was missing, they are the cause and the budget finding the
+    alternative."""
+    if finding.category not in BUDGET_CATEGORIES or not graphs_set_aside(context):
         return finding
-    finding.numbers["cuda_graph_estimate_gib"] = estimate
-    skip = skip_graphs(estimate)
+    estimate = context.cuda_graph_estimate_gib
+    finding.numbers.put("cuda_graph_estimate_gib", estimate, MEASURED)
+    skip = skip_graphs(estimate, _eager_length(finding.numbers, memory, estimate))
     finding.fixes.insert(1 if finding.category == "kv_cache_too_small_at_startup" else 0, skip)
     available = context.available_kv_gib
     if finding.category != "no_cache_blocks" or (available is not None and available + estimate <= 0):
@@ -41,9 +45,20 @@ def graph_budget(finding: Finding, context: LogContext) -> Finding:
     )
 
 
-def skip_graphs(estimate: float) -> Fix:
+def skip_graphs(estimate: float, length: int | None = None) -> Fix:
     action = f"skip CUDA graphs: the {estimate} GiB set aside for them goes to the KV cache"
+    if length:
+        action += f" (max_model_len {length} fits)"
     return Fix(action, flag="--enforce-eager", value=True)
+
+
+def _eager_length(numbers: Numbers, memory: MemoryModel, estimate: float) -> int | None:
+    """The longest request the KV cache holds with the graphs' share in it, where the finding's budget says."""
+    lengths = Lengths.of(numbers, memory)
+    if not lengths.available_gib or lengths.available_gib + estimate <= 0:
+        return None
+    length, source = lengths.fits(lengths.available_gib + estimate)
+    return length and numbers.put("enforce_eager_max_model_len", length, source)
 
 
 def graph_fixes(context: LogContext) -> list[Fix]:
@@ -66,5 +81,5 @@ def warned_graphs(seen: list[Observation], context: LogContext) -> list[Observat
     """A start-up that failed, with no other cause found, after the warning that graphs get no memory."""
     if seen or context.cuda_graph_profiling is not False or not context.startup_failed or context.server_up:
         return []
-    line = context.lines["cuda_graph_profiling"]
+    line = context.evidence("cuda_graph_profiling")
     return [Observation("cuda_oom_startup", "startup", {}, line, (0, len(line)), "CUDA graph capture")]

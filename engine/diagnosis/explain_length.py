@@ -2,8 +2,8 @@
 server-side length that would take the request."""
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.explain_startup import default_utilization
-from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
+from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED, default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
 
@@ -21,7 +21,7 @@ CLAMP_NOTE = (
 
 
 def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    n = dict(obs.numbers)
+    n = Numbers(obs.numbers)
     limit, prompt, max_tokens = n.get("max_model_len"), n.get("prompt_tokens"), n.get("max_tokens")
     if prompt is None and max_tokens is not None and max_tokens < 1 and limit is None:
         n["prompt_overflow_tokens"] = -max_tokens  # 0.4-era chat: max_tokens = max_model_len - prompt
@@ -135,11 +135,12 @@ def _longer_context(length: int, context: LogContext, memory: MemoryModel, n: di
     if memory.spec is not None and target > memory.spec.derived_max_model_len:
         return []
     action = "restart the server with a longer context"
-    available = context.available_kv_gib
+    available, source = context.available_kv_gib, MEASURED
     if available is None and context.total_gpu_gib:
-        available = memory.kv_budget_gib(context.total_gpu_gib, default_utilization(context))
+        available, source = memory.kv_budget_gib(context.total_gpu_gib, default_utilization(context)), ESTIMATED
     if available and (fits := memory.max_len_for(available, limit=target)) is not None:
-        n["kv_max_model_len"] = fits
+        n.put("kv_available_gib", available, source)
+        n.put("kv_max_model_len", fits, DERIVED if source == MEASURED else ESTIMATED)
         action += (
             f" (a {available} GiB KV cache holds it)"
             if fits >= target

@@ -3,8 +3,8 @@ line, read as a whole (a cache 90 % full with requests waiting, requests swapped
 that prompts sharing no prefix can only reach by recomputing preempted requests)."""
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.explain_startup import default_utilization
-from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
+from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.measured import MEASURED, default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.recognisers import NEAR_FULL_PERCENT, PRESSURE_PERCENT
 
@@ -16,7 +16,7 @@ PRIORITY_NOTE = (
 
 def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     """Preemption or a near-full cache: more requests run than the KV cache holds."""
-    n = dict(obs.numbers)
+    n = Numbers(obs.numbers)
     if obs.category == "preemption":
         summary = (
             f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
@@ -37,7 +37,7 @@ def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[F
     tokens = context.kv_cache_tokens or (context.num_gpu_blocks and memory.kv_tokens(context.num_gpu_blocks))
     fixes = []
     if tokens and context.max_model_len:
-        n["kv_cache_tokens"] = tokens
+        n.put("kv_cache_tokens", tokens, MEASURED)  # the start-up's, its tightest rank's
         n["max_num_seqs_without_preemption"] = max(1, tokens // context.max_model_len)
         fixes.append(
             Fix(
@@ -70,7 +70,7 @@ def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[F
 
 def stats_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding | None:
     """A stats line's reading: preemption where it shows, a full cache where only that does, else nothing."""
-    n = dict(obs.numbers)
+    n = Numbers(obs.numbers)
     usage, waiting = n["kv_cache_usage_percent"], n.get("num_waiting", 0)
     hit_rate, swapped = n.get("prefix_cache_hit_rate_percent"), n.get("num_swapped", 0)
     if swapped > 0:

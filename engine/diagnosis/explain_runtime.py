@@ -5,8 +5,9 @@ from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_graphs import graph_fixes
-from kvtool.engine.diagnosis.explain_startup import default_utilization, smaller_profiling_batch
-from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Observation
+from kvtool.engine.diagnosis.explain_kv import smaller_profiling_batch
+from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.measured import default_utilization, run_budget
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
 
@@ -29,7 +30,7 @@ STAGE_UNKNOWN_NOTE = (
 
 
 def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    n = dict(obs.numbers)
+    n = Numbers(obs.numbers)
     phase = obs.detail
     summary = f"CUDA ran out of memory {f'during {phase}' if phase else WHERE[obs.stage]}"
     if "tried_to_allocate_gib" in n:
@@ -128,7 +129,7 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
             ),
         ]
     return [
-        smaller_profiling_batch(n, context),
+        smaller_profiling_batch(n, memory, run_budget(context, memory)),
         Fix(
             "run fewer sequences at once",
             flag="--max-num-seqs",

@@ -24,6 +24,20 @@ MEMORY_AND_LENGTH_CATEGORIES = frozenset(
 )
 
 
+class Numbers(dict):
+    """A finding's numbers, with where the explainer took each one it knows the source of (`put`): measured,
+    derived or estimated (measured.SOURCES). explain() gives the others theirs: a number read from the failure's
+    text is measured, one computed from the others derived."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sources: dict[str, str] = {}
+
+    def put(self, name: str, value, source: str):
+        self[name], self.sources[name] = value, source
+        return value
+
+
 @dataclass(frozen=True)
 class Fix:
     """One change that would avoid the failure; `flag` for the server, `param` for the request."""
@@ -89,6 +103,7 @@ class Finding:
     notes: list[str] = field(default_factory=list)
     stage_evidence: str | None = None  # the line that decided `stage` (an out-of-memory error's context)
     alternatives: list[Alternative] = field(default_factory=list)  # other causes the text allows, most likely first
+    sources: dict[str, str] = field(default_factory=dict)  # number -> measured | derived | estimated | given
 
     def to_dict(self) -> dict:
         out = {
@@ -96,6 +111,7 @@ class Finding:
             "stage": self.stage,
             "summary": self.summary,
             "numbers": self.numbers,
+            "sources": self.sources,
             "fixes": [fix.to_dict() for fix in self.fixes],
             "evidence": self.evidence,
             "notes": self.notes,

@@ -5,7 +5,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.discovery.models import spec_from_path
+from kvtool.engine.discovery.models import resolve_offline, spec_from_path
 from kvtool.engine.sizing import catalog
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE, KV_CACHE_DTYPES
 from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout, kv_cache_dtype_bytes
@@ -28,8 +28,9 @@ class MemoryModel:
             block_size=context.block_size or DEFAULT_BLOCK_SIZE,
             kv_cache_dtype=context.kv_cache_dtype if context.kv_cache_dtype in KV_CACHE_DTYPES else "auto",
             tp=context.tensor_parallel_size or 1,
+            pp=context.pipeline_parallel_size or 1,
         )
-        return cls(spec=spec or catalog_spec(context.model), layout=layout)
+        return cls(spec=spec or log_spec(context.model, context.served_model_name), layout=layout)
 
     @property
     def block_size(self) -> int:
@@ -54,16 +55,16 @@ class MemoryModel:
         """Largest max_model_len one request of which fits `available_gib` (None without a model)."""
         if self.spec is None or available_gib <= 0:
             return None
-        return self._cache(kv_cache_dtype, tp).estimate_max_model_len(int(available_gib * GiB), limit)
+        return self.cache(kv_cache_dtype, tp).estimate_max_model_len(int(available_gib * GiB), limit)
 
     def needed_gib(self, max_model_len: int, kv_cache_dtype: str | None = None) -> float | None:
         """KV memory one request of max_model_len needs, plus the null block."""
         if self.spec is None:
             return None
-        cache = self._cache(kv_cache_dtype)
+        cache = self.cache(kv_cache_dtype)
         return round((cache.request_bytes(max_model_len) + cache.block_bytes) / GiB, 2)
 
-    def _cache(self, kv_cache_dtype: str | None = None, tp: int | None = None) -> KVCacheSpec:
+    def cache(self, kv_cache_dtype: str | None = None, tp: int | None = None) -> KVCacheSpec:
         """The model's KV cache under the log's layout, with another KV dtype or tensor parallel size."""
         layout = self.layout
         layout = replace(layout, kv_cache_dtype=kv_cache_dtype or layout.kv_cache_dtype, tp=tp or layout.tp)
@@ -94,6 +95,18 @@ def catalog_spec(model: str | None) -> ModelSpec | None:
         return entry.spec() if entry else None
     except (UsageError, OSError, KeyError, ValueError):
         return None
+
+
+def log_spec(*names: str | None) -> ModelSpec | None:
+    """The model a log names (its path or its served name), found without the network as `plan --from-log` finds
+    it: a local path, the catalog (also the last part of a path), the Hugging Face cache; None when none is."""
+    for name in filter(None, names):
+        try:
+            if (spec := resolve_offline(name)) is not None:
+                return spec
+        except (UsageError, OSError, KeyError, ValueError, RuntimeError):  # RuntimeError: "~nobody/x"
+            continue
+    return None
 
 
 def resolve_spec(model: str) -> ModelSpec:

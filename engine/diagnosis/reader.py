@@ -22,17 +22,22 @@ from kvtool.engine.diagnosis.normalize import logical_lines
 from kvtool.engine.diagnosis.unwrap import undoubled, unwrapped
 from kvtool.engine.diagnosis.widening import NEIGHBOUR_BYTES, keeps_every_line, merged
 
-Anchors = dict[
-    bytes, tuple[bytes, ...] | re.Pattern | None
-]  # anchor -> refinements: longer words, each starting with the
-#                                                 anchor, one of which must be found where it is; None: only
-#                                                 its first hit in a chunk counts; a regex: matched
-#                                                 where the anchor is
+
+class Lone:
+    """An anchor's mark: every hit of it is kept with DETAIL_LINES lines after it only (an error line and its
+    detail: pydantic's lines under "1 validation error for ..."), not widened."""
+
+
+LONE = Lone()
+# anchor -> refinements: longer words, each starting with the anchor, one of which must be found where it is;
+# None: only its first hit in a chunk counts; a regex: matched where the anchor is; LONE: every hit, alone
+Anchors = dict[bytes, tuple[bytes, ...] | re.Pattern | Lone | None]
 
 CHUNK_BYTES = 1 << 20
 LONG_LINE = 16 << 10
 WINDOW = 4 << 10
 MAX_WINDOWS = 64  # per chunk, for lines longer than LONG_LINE
+DETAIL_LINES = 2
 # a space, a line break and the next line's prefix, or a line break escaped in JSON
 WRAP = rb"(?:[ \t]*\r?\n[^\n]{0,120}?\s|[ \t]*\\n\s*|\s+)"
 
@@ -111,7 +116,8 @@ def _may_hold_long_line(chunk: bytes) -> bool:
 
 def _add_hits(spans: set, chunk: bytes, anchor: bytes, refinements, windows: int) -> int:
     """Add the stretch of each hit of `anchor` to `spans`; returns the windows cut from long lines so far."""
-    around = _refinements(anchor, refinements)
+    around = None if refinements is LONE else _refinements(anchor, refinements)
+    widen = refinements is not None and refinements is not LONE
     hit = _next_hit(chunk, anchor, around, 0)
     while hit >= 0:
         start = chunk.rfind(b"\n", 0, hit) + 1
@@ -123,10 +129,22 @@ def _add_hits(spans: set, chunk: bytes, anchor: bytes, refinements, windows: int
                 break
             start, end = max(start, hit - WINDOW), min(end, hit + WINDOW)
             spans.add((start, end, False))
-        else:  # a sign of serving needs no neighbours
-            spans.add((start, end, refinements is not None))
+        else:  # a sign of serving needs no neighbours, an error line only its detail
+            if refinements is LONE:
+                end = _lines_on(chunk, end, DETAIL_LINES)
+            spans.add((start, end, widen))
         hit = -1 if refinements is None else _next_hit(chunk, anchor, around, end + 1)
     return windows
+
+
+def _lines_on(chunk: bytes, end: int, lines: int) -> int:
+    """The end of the line `lines` lines after the one that ends at `end` (or of the chunk), within LONG_LINE."""
+    for _ in range(lines):
+        found = chunk.find(b"\n", end + 1, end + 1 + LONG_LINE)
+        if found < 0:
+            return end if end + 1 + LONG_LINE < len(chunk) else len(chunk)
+        end = found
+    return end
 
 
 def _next_hit(chunk: bytes, anchor: bytes, around: re.Pattern | None, start: int) -> int:

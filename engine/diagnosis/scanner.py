@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from kvtool.engine.diagnosis import truncation
+from kvtool.engine.diagnosis import errors, startup, truncation
 from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
@@ -53,6 +53,8 @@ ANCHORS = {
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
     b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
     b"hunked prefill": (),
+    b"LLM Version": (), b"device_name=": (),  # the release (collect_env) and the GPU, for the start-up reader
+    **errors.ANCHORS,  # error lines, alone
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
@@ -76,6 +78,9 @@ class Plan:
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
     elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
+    startup: bool  # whether the start-up reader reads something in it (startup.py)
+    error: bool  # whether it is an error line (errors.py)
+    consequence: frozenset[str]  # the symptoms whose consequence it names (errors.py)
     gives: bool  # whether a line of it can give a fact or an observation (the others only mark the stage)
 
     @classmethod
@@ -88,9 +93,13 @@ class Plan:
         elided = ()
         if any(mark in shape for mark in ELISION_MARKS):
             elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.template, shape))
+        read_at_startup = startup.reads(shape)
         facts = fact_readers(shape)
         gives = bool(patterns or facts or elided)
-        return cls(patterns, matches, settled, facts, shape_markers(shape), requests, elided, gives)
+        markers, (error, consequence) = shape_markers(shape), errors.kinds(shape)
+        return cls(
+            patterns, matches, settled, facts, markers, requests, elided, read_at_startup, error, consequence, gives
+        )
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -146,6 +155,8 @@ class Scanner:
         self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
         self.cut_short = CutShortWithoutMaxTokens()
+        self.startup_lines = startup.StartupLines()
+        self.errors = errors.ErrorLines()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
         self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
@@ -163,8 +174,11 @@ class Scanner:
         if (plan := self._plans.get(shape)) is None:
             plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
         self.stage.feed(text, plan.markers)
-        if plan.gives:
-            self._match(plan, text, original)
+        if plan.startup:
+            self.startup_lines.add(text, shape)
+        read = plan.gives and self._match(plan, text, original)
+        if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail
+            self.errors.feed(self.line_index, original, plan.error and not read, plan.consequence)
         if plan.requests or self.offline_defaults.call:
             if observation := self.truncated_responses.feed(text, self.line_index):
                 self._add(observation)
@@ -175,7 +189,7 @@ class Scanner:
         if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)
 
-    def _match(self, plan: Plan, text: str, original: str) -> None:
+    def _match(self, plan: Plan, text: str, original: str) -> bool:
         # A line that can give something goes through the cache: a cached line keeps the evidence of the
         # first original seen (its line breaks), so when the cache is emptied decides what is shown.
         if (seen := self._seen.get(text)) is not None:
@@ -195,9 +209,12 @@ class Scanner:
             elif len(self.observations) < MAX_DISTINCT or _numbers(observation) in self._oom_numbers:
                 self._pending.append((self.line_index, observation))
             # else: a new error once MAX_DISTINCT are kept, dropped without placing it
+        return bool(observations)
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
+        self.context.take_startup(self.startup_lines)
+        self.context.errors = self.errors.finish()
         return self
 
     @staticmethod

@@ -1,5 +1,6 @@
 """Recognisers and context reading, line by line."""
 
+import re
 from string import Formatter
 
 import pytest
@@ -10,6 +11,7 @@ from kvtool.engine.diagnosis.reader import line_spans
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
 from kvtool.engine.diagnosis.wordings import WORDINGS
+from kvtool.engine.sizing import startup_log_lines
 
 
 def passes_prefilter(text: str) -> bool:
@@ -32,6 +34,27 @@ def test_every_wording_survives_the_prefilter(wording):
 )
 def test_every_other_gate_survives_the_prefilter(pattern):
     assert passes_prefilter(pattern.gate), pattern.gate
+
+
+# start-up lines that only ever come inside a longer message with an anchor of its own
+INSIDE_OTHERS = {
+    "█ version": "the logo's next line: █ model ...",
+    "Initializing": "... with config: model=...",
+    "vllm-{ver}-cp": "a wheel's name in a pip command",
+    "vllm=={ver}": "a pip pin, read where other lines bring it",
+    "total consumed": "a debug line among 'Initial free memory', 'Requested memory'",
+    "total capacity": "PyTorch's CUDA out of memory",
+    "{gib} G": "To serve at least one request with the model's max seq len (...)",
+}
+
+
+@pytest.mark.parametrize("line", startup_log_lines.LINES, ids=lambda line: line.template[:40])
+def test_every_start_up_line_survives_the_prefilter(line):
+    text = re.sub(
+        r"\{(\w+)\}", lambda match: {"_": "x", "path": "org/model", "word": "cuda"}.get(match[1], "1.5"), line.template
+    )
+    inside = next((why for start, why in INSIDE_OTHERS.items() if line.template.startswith(start)), None)
+    assert passes_prefilter(text) or inside, line.template
 
 
 @pytest.mark.parametrize(
@@ -85,10 +108,37 @@ def test_every_other_gate_survives_the_prefilter(pattern):
     ],
 )
 def test_context_reads_launch_flags_and_startup_lines(line, facts):
+    """vLLM's start-up lines through the start-up reader (startup.py), the flags also where people write them."""
     assert passes_prefilter(line)
-    context = LogContext()
-    context.read(line)
+    context = Scanner().scan([line]).context
     assert {name: getattr(context, name) for name in facts} == facts
+
+
+@pytest.mark.parametrize(
+    "line, facts",
+    [
+        (
+            "llm = LLM(model='Qwen/Qwen3-8B', max_model_len=16384, gpu_memory_utilization=0.8)",
+            dict(max_model_len=16384),
+        ),
+        ('bonito = Bonito("BatsResearch/bonito-v1",gpu_memory_utilization=0.9)', dict(gpu_memory_utilization=0.9)),
+        (
+            "docker run --gpus all vllm/vllm-openai:v0.8.5 --model Qwen/Qwen2.5-7B-Instruct --max-model-len 8192",
+            dict(model="Qwen/Qwen2.5-7B-Instruct", max_model_len=8192),
+        ),
+    ],
+)
+def test_settings_people_state_outside_vllms_lines_are_read_too(line, facts):
+    context = Scanner().scan([line]).context
+    assert {name: getattr(context, name) for name in facts} == facts
+
+
+def test_the_start_up_readers_settings_win_over_those_read_elsewhere():
+    lines = [
+        "llm = LLM(model='m', max_model_len=8192)",
+        "INFO 05-01 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.10.1) with config: model='m', max_seq_len=4096",
+    ]
+    assert Scanner().scan(lines).context.max_model_len == 4096
 
 
 def test_auto_and_none_values_stay_unknown():
