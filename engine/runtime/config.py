@@ -97,6 +97,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logprobs: int | None = None
+    logprob_token_ids: list[int] | None = None  # logprobs of exactly these ids (and the sampled one) per token
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
@@ -161,6 +162,13 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature < 1e-5
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """Sample logprobs per output token (None: not asked), counting logprob_token_ids as vLLM does."""
+        if self.logprobs is not None:
+            return self.logprobs
+        return len(self.logprob_token_ids) if self.logprob_token_ids else None
 
 
 def _require(ok: bool, param: str, template: str, **values) -> None:

@@ -39,7 +39,7 @@ class OutputProcessor:
             )
             for _ in seqs
         ]
-        logprobs = [[] if params.logprobs is not None else None for _ in seqs]
+        logprobs = [[] if params.num_logprobs is not None else None for _ in seqs]
         self.requests[request_id] = RequestState(
             request_id,
             prompt,

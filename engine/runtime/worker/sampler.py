@@ -30,7 +30,7 @@ class Sampler:
 
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> SamplerOutput:
         logits = apply_grammar_bitmask(logits, seqs)
-        raw_logprobs = logits.log_softmax(-1) if any(s.params.logprobs is not None for s in seqs) else None
+        raw_logprobs = logits.log_softmax(-1) if any(s.params.num_logprobs is not None for s in seqs) else None
         logits = apply_request_rules(logits, seqs)
         logits = self._apply_penalties(logits, seqs)
         logits = self._mask_stops_before_min_tokens(logits, seqs)
@@ -84,7 +84,7 @@ class Sampler:
         if raw_logprobs is None:
             return [None] * len(seqs)
         return [
-            None if s.params.logprobs is None else _top_logprobs(raw_logprobs[i], token_ids[i], s.params.logprobs)
+            None if s.params.num_logprobs is None else _top_logprobs(raw_logprobs[i], token_ids[i], s.params)
             for i, s in enumerate(seqs)
         ]
 
@@ -139,9 +139,13 @@ def _min_p(probs, seqs):
     return probs.masked_fill(probs < threshold, 0.0)
 
 
-def _top_logprobs(row: torch.Tensor, token_id: int, num: int) -> dict[int, Logprob]:
-    chosen = row[token_id]
+def _top_logprobs(row: torch.Tensor, token_id: int, params) -> dict[int, Logprob]:
+    """The sampled token first, then its top `logprobs`, or exactly the `logprob_token_ids` (ranked 1.. in the
+    order listed, as vLLM ranks them)."""
+    chosen, num = row[token_id], params.logprobs or 0
     result = {token_id: Logprob(float(chosen), int((row > chosen).sum()) + 1)}
+    for rank, tid in enumerate(params.logprob_token_ids or [], start=1):
+        result.setdefault(tid, Logprob(float(row[tid]), rank))
     if num > 0:
         values, ids = row.topk(num)
         for rank, (value, tid) in enumerate(zip(values.tolist(), ids.tolist()), start=1):
