@@ -24,6 +24,7 @@ from kvtool.engine.server.responses import (
     TokenizeResponse,
     VersionResponse,
 )
+from kvtool.engine.server.responses_api import add_responses_routes
 from kvtool.engine.server.serving import ServerSettings, ServerState
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,6 +44,7 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     app.state.server = state
     install_error_handlers(app)
     _add_routes(app, state)
+    add_responses_routes(app, state)
     install_openapi(app, settings.model_name, engine.input_processor.vocab_size, settings.max_model_len)
     app.add_middleware(ContainErrors)
     app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
