@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from kvtool.engine.server.protocol import StrictModel
+from kvtool.engine.server.protocol import MODEL_MARK, StrictModel
 from kvtool.engine.sizing import messages
 
 ShortText = Annotated[str, Field(max_length=1048576)]
@@ -89,7 +89,7 @@ DecisionQuestion = Annotated[PredicateQuestion | ChoiceQuestion | ScoreQuestion,
 
 
 class DecisionRequest(DecisionModel):
-    model: ShortText
+    model: Annotated[str, Field(max_length=1048576, json_schema_extra={MODEL_MARK: True})]
     # the list first: a message's own error (an image part) is then the first one reported
     input: Annotated[list[DecisionInputMessage], Field(max_length=131072)] | InputText
     questions: list[DecisionQuestion] = Field(min_length=1, max_length=200)

@@ -43,9 +43,9 @@ def client(stored_server):
     return openai.OpenAI(base_url=f"{stored_server}/v1", api_key="unused", max_retries=0, timeout=300)
 
 
-def prompt_tokens(base_url: str, messages: list[dict]) -> int:
+def prompt_tokens(base_url: str, messages: list[dict], **chat) -> int:
     """The chat template's prompt for these messages, as /v1/chat/completions counts it."""
-    body = {"messages": messages, "max_tokens": 1}
+    body = {"messages": messages, "max_tokens": 1, **chat}
     return httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120).json()["usage"]["prompt_tokens"]
 
 
@@ -113,7 +113,9 @@ def test_output_logprobs_come_with_the_requested_alternatives_whole_and_streamed
     assert reply.top_logprobs == 3
 
 
-def test_a_named_function_is_called_with_arguments_matching_its_schema_then_its_output_is_answered(client):
+def test_a_named_function_is_called_with_arguments_matching_its_schema_then_its_output_is_answered(
+    client, stored_server
+):
     reply = client.responses.create(input=ASK, tools=TOOLS, tool_choice=NAMED, max_output_tokens=60, temperature=0.0)
     call = reply.output[-1]
     assert call.type == "function_call" and call.name == "get_weather" and call.status == "completed"
@@ -121,7 +123,14 @@ def test_a_named_function_is_called_with_arguments_matching_its_schema_then_its_
     follow_up = [*ASK, call, {"type": "function_call_output", "call_id": call.call_id, "output": "21 degrees"}]
     answer = client.responses.create(input=follow_up, tools=TOOLS, tool_choice="none", max_output_tokens=10)
     assert answer.output[-1].type == "message" and answer.output_text
-    assert answer.usage.input_tokens > reply.usage.input_tokens + reply.usage.output_tokens
+    function = {"name": "get_weather", "arguments": call.arguments}
+    history = [
+        *ASK,
+        {"role": "assistant", "tool_calls": [{"id": call.call_id, "type": "function", "function": function}]},
+        {"role": "tool", "content": "21 degrees", "tool_call_id": call.call_id},
+    ]
+    chat_tools = [{"type": "function", "function": {k: v for k, v in TOOLS[0].items() if k != "type"}}]
+    assert answer.usage.input_tokens == prompt_tokens(stored_server, history, tools=chat_tools, tool_choice="none")
 
 
 def test_tool_choice_required_calls_a_tool_and_streams_its_arguments(client):
