@@ -14,7 +14,8 @@ from openai.types.responses import ResponseTextConfig
 from openai.types.responses.response import ToolChoice
 from openai.types.responses.tool import Tool
 from openai.types.shared import Reasoning
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, WrapValidator, field_validator
+from pydantic_core import PydanticCustomError
 
 from kvtool.engine.server.protocol import Seed, ServedModel, StrictModel, StructuredOutputsField, TokenId
 
@@ -27,6 +28,28 @@ Include = Literal[
     "reasoning.encrypted_content",
 ]
 OUTPUT_LOGPROBS = "message.output_text.logprobs"
+
+
+def strict(annotation):
+    """One of the openai package's models, validated as strictly as kvtool's own (false is no 0, "1" no 1)."""
+    adapter = TypeAdapter(annotation)
+
+    def validate(value, handler):
+        try:
+            return adapter.validate_python(value, strict=True)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"] if not _is_branch(str(part)))
+            raise PydanticCustomError(
+                "strict", "{where}{msg}", {"where": f"{where}: " if where else "", "msg": first["msg"]}
+            ) from None
+
+    return Annotated[annotation, WrapValidator(validate)]
+
+
+def _is_branch(part: str) -> bool:
+    """pydantic's names for union branches in an error location (FunctionTool, tagged-union[...])."""
+    return part[:1].isupper() or "[" in part
 
 
 class PromptCacheOptions(StrictModel):
@@ -53,7 +76,7 @@ class ResponsesRequest(StrictModel):
     parallel_tool_calls: bool | None = True
     previous_response_id: str | None = None
     prompt: dict[str, Any] | None = None
-    reasoning: Reasoning | None = None
+    reasoning: strict(Reasoning) | None = None
     include_reasoning: bool = True
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] = "auto"
     store: bool | None = True
@@ -62,9 +85,9 @@ class ResponsesRequest(StrictModel):
     top_p: float | None = None
     top_k: int | None = None
     min_p: float | None = None
-    text: ResponseTextConfig | None = None
-    tool_choice: ToolChoice = "auto"
-    tools: list[Annotated[Tool, Field(discriminator="type")]] = Field(default_factory=list)
+    text: strict(ResponseTextConfig) | None = None
+    tool_choice: strict(ToolChoice) = "auto"
+    tools: strict(list[Annotated[Tool, Field(discriminator="type")]]) = Field(default_factory=list)
     top_logprobs: int | None = 0  # null is the same as leaving it out (OpenAI's spec)
     user: str | None = None
     skip_special_tokens: bool | None = None

@@ -42,6 +42,9 @@ class ToolNames:
 
     def add(self, function, namespace: str | None = None) -> None:
         name = f"{namespace}{NAMESPACE_SEPARATOR}{function.name}" if namespace else function.name
+        if function.parameters is not None and not isinstance(function.parameters, dict):  # a namespace's may be
+            got = type(function.parameters).__name__
+            raise APIError(messages.TOOL_PARAMETERS_NOT_OBJECT.format(name=name, got=got), param="tools")
         if namespace:
             self.namespaced[name] = (function.name, namespace)
         definition = {"name": name, "description": function.description, "parameters": function.parameters}

@@ -75,6 +75,7 @@ TOOL_TYPE_NOT_SUPPORTED = (
     "Tool type '{type}' is not supported by kvtool's embedded engine: it runs function tools (and namespaces of "
     "them) only, and no built-in tools."
 )
+TOOL_PARAMETERS_NOT_OBJECT = "Tool '{name}': parameters must be a JSON Schema object, got {got}."
 TOOL_CHOICE_NOT_SUPPORTED = "tool_choice of type '{type}' is not supported: use none, auto, required or a function."
 
 # The Decisions API (vllm/entrypoints/openai/decisions/), vLLM 0.33.
