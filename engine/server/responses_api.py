@@ -111,7 +111,7 @@ class ResponsesJob(ChatJob):
 
     def _deltas(self, completion: CompletionOutput) -> list[dict]:
         if self.tools.mode != "none":
-            return self.tool_stream.deltas(completion.delta_text, completion.finish_reason is not None)
+            return self.tool_stream.deltas(completion.delta_text, completion.finish_reason)
         return [{"content": completion.delta_text}] if completion.delta_text else []
 
     def finish(self, items: list[dict], output: RequestOutput) -> dict:
