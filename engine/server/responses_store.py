@@ -89,17 +89,16 @@ class ResponsesStore:
         task.add_done_callback(lambda _: self.tasks.pop(response_id, None))
 
     async def _run(self, response_id: str, work) -> None:
+        """Run a background response; one that ends without its answer (an error) is failed."""
         try:
             await work
-        except asyncio.CancelledError:
-            raise
         except Exception:
             logger.exception("Background response %s failed", response_id)
-            if self.responses[response_id]["status"] in UNFINISHED:
-                self.responses[response_id] = {**self.responses[response_id], "status": "failed"}
         finally:
             if response_id in self.event_logs:
                 self.event_logs[response_id].finish()
+        if self.responses[response_id]["status"] in UNFINISHED:
+            self.responses[response_id] = {**self.responses[response_id], "status": "failed"}
 
     def events(self, response_id: str, starting_after: int | None) -> AsyncIterator[str]:
         log = self.event_logs.get(response_id)
