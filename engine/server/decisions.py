@@ -108,7 +108,8 @@ def question_text(question) -> str:
 def label_softmax(logprobs: list[float]) -> list[float]:
     top = max(logprobs)
     weights = [math.exp(lp - top) for lp in logprobs]
-    return [w / sum(weights) for w in weights]
+    total = sum(weights)
+    return [w / total for w in weights]
 
 
 def answer(question, read: Read) -> dict:

@@ -86,6 +86,21 @@ def test_items_in_input_make_the_same_prompt_as_the_chat_messages(client, stored
     assert reply.usage.input_tokens == prompt_tokens(stored_server, messages)
 
 
+def test_an_unfinished_assistant_message_at_the_end_is_continued(client, stored_server):
+    partial = {
+        "type": "message",
+        "role": "assistant",
+        "status": "incomplete",
+        "content": [{"type": "output_text", "text": "The sky is"}],
+    }
+    reply = client.responses.create(
+        input=[{"role": "user", "content": "Describe the sky."}, partial], max_output_tokens=2
+    )
+    messages = [{"role": "user", "content": "Describe the sky."}, {"role": "assistant", "content": "The sky is"}]
+    continued = prompt_tokens(stored_server, messages, add_generation_prompt=False, continue_final_message=True)
+    assert reply.usage.input_tokens == continued != prompt_tokens(stored_server, messages)
+
+
 def test_a_streamed_response_pairs_its_events_and_ends_as_the_stored_one(client):
     events = list(client.responses.create(input="Say hello in one sentence.", stream=True, max_output_tokens=12))
     kinds = [event.type for event in events]
