@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from kvtool import __version__
-from kvtool.engine.server.chat import create_chat_completion
+from kvtool.engine.server.chat import create_chat_completion, requested_template
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.decisions import add_decisions_route
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
@@ -98,7 +98,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/tokenize", response_model=TokenizeResponse)
     async def tokenize(body: TokenizeRequest) -> dict:
         state.check_model(body.model)
-        tokens = _tokenize(state.engine.input_processor, body)
+        tokens = _tokenize(state.engine.input_processor, body, state.settings.trust_request_chat_template)
         token_strs = state.engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None
         return {
             "count": len(tokens),
@@ -123,14 +123,13 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         return Response(state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
 
 
-def _tokenize(processor, body: TokenizeRequest) -> list[int]:
+def _tokenize(processor, body: TokenizeRequest, trust_request_chat_template: bool) -> list[int]:
     if body.messages is not None:
         tools = [tool.model_dump(exclude_none=True) for tool in body.tools or []] or None
         kwargs = {"tools": tools, "continue_final_message": body.continue_final_message}
+        kwargs |= requested_template(body.chat_template, body.chat_template_kwargs, trust_request_chat_template)
         conversation = [m.as_template_message() for m in body.messages]
-        text = processor.render_chat(
-            conversation, body.add_generation_prompt, **kwargs, **(body.chat_template_kwargs or {})
-        )
+        text = processor.render_chat(conversation, body.add_generation_prompt, **kwargs)
         return processor.encode(text, "messages", add_special_tokens=bool(body.add_special_tokens))
     if body.prompt is None:
         raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")

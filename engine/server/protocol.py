@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
+from kvtool.engine.runtime.input_processor import Truncation
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
-from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
+from kvtool.engine.server import body_checks
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
 # replaces with the values when build_app writes the OpenAPI document.
@@ -22,6 +24,8 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
 Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
+# vLLM's bound is int64; the document says max_model_len, past which the InputProcessor refuses it in vLLM's words
+PromptTokensKept = Annotated[int, Field(ge=-1, le=INT64_MAX, json_schema_extra=MAX_MODEL_LEN_BOUND)]
 
 
 class StrictModel(BaseModel):
@@ -73,6 +77,7 @@ class _SamplingFields(StrictModel):
     """
 
     model_config = ConfigDict(strict=True, extra="allow")
+    constraint_param: ClassVar[str | None] = "structured_outputs"  # what vLLM names when two kinds are given
 
     model: ServedModel = None
     n: int = Field(1, ge=1, le=128)
@@ -99,13 +104,32 @@ class _SamplingFields(StrictModel):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
+    # vLLM's token-level fields (token_fields.py checks them together, as vLLM's check_logprobs does)
+    prompt_logprobs: int | None = None
+    logprob_token_ids: list[TokenId] | None = None
+    return_token_ids: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    # vLLM's fields for beam search (beam_search.py), prompt truncation (the InputProcessor cuts it), KV transfer
+    use_beam_search: bool = False
+    length_penalty: float = 1.0
+    truncate_prompt_tokens: PromptTokensKept | None = None
+    truncation_side: Literal["left", "right"] | None = None
+    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
+    kv_transfer_params: dict[str, Any] | None = None
 
-    def include_usage(self) -> bool:
-        return bool(self.stream_options and self.stream_options.include_usage)
+    _raw_body_checks = model_validator(mode="before")(body_checks.sampling_body)
 
-    def continuous_usage(self) -> bool:
-        """vLLM's extension: usage so far in every chunk."""
-        return self.include_usage() and self.stream_options.continuous_usage_stats
+    def usage_in_stream(self, force: bool = False) -> tuple[bool, bool]:
+        """(a final usage chunk, usage so far in every chunk): as stream_options ask, or both when the server forces."""
+        if force:
+            return True, True
+        include = bool(self.stream_options and self.stream_options.include_usage)
+        return include, include and self.stream_options.continuous_usage_stats
+
+    def truncation(self) -> Truncation | None:
+        if self.truncate_prompt_tokens is None:
+            return None
+        return Truncation(self.truncate_prompt_tokens, self.truncation_side)
 
     def to_sampling_params(
         self, max_tokens: int | None, logprobs: int | None, structured_outputs: StructuredOutputsParams | None = None
@@ -132,7 +156,9 @@ class _SamplingFields(StrictModel):
             stop_token_ids=self.stop_token_ids,
             ignore_eos=self.ignore_eos,
             min_tokens=self.min_tokens,
-            logprobs=logprobs,
+            logprobs=None if self.logprob_token_ids else logprobs,
+            prompt_logprobs=self.prompt_logprobs_asked(),
+            logprob_token_ids=self.logprob_token_ids or None,
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens,
             logit_bias=self.logit_bias,
@@ -145,13 +171,23 @@ class _SamplingFields(StrictModel):
 
 class CompletionRequest(_SamplingFields):
     prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
-    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, json_schema_extra=MAX_MODEL_LEN_BOUND)  # 0 with echo: score
+    logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
     echo: bool = False
     add_special_tokens: bool = True
 
+    _raw_completion_checks = model_validator(mode="before")(body_checks.completion_body)
+
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
+
+    def echo_without_generation(self) -> bool:
+        """`echo` with `max_tokens: 0` scores the prompt alone (lm-evaluation-harness's log-likelihoods)."""
+        return self.echo and self.max_tokens == 0
+
+    def prompt_logprobs_asked(self) -> int | None:
+        """vLLM: `echo` with `logprobs` scores the prompt with as many logprobs."""
+        return self.logprobs if self.prompt_logprobs is None and self.echo else self.prompt_logprobs
 
     def prompts(self) -> list[str] | list[list[int]]:
         """The batch of prompts: a string or a token list is a batch of one."""
@@ -189,7 +225,7 @@ class NamedToolChoice(StrictModel):
 class ChatMessage(StrictModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
-    role: Literal["system", "user", "assistant", "tool", "developer"]
+    role: str  # OpenAI's roles or any other: vLLM passes a custom role to the chat template
     content: str | list[TextPart] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
@@ -197,6 +233,9 @@ class ChatMessage(StrictModel):
 
     def text(self) -> str:
         return self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
+
+    def has_non_text_content(self) -> bool:
+        return isinstance(self.content, list) and any(part.type != "text" for part in self.content)
 
     def as_template_message(self) -> dict:
         message = {"role": self.role, "content": self.text() or ""}
@@ -207,11 +246,13 @@ class ChatMessage(StrictModel):
 
 
 class ChatCompletionRequest(_SamplingFields):
+    constraint_param: ClassVar[str | None] = None
+
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    top_logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     add_special_tokens: bool = False
@@ -223,6 +264,8 @@ class ChatCompletionRequest(_SamplingFields):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = True
 
+    _raw_chat_checks = model_validator(mode="before")(body_checks.chat_body)
+
     def requested_max_tokens(self) -> tuple[int | None, str]:
         """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
         if self.max_completion_tokens is not None:
@@ -231,6 +274,10 @@ class ChatCompletionRequest(_SamplingFields):
 
     def num_logprobs(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None
+
+    def prompt_logprobs_asked(self) -> int | None:
+        """vLLM: a chat `echo` scores the prompt with `top_logprobs` logprobs."""
+        return (self.top_logprobs or 0) if self.prompt_logprobs is None and self.echo else self.prompt_logprobs
 
 
 class TokenizeRequest(StrictModel):
@@ -244,6 +291,7 @@ class TokenizeRequest(StrictModel):
     continue_final_message: bool = False
     return_token_strs: bool | None = False
     tools: list[Tool] | None = None
+    chat_template: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
 
