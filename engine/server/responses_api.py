@@ -66,6 +66,7 @@ class ResponsesJob(ChatJob):
         super().__init__(state, turn.chat, header_id, tools, constraint)
         self.turn, self.request = turn, turn.request
         self.tool_stream = ToolCallStream(tools, turn.chat.parallel_tool_calls)
+        self.pending_logprobs: list[dict] = []  # of tokens whose text is not sent yet
         processed = self.requests[0].processed
         self.envelope = ResponseEnvelope(
             self.request,
@@ -78,7 +79,7 @@ class ResponsesJob(ChatJob):
 
     async def full_response(self) -> dict:
         output = (await final_outputs(self.state, self.requests))[0]
-        choice = self.final_choice(self.requests[0], output.outputs[0])
+        choice = self.final_choice(self.requests[0], output, output.outputs[0])
         return self.finish(output_items(choice, self.turn.names), output)
 
     async def stream(self) -> AsyncIterator[str]:
@@ -100,13 +101,17 @@ class ResponsesJob(ChatJob):
         yield events.envelope(f"response.{'incomplete' if final['status'] == 'incomplete' else 'completed'}", final)
 
     def _events(self, events: ResponseEvents, completion: CompletionOutput) -> list[str]:
-        """The events of one engine output; its logprobs go with the first text it brings."""
+        """The events of one engine output; logprobs go with the first text that follows their tokens (a token
+        whose text is held back keeps its logprobs for the next text)."""
         logprobs = self.logprobs(completion.delta_token_ids, completion.delta_logprobs)
-        logprobs = logprobs["content"] if logprobs else []
+        self.pending_logprobs += logprobs["content"] if logprobs else []
         sent = []
         for delta in self._deltas(completion):
-            sent += events.delta(delta, logprobs if delta.get("content") else [])
-            logprobs = [] if delta.get("content") else logprobs
+            if delta.get("content"):
+                sent += events.delta(delta, self.pending_logprobs)
+                self.pending_logprobs = []
+            else:
+                sent += events.delta(delta, [])
         return sent
 
     def _deltas(self, completion: CompletionOutput) -> list[dict]:

@@ -118,8 +118,10 @@ def test_a_streamed_response_pairs_its_events_and_ends_as_the_stored_one(client)
 
 
 def test_output_logprobs_come_with_the_requested_alternatives_whole_and_streamed(client):
-    kwargs = dict(input="Hello!", include=["message.output_text.logprobs"], top_logprobs=3, max_output_tokens=4)
-    reply = client.responses.create(temperature=0.0, **kwargs)
+    kwargs = dict(
+        input="Hello!", include=["message.output_text.logprobs"], top_logprobs=3, max_output_tokens=4, temperature=0.0
+    )
+    reply = client.responses.create(**kwargs)
     logprobs = reply.output[-1].content[0].logprobs
     assert len(logprobs) == reply.usage.output_tokens and all(len(lp.top_logprobs) == 3 for lp in logprobs)
     assert logprobs[0].logprob == max(top.logprob for top in logprobs[0].top_logprobs)  # greedy: the best one
@@ -150,7 +152,9 @@ def test_a_named_function_is_called_with_arguments_matching_its_schema_then_its_
 
 def test_tool_choice_required_calls_a_tool_and_streams_its_arguments(client):
     events = list(
-        client.responses.create(input=ASK, tools=TOOLS, tool_choice="required", stream=True, max_output_tokens=80)
+        client.responses.create(
+            input=ASK, tools=TOOLS, tool_choice="required", stream=True, max_output_tokens=80, temperature=0.0
+        )
     )
     added = next(e.item for e in events if e.type == "response.output_item.added")
     arguments = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
