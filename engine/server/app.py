@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from kvtool import __version__
 from kvtool.engine.server.chat import create_chat_completion, requested_template
 from kvtool.engine.server.completions import create_completion
+from kvtool.engine.server.decisions import add_decisions_route
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
@@ -24,6 +25,7 @@ from kvtool.engine.server.responses import (
     TokenizeResponse,
     VersionResponse,
 )
+from kvtool.engine.server.responses_api import add_responses_routes
 from kvtool.engine.server.serving import ServerSettings, ServerState
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,6 +45,8 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     app.state.server = state
     install_error_handlers(app)
     _add_routes(app, state)
+    add_responses_routes(app, state)
+    add_decisions_route(app, state)
     install_openapi(app, settings.model_name, engine.input_processor.vocab_size, settings.max_model_len)
     app.add_middleware(ContainErrors)
     app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)

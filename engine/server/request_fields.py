@@ -44,6 +44,23 @@ NOT_IMPLEMENTED_CHAT = {
     "return_prompt_text": None,
 }
 NOT_IMPLEMENTED_COMPLETIONS = {**NOT_IMPLEMENTED, "suffix": None, "prompt_embeds": None}
+# vLLM 0.33's ResponsesRequest fields (vllm/entrypoints/openai/responses/protocol.py) kvtool does not implement
+NOT_IMPLEMENTED_RESPONSES = {
+    "truncation": "disabled",
+    "watermarking": None,
+    "session_id": None,
+    "priority": 0,
+    "mm_payload": "tensors",
+    "return_mm_kwargs": None,
+    "cache_salt": None,
+    "media_io_kwargs": None,
+    "mm_processor_kwargs": None,
+    "previous_input_messages": None,
+    "vllm_xargs": None,
+    "kv_transfer_params": None,
+    "ec_transfer_params": None,
+    "spaces_between_special_tokens": True,
+}
 # vLLM accepts these and does nothing with them here: `user` always, `include_reasoning` without a reasoning parser
 ACCEPTED_AND_IGNORED = {"user", "include_reasoning"}
 

@@ -53,6 +53,49 @@ TRUNCATE_PROMPT_TOKENS_TOO_LARGE = (  # vLLM 0.32+: the prompt may be truncated 
 # Request routing (HTTP 404), vLLM 0.33.
 MODEL_NOT_FOUND = "The model `{requested_model}` does not exist. Valid aliases: {aliases}."
 
+# The Responses API (vllm/entrypoints/openai/responses/{protocol,serving,utils}.py), vLLM 0.33.
+RESPONSE_NOT_FOUND = "Response with id '{response_id}' not found."
+RESPONSE_NOT_STREAMED = "Unknown response_id: {response_id}"
+CANNOT_CANCEL_SYNCHRONOUS = "Cannot cancel a synchronous response."
+BACKGROUND_WITHOUT_STORE = "background can only be used when `store` is true"
+BACKGROUND_STORE_DISABLED = (
+    "This vLLM engine does not support `store=True` and therefore does not support the background mode. To enable "
+    "these features, set the environment variable `VLLM_ENABLE_RESPONSES_API_STORE=1` when launching the vLLM server."
+)
+PROMPT_TEMPLATE_NOT_SUPPORTED = "prompt template is not supported"
+STRUCTURED_OUTPUTS_AND_TEXT_FORMAT = "Cannot specify both structured_outputs and text.format"
+REQUIRED_WITHOUT_TOOLS = "Tool choice 'required' must be specified with 'tools' parameter."
+NAMED_TOOL_NOT_FOUND = "Tool choice 'function' not found in 'tools' parameter."
+NAMED_TOOL_AMBIGUOUS = (
+    "Tool choice '{name}' is ambiguous: it is defined in more than one namespace ({candidates}). Select it by its "
+    "full '<namespace>__<name>' name."
+)
+INPUT_ITEM_UNSUPPORTED = "Unsupported input item type: {type}"
+ENCRYPTED_REASONING = "Encrypted content is not supported."
+# kvtool's own: what the embedded engine cannot do with a Responses request.
+INPUT_ITEM_INVALID = "Input item {index} ({type}) is invalid: {problem}"
+INPUT_PART_NOT_TEXT = (
+    "Input item {index} has a content part of type '{type}': kvtool's embedded engine serves text only; send "
+    "input_text parts."
+)
+TOOL_TYPE_NOT_SUPPORTED = (
+    "Tool type '{type}' is not supported by kvtool's embedded engine: it runs function tools (and namespaces of "
+    "them) only, and no built-in tools."
+)
+TOOL_PARAMETERS_NOT_OBJECT = "Tool '{name}': parameters must be a JSON Schema object, got {got}."
+TOOL_CHOICE_NOT_SUPPORTED = "tool_choice of type '{type}' is not supported: use none, auto, required or a function."
+
+# The Decisions API (vllm/entrypoints/openai/decisions/), vLLM 0.33.
+DECISIONS_TEXT_ONLY = "Decisions supports text input only; images are not supported"
+DECISIONS_TOO_MANY_QUESTIONS = "questions: at most {limit} for this model"
+DECISIONS_TOO_MANY_CHOICES = "This model supports at most {limit} choices per question"
+DECISIONS_NAME_NULL = "name must be a string when provided"
+DECISIONS_CHOICES_NOT_DISTINCT = "choice values must be distinct"
+DECISIONS_JOINT = "joint: this model reads each question on its own; joint reads need DiffusionGemma"
+DECISIONS_ENDS_DIFFERENTLY = "these chat options end the prompt differently, so the labels' tokens are unknown"
+DECISIONS_NOT_SUPPORTED = "The model does not support the Decisions API"
+DECISIONS_LABEL_NOT_ONE_TOKEN = "label {label!r} is not one distinct token after this model's chat prompt"
+
 
 def with_parameter(message: str, parameter: str | None = None, value=None) -> str:
     """vLLM's validation-error text: the message, then " (parameter=..., value=...)" for what is known."""

@@ -43,6 +43,16 @@ def test_logprobs_hold_the_sampled_token_and_the_top_n(smollm2_llm):
         assert len(entry) == 3 and all(lp.logprob <= 0 for lp in entry.values())
 
 
+def test_logprob_token_ids_give_exactly_those_ids_as_the_top_n_ranks_them(smollm2_llm):
+    top = first(smollm2_llm, max_tokens=1, temperature=0.0, logprobs=5).logprobs[0]
+    listed = [t for t in top if top[t].rank > 1][::-1]  # ranks 2.. in reverse: listed order, not value order
+    output = first(smollm2_llm, max_tokens=1, temperature=0.0, logprob_token_ids=listed)
+    entry = output.logprobs[0]
+    assert list(entry) == output.token_ids + listed
+    assert [entry[t].rank for t in listed] == list(range(1, len(listed) + 1))
+    assert [entry[t].logprob for t in listed] == pytest.approx([top[t].logprob for t in listed], abs=1e-5)
+
+
 def test_stop_string_is_cut_unless_included(smollm2_llm):
     free = first(smollm2_llm, "Count: 1, 2, 3,", max_tokens=20, temperature=0.0, ignore_eos=True)
     assert " 5" in free.text

@@ -10,7 +10,12 @@ MAX_TOKENS_CAP = 2
 N_CAP = 2
 MAX_MODEL_LEN = 512  # tests/conftest.py KVTOOL_SERVER_ARGS
 MAX_N = 128
-GENERATING = ("/v1/completions", "/v1/chat/completions")
+# route -> the field a request that sets none gets capped
+GENERATING = {
+    "/v1/completions": "max_tokens",
+    "/v1/chat/completions": "max_tokens",
+    "/v1/responses": "max_output_tokens",
+}
 
 
 @schemathesis.hook
@@ -18,10 +23,12 @@ def before_call(context, case, kwargs):
     body = case.body
     if not isinstance(body, dict) or context.operation.path not in GENERATING:
         return
-    body.setdefault("max_tokens", MAX_TOKENS_CAP)  # chat's default is the whole context, completions' 16
+    # chat's and the Responses API's default is the whole context, completions' 16
+    body.setdefault(GENERATING[context.operation.path], MAX_TOKENS_CAP)
     for field, valid_max, cap in (
         ("max_tokens", MAX_MODEL_LEN, MAX_TOKENS_CAP),
         ("max_completion_tokens", MAX_MODEL_LEN, MAX_TOKENS_CAP),
+        ("max_output_tokens", 2**63, MAX_TOKENS_CAP),  # lowered to the context, never refused for its size
         ("n", MAX_N, N_CAP),
     ):
         value = body.get(field)
