@@ -12,6 +12,16 @@ from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 from kvtool.engine.server import body_checks
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX
 
+# The sampling fields a request passes on only when it sets them (SamplingParams keeps its defaults otherwise).
+SAMPLING_KNOBS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
 # replaces with the values when build_app writes the OpenAPI document.
 TOKEN_ID_MARK = "x-token-id"
@@ -135,19 +145,7 @@ class _SamplingFields(StrictModel):
         self, max_tokens: int | None, logprobs: int | None, structured_outputs: StructuredOutputsParams | None = None
     ) -> SamplingParams:
         """One engine request's parameters: the engine runs its n sequences."""
-        given = {
-            name: getattr(self, name)
-            for name in (
-                "temperature",
-                "top_p",
-                "top_k",
-                "min_p",
-                "presence_penalty",
-                "frequency_penalty",
-                "repetition_penalty",
-            )
-            if getattr(self, name) is not None
-        }
+        given = {name: getattr(self, name) for name in SAMPLING_KNOBS if getattr(self, name) is not None}
         return SamplingParams(
             n=self.n,
             max_tokens=max_tokens,

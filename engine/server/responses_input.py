@@ -12,7 +12,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseReasoningIt
 from pydantic import ValidationError
 
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.protocol import ChatCompletionRequest, ChatMessage, ResponseFormat
+from kvtool.engine.server.protocol import SAMPLING_KNOBS, ChatCompletionRequest, ChatMessage, ResponseFormat
 from kvtool.engine.server.responses_protocol import ResponsesRequest
 from kvtool.engine.server.responses_tools import ToolNames, chat_tool_choice
 from kvtool.engine.sizing import messages
@@ -145,13 +145,7 @@ def _invalid(item: dict, index: int, problem: str) -> APIError:
 
 
 SAMPLING_FIELDS = {
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
+    *SAMPLING_KNOBS,
     "seed",
     "stop",
     "stop_token_ids",
