@@ -21,6 +21,10 @@ KVTOOL_FLAGS = {
     "--load-format": "--load-format",
     "--dtype": "--dtype",
     "--tool-call-parser": "--tool-call-parser",
+    "--root-path": "--root-path",
+    "--uds": "--uds",
+    "--enable-server-load-tracking": "--enable-server-load-tracking",
+    "--enable-prompt-embeds": "--enable-prompt-embeds",
 }
 KVTOOL_VALUES = {
     "--dtype": {
@@ -89,7 +93,7 @@ def translate_one(flag: str, value: str | None, out: Translation, context: int) 
         out.missing.append(f"{flag} {value} (capped at the model's context, {context})")
     elif flag in KVTOOL_FLAGS and (flag not in KVTOOL_VALUES or value in KVTOOL_VALUES[flag]):
         kvtool_value = KVTOOL_VALUES.get(flag, {}).get(value, value)
-        out.args += [KVTOOL_FLAGS[flag], kvtool_value]
+        out.args += [KVTOOL_FLAGS[flag]] + ([kvtool_value] if value is not None else [])  # a switch has no value
     elif flag in NO_API_EFFECT or (flag in ONE_DEVICE and value == "1"):
         out.no_effect.append(shown(flag, value))
     else:

@@ -21,10 +21,14 @@ from kvtool.engine.server.responses import (
     CompletionResponse,
     DetokenizeResponse,
     ModelList,
+    ServerLoadResponse,
     TokenizeResponse,
     VersionResponse,
 )
+from kvtool.engine.server.sagemaker import install_sagemaker
+from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState
+from kvtool.engine.sizing.defaults import VLLM_API_VERSION
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -40,13 +44,16 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     engine.add_step_listener(metrics.observe_step)
     state = ServerState(engine, settings, metrics)
     app = FastAPI(title="kvtool", version=__version__, lifespan=lifespan)
+    app.root_path = settings.root_path or ""  # routing strips it from paths that carry it (vLLM sets it so)
     app.state.server = state
     install_error_handlers(app)
     _add_routes(app, state)
     install_openapi(app, settings.model_name, engine.input_processor.vocab_size, settings.max_model_len)
     app.add_middleware(ContainErrors)
+    if settings.enable_server_load_tracking:
+        app.add_middleware(ServerLoad, state=state)
     app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
-    return app
+    return install_sagemaker(app, state)  # last: a customer's middlewares wrap the rest, as in vLLM
 
 
 def _add_routes(app: FastAPI, state: ServerState) -> None:
@@ -60,11 +67,17 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     )
     async def health() -> Response:
         """200 while the engine runs; 503 once it is dead (as vLLM's EngineDeadError)."""
-        return Response(status_code=503 if state.engine.errored else 200)
+        return Response(status_code=state.health_status())
 
     @app.get("/version", response_model=VersionResponse)
     async def version() -> dict:
-        return {"version": __version__}
+        """The vLLM release whose API this server follows, and kvtool's own version."""
+        return {"version": VLLM_API_VERSION, "kvtool_version": __version__}
+
+    @app.get("/load", response_model=ServerLoadResponse)
+    async def load() -> dict:
+        """Generation requests in flight (always 0 without --enable-server-load-tracking), as vLLM's /load."""
+        return {"server_load": state.server_load}
 
     @app.get("/v1/models", response_model=ModelList)
     async def models() -> dict:
@@ -143,7 +156,8 @@ class ApiKeyAndRequestId:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.api_key and scope["path"].startswith("/v1") and not self._authorized(headers.get("authorization", "")):
+        guarded = route_path(scope).startswith("/v1")
+        if self.api_key and guarded and not self._authorized(headers.get("authorization", "")):
             body = error_body(
                 "Unauthorized: send the server's API key as `Authorization: Bearer <key>`.", "AuthenticationError", 401
             )

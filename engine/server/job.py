@@ -15,6 +15,7 @@ from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.outputs import CompletionOutput
 from kvtool.engine.server.errors import stream_error_body
 from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
+from kvtool.engine.server.orca import FORMAT_HEADER, endpoint_load_metrics
 from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, request_id, usage
 
 DISCONNECT_POLL_SECONDS = 0.5
@@ -114,7 +115,8 @@ class GenerationJob:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 return Response(status_code=CLIENT_CLOSED_REQUEST)
-        return JSONResponse(task.result(), headers=self.headers())
+        load_report = endpoint_load_metrics(raw_request.headers.get(FORMAT_HEADER), self.state.engine.stats())
+        return JSONResponse(task.result(), headers=self.headers() | load_report)
 
 
 def header_safe(request_id: str | None) -> str | None:
