@@ -38,6 +38,7 @@ class EngineConfig:
     overflow: str = defaults.DEFAULT_OVERFLOW
     tensor_parallel_size: int = 1
     threads: int | None = None  # CPU threads for torch and the C kernels; None: defaults.default_cpu_threads()
+    enable_prompt_embeds: bool = False  # requests may give embeddings for prompt positions (vLLM's flag)
 
     def __post_init__(self):
         _check_choice("dtype", self.dtype, defaults.DTYPES)

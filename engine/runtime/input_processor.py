@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.prompt_embeds import PARAM as EMBEDS_PARAM
+from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt, EmbedsShape, EmbedsSpan
 from kvtool.engine.sizing import messages as msg
 from kvtool.engine.sizing.defaults import MAX_LOGPROBS
 from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
@@ -30,23 +32,31 @@ class ProcessedRequest:
     params: SamplingParams
     max_tokens: MaxTokens  # what it runs with, after the overflow policy, and what it asked for
     arrival_time: float
+    prompt_embeds: tuple[EmbedsSpan, ...] = ()  # rows that stand in for some prompt positions' embeddings
 
 
 class InputProcessor:
     def __init__(
-        self, tokenizer, vocab_size: int, max_model_len: int, overflow: str = "reject", stop_token_ids=frozenset()
+        self,
+        tokenizer,
+        vocab_size: int,
+        max_model_len: int,
+        overflow: str = "reject",
+        stop_token_ids=frozenset(),
+        embeds_shape: EmbedsShape | None = None,
     ):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.overflow = overflow
+        self.embeds_shape = embeds_shape  # what prompt_embeds must be; None without --enable-prompt-embeds
         self.stop_token_ids = set(stop_token_ids)  # end the grammar's output as they end free generation
         self._grammar_compiler = None
         self._grammar_lock = threading.Lock()  # the server's threads and the step thread may all ask first
 
     def process(
         self,
-        prompt: str | list[int],
+        prompt: str | list[int] | EmbedsPrompt,
         params: SamplingParams,
         *,
         max_tokens_param: str = "max_tokens",
@@ -67,7 +77,8 @@ class InputProcessor:
         max_tokens = decide_max_tokens(
             len(ids), self.max_model_len, requested, default_max_tokens, self.overflow, text is not None
         )
-        return ProcessedRequest(text, ids, params, max_tokens, time.monotonic())
+        spans = prompt.spans if isinstance(prompt, EmbedsPrompt) else ()
+        return ProcessedRequest(text, ids, params, max_tokens, time.monotonic(), spans)
 
     @cached_property
     def max_chars_per_token(self) -> int:
@@ -95,11 +106,14 @@ class InputProcessor:
             self.grammar_compiler.compile(params.structured_outputs)
 
     def tokenize(
-        self, prompt: str | list[int], param: str = "prompt", add_special_tokens: bool = True
+        self, prompt: str | list[int] | EmbedsPrompt, param: str = "prompt", add_special_tokens: bool = True
     ) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
             ids = self.encode(prompt, param, add_special_tokens)
             text = prompt
+        elif isinstance(prompt, EmbedsPrompt):
+            self.check_prompt_embeds_enabled()
+            text, ids = None, list(prompt.prompt_token_ids)
         else:
             text, ids = None, list(prompt)
             self.check_token_ids(ids, param)
@@ -115,6 +129,16 @@ class InputProcessor:
             )
         check_text(text, param)
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+    def check_prompt_embeds_enabled(self) -> None:
+        if self.embeds_shape is None:
+            raise InvalidRequestError(msg.with_parameter(msg.PROMPT_EMBEDS_DISABLED, EMBEDS_PARAM), EMBEDS_PARAM)
+
+    def load_prompt_embeds(self, data: str):
+        """A `prompt_embeds` payload (base64 of a torch-saved tensor) as rows in the model's dtype; a 400 when the
+        server does not take embeddings or the payload is not a (num_tokens, hidden_size) float tensor."""
+        self.check_prompt_embeds_enabled()
+        return self.embeds_shape.load(data)
 
     def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs) -> str:
         """A conversation as the tokenizer's chat template writes it; kwargs reach the template (tools, documents)."""

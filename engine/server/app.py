@@ -15,7 +15,13 @@ from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
-from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from kvtool.engine.server.protocol import (
+    BatchChatCompletionRequest,
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    TokenizeRequest,
+)
 from kvtool.engine.server.responses import (
     ChatCompletionResponse,
     CompletionResponse,
@@ -103,6 +109,15 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     )
     async def chat_completions(body: ChatCompletionRequest, raw_request: Request):
         return await create_chat_completion(state, body, raw_request)
+
+    @app.post(
+        "/v1/chat/completions/batch",
+        response_model=None,
+        responses={200: {"model": ChatCompletionResponse, "description": "One choice per conversation"}},
+    )
+    async def batch_chat_completions(body: BatchChatCompletionRequest, raw_request: Request):
+        """`messages` holds several conversations, answered together: choice i answers conversation i."""
+        return await create_chat_completion(state, body, raw_request, body.messages)
 
     @app.post("/tokenize", response_model=TokenizeResponse)
     async def tokenize(body: TokenizeRequest) -> dict:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput
+from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.chat_embeds import ChatEmbeds
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
@@ -53,17 +55,18 @@ class ChatJob(GenerationJob):
         header_id: str | None,
         tools: ToolPlan,
         constraint: StructuredOutputsParams | None,
+        conversations: list[list[ChatMessage]],
     ):
+        """One prompt, and one choice per sequence, for each conversation (the batch route sends several)."""
         self.tools = tools
         if tools.mode == "auto":
             body.skip_special_tokens = False  # tool-call tags can be special tokens (vLLM's hermes parser does so)
-        conversation = [m.as_template_message() for m in body.messages]
         kwargs = template_kwargs(body, tools.tools)
-        text = state.engine.input_processor.render_chat(conversation, body.add_generation_prompt, **kwargs)
+        prompts = [self.prompt(state.engine.input_processor, body, chat, kwargs) for chat in conversations]
         requested, param = body.requested_max_tokens()
         processed = process_prompts(
             state,
-            [text],
+            prompts,
             requested,
             lambda max_tokens: body.to_sampling_params(max_tokens, body.num_logprobs(), constraint),
             requested is None,
@@ -71,9 +74,15 @@ class ChatJob(GenerationJob):
             add_special_tokens=body.add_special_tokens,
         )
         super().__init__(state, body, header_id, processed)
-        last = body.messages[-1]  # vLLM's chat echo: the last message, when it is the assistant's own
-        self.echo_text = (last.text() or "") if body.echo and last.role == "assistant" else ""
+        self.echo_texts = [echo_text(body, chat) for chat in conversations]
         self.tool_streams: dict[int, ToolCallStream] = {}
+
+    @staticmethod
+    def prompt(processor, body: ChatCompletionRequest, chat: list[ChatMessage], kwargs: dict) -> str | EmbedsPrompt:
+        """The conversation rendered by the chat template; with prompt_embeds parts, their rows spliced in."""
+        embeds = ChatEmbeds(processor)
+        text = processor.render_chat(embeds.template_messages(chat), body.add_generation_prompt, **kwargs)
+        return embeds.prompt(text, body.add_special_tokens)
 
     def logprobs(self, token_ids, logprobs) -> dict | None:
         if not self.body.logprobs or logprobs is None:
@@ -83,7 +92,7 @@ class ChatJob(GenerationJob):
     def final_choice(self, request: EngineRequest, completion: CompletionOutput) -> dict:
         extracted = self.tools.extract(completion.text)
         calls = extracted.tool_calls if self.body.parallel_tool_calls is not False else extracted.tool_calls[:1]
-        message = {"role": "assistant", "content": self.echo_text + (extracted.content or "")}
+        message = {"role": "assistant", "content": self.echo_texts[request.prompt_index] + (extracted.content or "")}
         if calls:
             message["tool_calls"] = [call.as_dict() for call in calls]
         return {
@@ -104,10 +113,9 @@ class ChatJob(GenerationJob):
                 "finish_reason": None,
             }
             chunks.append(role)
-            if self.echo_text:
-                chunks.append(
-                    {"index": index, "delta": {"content": self.echo_text}, "logprobs": None, "finish_reason": None}
-                )
+            if self.echo_texts[request.prompt_index]:
+                echoed = {"content": self.echo_texts[request.prompt_index]}
+                chunks.append({"index": index, "delta": echoed, "logprobs": None, "finish_reason": None})
         if self.tools.mode != "none":
             return chunks + self._tool_chunks(index, completion)
         if completion.delta_text or completion.finish_reason is not None:
@@ -144,11 +152,21 @@ class ChatJob(GenerationJob):
         return chunks
 
 
-async def create_chat_completion(state: ServerState, body: ChatCompletionRequest, raw_request: Request):
+def echo_text(body: ChatCompletionRequest, chat: list[ChatMessage]) -> str:
+    """vLLM's chat echo: the conversation's last message, when it is the assistant's own."""
+    last = chat[-1]
+    return (last.text() or "") if body.echo and last.role == "assistant" else ""
+
+
+async def create_chat_completion(
+    state: ServerState, body: ChatCompletionRequest, raw_request: Request, conversations=None
+):
+    """POST /v1/chat/completions; the batch route passes its conversations (each answered as `messages` would be)."""
     state.check_model(body.model)
     check_request_fields(body, NOT_IMPLEMENTED_CHAT)
     tools = tool_plan(body, state.settings.tool_call_parser)
     constraint = structured_outputs_params(body.structured_outputs, body.response_format, tools.schema(body))
     await precompile(state.engine.input_processor, constraint)
     header_id = raw_request.headers.get("x-request-id") or body.request_id
-    return await ChatJob(state, body, header_id, tools, constraint).respond(raw_request)
+    job = ChatJob(state, body, header_id, tools, constraint, conversations or [body.messages])
+    return await job.respond(raw_request)

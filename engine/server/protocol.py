@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.server.request_checks import (
+    PROMPT_EMBEDS_PLACEHOLDER,
+    TEXT_PART_KEYS,
+    batch_mode,
+    check_content_part,
+    prompt_or_embeds,
+)
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
@@ -144,7 +151,7 @@ class _SamplingFields(StrictModel):
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
+    prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] | None = Field(None, min_length=1)
     max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
     logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
     echo: bool = False
@@ -155,14 +162,43 @@ class CompletionRequest(_SamplingFields):
 
     def prompts(self) -> list[str] | list[list[int]]:
         """The batch of prompts: a string or a token list is a batch of one."""
-        if isinstance(self.prompt, str) or (self.prompt and isinstance(self.prompt[0], int)):
+        if self.prompt is None:
+            return []
+        if isinstance(self.prompt, str) or isinstance(self.prompt[0], int):
             return [self.prompt]
         return list(self.prompt)
 
+    # --- prompt_embeds (--enable-prompt-embeds) ---
+    prompt_embeds: str | list[str] | None = None  # base64 of torch-saved (num_tokens, hidden_size) tensors
 
-class TextPart(StrictModel):
-    type: Literal["text"]
-    text: str
+    def embeds_payloads(self) -> list[str]:
+        return [self.prompt_embeds] if isinstance(self.prompt_embeds, str) else list(self.prompt_embeds or [])
+
+    @model_validator(mode="before")
+    @classmethod
+    def check_prompt_or_embeds(cls, data: Any) -> Any:
+        return prompt_or_embeds(data)
+
+
+class ContentPart(StrictModel):
+    """A chat content part: text (or vLLM's other text kinds) or prompt_embeds; another type is a 400 naming it."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    type: str | None = None
+    text: str | None = None
+    data: str | None = None  # prompt_embeds: base64 of a torch-saved (num_tokens, hidden_size) tensor
+
+    @model_validator(mode="after")
+    def check_type(self) -> ContentPart:
+        check_content_part(self.type, self.data)
+        return self
+
+    def as_text(self) -> str:
+        """The part's text; a prompt_embeds part shows as vLLM's placeholder (the chat route splices its rows)."""
+        if self.type == "prompt_embeds":
+            return PROMPT_EMBEDS_PLACEHOLDER
+        return (self.model_extra or {}).get(TEXT_PART_KEYS[self.type]) if self.type != "text" else self.text
 
 
 class FunctionDefinition(StrictModel):
@@ -190,16 +226,19 @@ class ChatMessage(StrictModel):
     model_config = ConfigDict(strict=True, extra="allow")
 
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
 
-    def text(self) -> str:
-        return self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
+    def text(self, part_text=ContentPart.as_text) -> str:
+        """The content as one string: parts joined by newlines, as vLLM joins them (`part_text` renders each)."""
+        if not isinstance(self.content, list):
+            return self.content
+        return "\n".join(text for text in map(part_text, self.content) if text is not None)
 
-    def as_template_message(self) -> dict:
-        message = {"role": self.role, "content": self.text() or ""}
+    def as_template_message(self, part_text=ContentPart.as_text) -> dict:
+        message = {"role": self.role, "content": self.text(part_text) or ""}
         for key in ("name", "tool_calls", "tool_call_id"):
             if getattr(self, key) is not None:
                 message[key] = getattr(self, key)
@@ -250,3 +289,16 @@ class TokenizeRequest(StrictModel):
 class DetokenizeRequest(StrictModel):
     model: ServedModel = None
     tokens: list[TokenId]
+
+
+class BatchChatCompletionRequest(ChatCompletionRequest):
+    """POST /v1/chat/completions/batch: `messages` is a list of conversations, one choice each (index i for
+    conversation i), as vLLM 0.33's BatchChatCompletionRequest; no streaming, tools, n > 1 or beam search."""
+
+    messages: list[Annotated[list[ChatMessage], Field(min_length=1)]] = Field(min_length=1)
+    tool_choice: Literal["none"] | None = "none"
+
+    @model_validator(mode="before")
+    @classmethod
+    def check_batch_mode(cls, data: Any) -> Any:
+        return batch_mode(data)

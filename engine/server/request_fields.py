@@ -52,7 +52,7 @@ NOT_IMPLEMENTED_CHAT = {
     "mm_processor_kwargs": None,
     "return_prompt_text": None,
 }
-NOT_IMPLEMENTED_COMPLETIONS = {**NOT_IMPLEMENTED, "suffix": None, "prompt_embeds": None}
+NOT_IMPLEMENTED_COMPLETIONS = {**NOT_IMPLEMENTED, "suffix": None}
 # vLLM accepts these and does nothing with them here: `user` always, `include_reasoning` without a reasoning parser
 ACCEPTED_AND_IGNORED = {"user", "include_reasoning"}
 

@@ -20,6 +20,7 @@ from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
+from kvtool.engine.runtime.prompt_embeds import step_inputs_embeds
 from kvtool.engine.runtime.worker.cpu_malloc import keep_freed_memory
 from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
@@ -42,6 +43,7 @@ class ModelInput:
     meta: AttentionMetadata
     logits_indices: torch.Tensor
     sample_seqs: list[Sequence]
+    inputs_embeds: torch.Tensor | None = None  # the first layer's input, when prompt embeddings replace some rows
 
 
 @dataclass
@@ -156,6 +158,9 @@ class ModelRunner:
         if self.cpu_threads is not None:
             self.cpu_threads.update()
         batch = self.prepare_inputs(scheduled)
+        if self.config.enable_prompt_embeds:
+            embed = self.model.model.embed_input_ids
+            batch.inputs_embeds = step_inputs_embeds(embed, scheduled.seqs, scheduled.num_new_tokens, batch.input_ids)
         logits = self._logits(batch)
         if logits is None:
             return ModelRunnerOutput({}, {})
@@ -168,21 +173,21 @@ class ModelRunner:
         """The logits of the sampled rows (None where none is), in one call with the layers where the model can."""
         # one index per sampled sequence, each past the last: as many as rows means every row, in order
         every_row = len(batch.logits_indices) == len(batch.input_ids)
-        if every_row:
+        if every_row and batch.inputs_embeds is None:
             logits = self.model.decode_logits(batch.input_ids, batch.positions, batch.meta)
             if logits is not None:
                 return logits
-        hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
+        hidden = self.run_model(batch.input_ids, batch.positions, batch.meta, batch.inputs_embeds)
         if not batch.sample_seqs:
             return None
         return self.model.compute_logits(hidden if every_row else hidden[batch.logits_indices])
 
-    def run_model(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
-        if self.graph_runner is not None:
+    def run_model(self, input_ids, positions, meta: AttentionMetadata, inputs_embeds=None) -> torch.Tensor:
+        if self.graph_runner is not None and inputs_embeds is None:
             hidden = self.graph_runner.run(input_ids, positions, meta)
             if hidden is not None:
                 return hidden
-        return self.model(input_ids, positions, meta)
+        return self.model(input_ids, positions, meta, inputs_embeds)
 
     def prepare_inputs(self, scheduled: SchedulerOutput) -> ModelInput:
         input_ids, positions, slots, logits_indices, sample_seqs = [], [], [], [], []
