@@ -198,7 +198,8 @@ class ContentPart(StrictModel):
         """The part's text; a prompt_embeds part shows as vLLM's placeholder (the chat route splices its rows)."""
         if self.type == "prompt_embeds":
             return PROMPT_EMBEDS_PLACEHOLDER
-        return (self.model_extra or {}).get(TEXT_PART_KEYS[self.type]) if self.type != "text" else self.text
+        key = TEXT_PART_KEYS[self.type]
+        return self.text if key == "text" else (self.model_extra or {}).get(key)
 
 
 class FunctionDefinition(StrictModel):
