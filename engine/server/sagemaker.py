@@ -20,11 +20,13 @@ from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest
 from kvtool.engine.server.serving import ServerState
+from kvtool.errors import UsageError
 
 # Tried in this order, the first the body validates as wins (vLLM's order).
 INVOCATION_TYPES = ((ChatCompletionRequest, create_chat_completion), (CompletionRequest, create_completion))
 NO_HANDLER = "Cannot find suitable handler for request. Expected one of: {names}"
 JSON_ONLY = "Unsupported Media Type: Only 'application/json' is allowed"
+OVERRIDES_FIX = "Fix the script in SAGEMAKER_MODEL_PATH or the CUSTOM_FASTAPI_* variables, or unset them."
 
 
 def install_sagemaker(app: FastAPI, state: ServerState) -> FastAPI:
@@ -45,7 +47,11 @@ def install_sagemaker(app: FastAPI, state: ServerState) -> FastAPI:
         return await invoke(state, await raw_request.json(), raw_request)
 
     with _root_logging_kept():
-        app = standards.bootstrap(app)
+        try:
+            app = standards.bootstrap(app)
+        except Exception as err:  # a model script or a CUSTOM_FASTAPI_* variable that does not load
+            problem = f"{type(err).__name__}: {err}"
+            raise UsageError(f"The SageMaker overrides do not load: {problem}.", OVERRIDES_FIX) from err
     router = APIRouter()
     router.add_api_route("/ping", ping, methods=["GET", "POST"], response_class=Response)
     router.add_api_route("/invocations", invocations, methods=["POST"], dependencies=[Depends(json_only)])
