@@ -72,7 +72,7 @@ class EmbedsShape:
             raise _invalid(msg.PROMPT_EMBEDS_HIDDEN_SIZE.format(got=tensor.shape[1], expected=self.hidden_size))
         if not tensor.is_floating_point():
             raise _invalid(msg.PROMPT_EMBEDS_NOT_FLOAT.format(dtype=tensor.dtype, expected=self.dtype))
-        return tensor.to(self.dtype)
+        return tensor.detach().to(self.dtype)  # a tensor saved with requires_grad loads with it
 
 
 def block_key(spans: tuple[EmbedsSpan, ...], start: int, end: int) -> bytes | None:
@@ -84,7 +84,8 @@ def block_key(spans: tuple[EmbedsSpan, ...], start: int, end: int) -> bytes | No
         if low < high:
             digest = digest or hashlib.sha256()
             digest.update(low.to_bytes(8, "little"))
-            digest.update(span.rows[low - span.start : high - span.start].contiguous().view(torch.uint8).numpy())
+            rows = span.rows[low - span.start : high - span.start].detach().contiguous()
+            digest.update(rows.view(torch.uint8).numpy())
     return digest.digest() if digest is not None else None
 
 

@@ -9,7 +9,13 @@ import torch
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
-from kvtool.engine.runtime.prompt_embeds import PLACEHOLDER_TOKEN_ID, EmbedsPrompt, EmbedsShape, EmbedsSpan
+from kvtool.engine.runtime.prompt_embeds import (
+    PLACEHOLDER_TOKEN_ID,
+    EmbedsPrompt,
+    EmbedsShape,
+    EmbedsSpan,
+    block_key,
+)
 from kvtool.errors import InvalidRequestError
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
@@ -86,6 +92,13 @@ SHAPE = EmbedsShape(hidden_size=64, dtype=torch.bfloat16)
 def test_a_payload_loads_as_rows_in_the_models_dtype_and_a_batch_of_one_is_squeezed():
     rows = SHAPE.load(payload(torch.ones(1, 3, 64, dtype=torch.float16)))
     assert rows.shape == (3, 64) and rows.dtype == torch.bfloat16
+
+
+def test_rows_saved_with_their_gradient_load_without_it_and_key_a_cache_block():
+    """An HF model's embeddings are saved with requires_grad (vLLM's tests send them so)."""
+    rows = EmbedsShape(64, torch.float32).load(payload(torch.ones(16, 64, requires_grad=True)))
+    assert not rows.requires_grad
+    assert len(block_key((EmbedsSpan(0, rows),), 0, 16)) == 32
 
 
 @pytest.mark.parametrize(
