@@ -159,7 +159,10 @@ def echo_text(body: ChatCompletionRequest, chat: list[ChatMessage]) -> str:
 
 
 async def create_chat_completion(
-    state: ServerState, body: ChatCompletionRequest, raw_request: Request, conversations=None
+    state: ServerState,
+    body: ChatCompletionRequest,
+    raw_request: Request,
+    conversations: list[list[ChatMessage]] | None = None,
 ):
     """POST /v1/chat/completions; the batch route passes its conversations (each answered as `messages` would be)."""
     state.check_model(body.model)
