@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
+from kvtool.cli.engine_options import BYTE_SIZE, LENGTH
+
 SERVER, WORKLOAD, SAMPLING, LOAD, METRICS, OUTPUT, OFFLINE = (
     "Server",
     "Workload",
@@ -167,6 +169,22 @@ def bench(
             help="Offline: the engine's quantization, as kvtool serve --quantization.", rich_help_panel=OFFLINE
         ),
     ] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            click_type=LENGTH,
+            help="Offline: the engine's longest prompt + output, as kvtool serve --max-model-len.",
+            rich_help_panel=OFFLINE,
+        ),
+    ] = None,
+    kv_cache_memory: Annotated[
+        int | None,
+        typer.Option(
+            click_type=BYTE_SIZE,
+            help="Offline: the engine's KV-cache size, as kvtool serve --kv-cache-memory.",
+            rich_help_panel=OFFLINE,
+        ),
+    ] = None,
 ) -> None:
     """Benchmark a server: TTFT, TPOT, ITL, E2E latency, throughput and goodput, vLLM's definitions.
 
@@ -187,9 +205,17 @@ def bench(
         )
     if chart and not sweep:
         raise UsageError("--chart plots a sweep.", fix="Add e.g. --sweep max-concurrency=1,8,32.")
-    if not (offline or vs) and (dtype or quantization):
+    engine_args = {
+        "dtype": dtype,
+        "quantization": quantization,
+        "max_model_len": max_model_len,
+        "kv_cache_memory": kv_cache_memory,
+    }
+    engine_args = {name: value for name, value in engine_args.items() if value is not None}
+    if not (offline or vs) and engine_args:
         raise UsageError(
-            "--dtype and --quantization set the embedded engine offline; a server keeps its own.",
+            "--dtype, --quantization, --max-model-len and --kv-cache-memory set the embedded engine offline; "
+            "a server keeps its own.",
             fix="Add --offline, or set them on the server.",
         )
     if (offline or vs) and extra_body:
@@ -224,7 +250,7 @@ def bench(
         percentiles=parse_percentiles(percentiles),
         request_timeout_s=request_timeout,
         sampling=sampling_fields(temperature, top_p, top_k, extra_body),
-        engine_args={k: v for k, v in (("dtype", dtype), ("quantization", quantization)) if v is not None},
+        engine_args=engine_args,
     )
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)

@@ -136,6 +136,10 @@ def _panel(finding) -> Panel:
         parts.append(_numbers(finding.numbers))
     if finding.fixes:
         parts.append(_fixes(finding.fixes))
+    for alternative in finding.alternatives:
+        parts.append(Text.assemble(("Or ", "bold"), (alternative.category, "bold magenta"), f": {alternative.why}"))
+        if alternative.fixes:
+            parts.append(_fixes(alternative.fixes, "Its fixes"))
     parts += [Text(note, style="dim") for note in finding.notes]
     title = f"[bold]{finding.category}[/] [dim]({finding.stage})[/]"
     return Panel(
@@ -161,8 +165,8 @@ def _numbers(numbers: dict) -> Table:
     return table
 
 
-def _fixes(fixes) -> Table:
-    table = Table(title="Fixes, in order", title_justify="left", show_header=False, box=None, padding=(0, 1))
+def _fixes(fixes, title: str = "Fixes, in order") -> Table:
+    table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 1))
     for index, fix in enumerate(fixes, 1):
         knob = fix.flag or fix.param or ""
         bare = fix.value is None or fix.value is True  # a switch such as --enforce-eager

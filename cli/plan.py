@@ -1,6 +1,7 @@
 """`kvtool plan`: KV bytes per token, the memory budget, the safe max_model_len and the flags to start with."""
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,9 +16,11 @@ from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
 from kvtool.engine.plan.report_json import report_to_json
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
-from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
+from kvtool.engine.sizing.kv_layout import parse_layer_partition
+from kvtool.engine.sizing.quantization_methods import check_quantization
+from kvtool.engine.sizing.release_rules import parse_env_flag
 from kvtool.engine.sizing.units import parse_human_int
-from kvtool.engine.sizing.vllm_versions import NEWEST_NAME, VllmRelease
+from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, NEWEST_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
 GPU, WORKLOAD, OUTPUT, LOG = "GPU", "Workload", "Output", "From a start-up log"
@@ -90,8 +93,8 @@ def plan(
     vllm_version: Annotated[
         str | None,
         typer.Option(
-            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8) \\[default: {NEWEST_NAME}; "
-            "with --from-log the log's].",
+            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8) "
+            f"\\[default: {DEFAULT_RELEASE_NAME}; with --from-log the log's].",
             rich_help_panel=ENGINE,
         ),
     ] = None,
@@ -175,7 +178,7 @@ def plan(
 
 def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
     """A plan without a log: every setting not given is vLLM's default."""
-    release = VllmRelease.parse(run["vllm_version"] or NEWEST_NAME)
+    release = VllmRelease.parse(run["vllm_version"] or DEFAULT_RELEASE_NAME)
     _check_choices(release, given.get("kv_cache_dtype", "auto"), run["dtype"], run["quantization"])
     model = run["model"] or defaults.DEFAULT_MODEL
     spec = resolve_model_spec(model)
@@ -189,6 +192,8 @@ def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload
         release=release,
         limit_mm_per_prompt=run["limit_mm_per_prompt"],
         block_size_given="block_size" in given,
+        pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
+        flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
         **given,
     )
     return make_plan(spec, request)
@@ -224,8 +229,7 @@ def _check_choices(release: VllmRelease | None, kv_cache_dtype: str | None, dtyp
         release.check_kv_cache_dtype(kv_cache_dtype)
     if dtype not in defaults.DTYPES:
         raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(defaults.DTYPES)}.")
-    if quantization is not None and quantization not in QUANTIZATION_METHODS:
-        raise UsageError(f"unknown quantization '{quantization}'.", f"Use one of: {', '.join(QUANTIZATION_METHODS)}.")
+    check_quantization(quantization, release and release.version, release and release.name)
 
 
 def parse_mm_limits(text: str | None) -> dict[str, int] | None:

@@ -16,6 +16,7 @@ PARTS = {
     "cudagraph_bytes": "CUDA graphs",
     "encoder_bytes": "encoder profile",
     "other_process_bytes": "other processes",
+    "kv_headroom_bytes": "KV headroom (0.34)",
     "kv_cache_bytes": "KV cache",
 }
 COMPUTED = ("weights_bytes", "other_process_bytes")  # the parts a plan without a log does not estimate
@@ -136,6 +137,7 @@ def _budget_table(report) -> Table:
         ("cudagraph_bytes", "blue"),
         *((("encoder_bytes", "magenta"),) if budget.encoder_bytes else ()),
         *((("other_process_bytes", "red"),) if budget.other_process_bytes else ()),
+        *((("kv_headroom_bytes", "dim"),) if budget.kv_headroom_bytes else ()),
     ]
     rows = [(_part_label(report, name), getattr(budget, name), style) for name, style in rows]
     rows += [

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from kvtool.cli import engine_options as flags
+from kvtool.cli import output_options as output_flags
 from kvtool.cli import server_options as server_flags
 from kvtool.cli.engine_options import ENGINE, MODEL
 from kvtool.cli.server_options import REQUESTS, SERVER
@@ -28,6 +29,14 @@ class Backend(str, Enum):
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
 ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
+TrustRequestChatTemplate = Annotated[
+    bool,
+    typer.Option(
+        "--trust-request-chat-template",
+        help="Render a request's own `chat_template` (vLLM's flag; without it such a request is refused).",
+        rich_help_panel=REQUESTS,
+    ),
+]
 
 
 def serve(
@@ -90,6 +99,12 @@ def serve(
             rich_help_panel=REQUESTS,
         ),
     ] = defaults.DEFAULT_TOOL_CALL_PARSER,
+    max_logprobs: output_flags.MaxLogprobs = None,
+    return_tokens_as_token_ids: output_flags.ReturnTokensAsTokenIds = False,
+    enable_prompt_tokens_details: output_flags.EnablePromptTokensDetails = False,
+    enable_force_include_usage: output_flags.EnableForceIncludeUsage = False,
+    enable_per_request_metrics: output_flags.EnablePerRequestMetrics = False,
+    trust_request_chat_template: TrustRequestChatTemplate = False,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
     uds: server_flags.Uds = None,
@@ -111,6 +126,7 @@ def serve(
     for name, value in defaults.CPU_OMP_ENVIRONMENT.items():
         os.environ.setdefault(name, value)  # read once, when torch loads its OpenMP runtime
     from kvtool.cli import serve_startup as startup
+    from kvtool.engine.server.serving import OutputOptions
 
     request = startup.ServeRequest(
         profile=profile,
@@ -124,6 +140,13 @@ def serve(
         served_model_name=served_model_name,
         default_max_tokens=default_max_tokens,
         tool_call_parser=ToolCallParser(tool_call_parser).value,
+        output=OutputOptions(
+            return_tokens_as_token_ids=return_tokens_as_token_ids,
+            enable_prompt_tokens_details=enable_prompt_tokens_details,
+            enable_force_include_usage=enable_force_include_usage,
+            enable_per_request_metrics=enable_per_request_metrics,
+        ),
+        trust_request_chat_template=trust_request_chat_template,
         engine_overrides=dict(
             dtype=dtype,
             quantization=quantization,
@@ -139,6 +162,7 @@ def serve(
             threads=threads,
             overflow=overflow.value if overflow else None,
             enable_prompt_embeds=enable_prompt_embeds or None,
+            max_logprobs=max_logprobs,
         ),
     )
     if backend is Backend.vllm:

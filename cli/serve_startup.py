@@ -6,17 +6,18 @@ import asyncio
 import inspect
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.server.serving import ServerSettings
+from kvtool.engine.server.serving import OutputOptions, ServerSettings
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
 from kvtool.profiles.workload import WorkloadProfile, load_profile
 
+TRUST_REQUEST_CHAT_TEMPLATE = "--trust-request-chat-template"  # a switch in both `kvtool serve` and `vllm serve`
 # `kvtool serve` flags that `vllm serve` takes under the same name
 VLLM_FLAG_KEYS = (
     "dtype",
@@ -26,6 +27,7 @@ VLLM_FLAG_KEYS = (
     "kv_cache_dtype",
     "gpu_memory_utilization",
     "seed",
+    "max_logprobs",
 )
 
 
@@ -44,6 +46,8 @@ class ServeRequest:
     served_model_name: str | None = None
     default_max_tokens: int | None = None
     tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
+    output: OutputOptions = field(default_factory=OutputOptions)
+    trust_request_chat_template: bool = False
     engine_overrides: dict = field(default_factory=dict)
 
     @property
@@ -99,7 +103,9 @@ def vllm_argv(request: ServeRequest) -> list[str]:
             "--backend vllm needs vLLM, and `vllm` is not on PATH.",
             "Install it (pip install vllm) on a machine it supports, or use --backend embedded.",
         )
-    return vllm_serve_argv(model, settings)
+    switches = [f"--{name.replace('_', '-')}" for name, on in asdict(request.output).items() if on]  # vLLM's names
+    switches += [TRUST_REQUEST_CHAT_TEMPLATE] * request.trust_request_chat_template
+    return vllm_serve_argv(model, settings) + switches
 
 
 def server_settings(plan: StartupPlan, engine) -> ServerSettings:
@@ -112,6 +118,8 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
         tool_call_parser=plan.request.tool_call_parser,
         root_path=plan.request.root_path,
         enable_server_load_tracking=plan.request.enable_server_load_tracking,
+        output=plan.request.output,
+        trust_request_chat_template=plan.request.trust_request_chat_template,
     )
 
 

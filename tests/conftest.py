@@ -100,6 +100,29 @@ class KvtoolServerProcess:
         return self.process.returncode
 
 
+class InProcessServer:
+    """A real uvicorn server for `app` on a free 127.0.0.1 port, in a thread of this process: a test can reach
+    into the engine behind it (inject faults, count requests, look at what it keeps)."""
+
+    def __init__(self, app):
+        import threading
+        import time
+
+        import uvicorn
+
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
+
+
 def _free_port() -> int:
     import socket
 
@@ -112,6 +135,12 @@ def _free_port() -> int:
 def kvtool_server_process():
     """The class that starts a real `kvtool serve`, for tests that need their own server flags."""
     return KvtoolServerProcess
+
+
+@pytest.fixture(scope="session")
+def in_process_server():
+    """The class that serves an app built in the test process, for tests that reach into its engine."""
+    return InProcessServer
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,13 @@ KVTOOL_FLAGS = {
     "--uds": "--uds",
     "--enable-server-load-tracking": "--enable-server-load-tracking",
     "--enable-prompt-embeds": "--enable-prompt-embeds",
+    "--max-logprobs": "--max-logprobs",
+    "--return-tokens-as-token-ids": "--return-tokens-as-token-ids",
+    "--enable-prompt-tokens-details": "--enable-prompt-tokens-details",
+    "--enable-force-include-usage": "--enable-force-include-usage",
+    "--enable-per-request-metrics": "--enable-per-request-metrics",
 }
+KVTOOL_SWITCHES = {"--trust-request-chat-template"}  # flags without a value, the same in both
 KVTOOL_VALUES = {
     "--dtype": {
         "auto": "auto",
@@ -91,9 +97,11 @@ def translate_one(flag: str, value: str | None, out: Translation, context: int) 
     if flag == "--max-model-len" and value is not None and int(value) > context:
         out.args += [flag, str(context)]
         out.missing.append(f"{flag} {value} (capped at the model's context, {context})")
+    elif flag in KVTOOL_SWITCHES and value is None:
+        out.args.append(flag)
     elif flag in KVTOOL_FLAGS and (flag not in KVTOOL_VALUES or value in KVTOOL_VALUES[flag]):
         kvtool_value = KVTOOL_VALUES.get(flag, {}).get(value, value)
-        out.args += [KVTOOL_FLAGS[flag]] + ([kvtool_value] if value is not None else [])  # a switch has no value
+        out.args += [KVTOOL_FLAGS[flag]] + ([] if value is None else [kvtool_value])  # a switch has no value
     elif flag in NO_API_EFFECT or (flag in ONE_DEVICE and value == "1"):
         out.no_effect.append(shown(flag, value))
     else:

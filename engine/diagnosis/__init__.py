@@ -1,12 +1,17 @@
 """`kvtool diagnose`: failure text in, cause and computed fixes out.
 
 reader     -> only the stretches that can matter, cleaned (streamed, bounded memory; widening: the
-              stretches around a chunk's hits, merged, and whether they keep every line)
-normalize  -> logical lines: prefixes stripped, escapes undone, wrapped lines joined
+              stretches around a chunk's hits, merged, and whether they keep every line; unwrap: hard
+              wraps and double spacing undone)
+normalize  -> logical lines: prefixes stripped, escapes undone, lost line breaks restored, wrapped
+              lines joined, typographic quotes read as ASCII
 scanner    -> the log's context, the stage of an OOM (stage) and what each line matches
-              (recognisers: derived from wordings by patterns, plus truncation); what a line can
-              give is planned once per shape, its digits masked (shapes)
-explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache) and fixes
+              (recognisers: derived from wordings by patterns, read around elisions by elided, plus
+              truncation's symptom trackers); what a line can give is planned once per shape, its
+              digits masked (shapes)
+explain    -> findings with numbers read and computed (through kvtool.engine.sizing.kv_cache), fixes
+              and the other causes the text allows (explain_*: length, budget, start-up, graphs,
+              runtime, pressure, truncation, config)
 """
 
 from typing import BinaryIO
@@ -16,7 +21,7 @@ from kvtool.engine.diagnosis.explain import explain
 from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.reader import candidate_lines
-from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
+from kvtool.engine.diagnosis.scanner import ANCHORS, PROSE_ANCHORS, Scanner
 from kvtool.engine.sizing.spec import ModelSpec
 
 __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose", "diagnose_text"]
@@ -25,7 +30,7 @@ __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose
 def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: float | None = None) -> Diagnosis:
     """Read `stream` (bytes, any size) and explain every failure it shows. `spec` and `total_gpu_gib`
     (from the command line) override what the log says about the model and the GPU."""
-    scanner = Scanner().scan(candidate_lines(stream, ANCHORS))
+    scanner = Scanner().scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
     context = scanner.context
     context.update(model=spec.name if spec else None, total_gpu_gib=total_gpu_gib)
     memory = MemoryModel.from_context(context, spec)

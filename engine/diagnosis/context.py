@@ -5,7 +5,9 @@ override them.
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 
 _SIZE = r"(-?[\d.]+) ?Gi?B"
 # flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
@@ -44,9 +46,26 @@ _READINGS = [  # (gate, pattern, field)
     ("max model len", re.compile(r"Using max model len (\d+)"), "max_model_len"),
     ("total capac", re.compile(r"total capaci?ty of " + _SIZE), "total_gpu_gib"),
     ("Free memory on device", re.compile(r"Free memory on device[^(]{0,40}\(" + r"[\d.]+/" + _SIZE), "total_gpu_gib"),
-]
-_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'")  # flags and config dumps
+    ("hunked prefill is enabled with",
+     re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"), "max_num_batched_tokens"),
+    ("CUDA graph memory:", re.compile(r"Estimated CUDA graph memory: " + _SIZE), "cuda_graph_estimate_gib"),
+    ("Graph capturing finished", re.compile(r"Graph capturing finished in \d+ secs?, took " + _SIZE), "cuda_graph_gib"),
+    ("graph memory profiling", re.compile(r"CUDA graph memory profiling (is enabled|is disabled|will be enabled)"),
+     "cuda_graph_profiling"),
+    ("-gpu-memory-utilization",
+     re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)"),
+     "suggested_gpu_memory_utilization"),
+]  # fmt: skip
+# how vLLM says whether the KV cache budget leaves room for CUDA graphs (0.18 onwards)
+_GRAPH_PROFILING = {"is enabled": True, "is disabled": False, "will be enabled": False}
+# flags, config dumps and the engine's Python arguments (LLM(...) or a wrapper's)
+_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'", "gpu_memory_utilization=")
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
+_STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
+# v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
+_CHUNKED_PREFILL_OFF = ("forcing chunked prefill", "Chunked prefill is not supported on CPU")
+# a benchmark of random prompts, which share no prefix
+_RANDOM_PROMPTS = re.compile(r"""dataset[-_]name['"]?\s*[=:]?\s*['"]?random\b""")
 
 
 @dataclass
@@ -72,12 +91,21 @@ class LogContext:
     num_gpu_blocks: int | None = None
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
+    cuda_graph_estimate_gib: float | None = None  # what the budget set aside for CUDA graphs (0.19 onwards)
+    cuda_graph_gib: float | None = None  # what the capture took
+    cuda_graph_profiling: bool | None = None  # whether the KV cache budget leaves room for the graphs
+    suggested_gpu_memory_utilization: float | None = None  # vLLM's own advice on the CUDA graph line
     server_up: bool = False
+    startup_failed: bool = False
+    chunked_prefill_forced_off: bool = False
+    random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
     lines: dict[str, str] = field(default_factory=dict)  # reading -> the line it came from
 
-    def read(self, line: str) -> dict:
-        """Take every fact `line` states (later lines win); returns them for `apply` to replay."""
-        facts = facts_in(line)
+    def read(self, line: str, readers: "Readers | None" = None) -> dict:
+        """Take every fact `line` states (later lines win); returns them for `apply` to replay. `readers`: those of
+        the line's shape, where the caller has them."""
+        facts = facts_in(line, readers)
         self.apply(facts)
         return facts
 
@@ -95,41 +123,78 @@ class LogContext:
                 setattr(self, name, value)
 
 
-def facts_in(line: str) -> dict:
-    """Every fact `line` states. The regexes are digit-blind (shapes.py) and a number converts whatever its
-    digits, so a line states facts exactly when its shape does."""
+Readers = tuple[Callable[[str, dict], None], ...]
+
+
+def facts_in(line: str, readers: Readers | None = None) -> dict:
+    """Every fact `line` states, read by `readers` (fact_readers of its shape), or by those of the line itself."""
     facts = {}
-    if any(marker in line for marker in _LAUNCH_MARKERS):
-        _read_keys(line, facts)
-    _read_model(line, facts)
-    _read_readings(line, facts)
-    if any(marker in line for marker in _SERVER_UP):
-        facts["server_up"] = True
+    for reader in fact_readers(line) if readers is None else readers:
+        reader(line, facts)
     return facts
 
 
+def fact_readers(shape: str) -> Readers:
+    """What can read a fact in lines of this shape. The regexes are digit-blind (shapes.py) and a number converts
+    whatever its digits, so a line states the facts its shape does, at the same places."""
+    readers = [_read_keys] if any(marker in shape for marker in _LAUNCH_MARKERS) else []
+    if _read_model(shape, {}) is not None:
+        readers.append(_read_model)
+    readers += [
+        partial(_read_one, pattern, name)
+        for gate, pattern, name in _READINGS
+        if gate in shape and pattern.search(shape)
+    ]
+    if flags := _flags(shape):
+        readers.append(partial(_set, flags))
+    return tuple(readers)
+
+
+def _flags(shape: str) -> dict:
+    """Facts a line states by what it says, not by a number."""
+    flags = {}
+    if any(marker in shape for marker in _SERVER_UP):
+        flags["server_up"] = True
+    if any(marker in shape for marker in _STARTUP_FAILED):
+        flags["startup_failed"] = True
+    if "priority" in shape and ("reempt" in shape or "policy" in shape):
+        flags["priority_scheduling"] = True
+    if "dataset" in shape and _RANDOM_PROMPTS.search(shape):
+        flags["random_prompts"] = True
+    if any(marker in shape for marker in _CHUNKED_PREFILL_OFF):
+        flags.update(enable_chunked_prefill=False, chunked_prefill_forced_off=True)
+    return flags
+
+
+def _set(flags: dict, line: str, facts: dict) -> None:
+    facts.update(flags)
+
+
 def _read_keys(line: str, facts: dict) -> None:
-    for match in _KEY_VALUE.finditer(line):
+    """The first value of each key in the line: later ones are vLLM's comments on it ("equivalent to ...")."""
+    for match in reversed(list(_KEY_VALUE.finditer(line))):
         key = match.group(1).replace("-", "_")
         _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
     if "-enable-chunked-prefill" in line:
         facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
 
 
-def _read_model(line: str, facts: dict) -> None:
+def _read_model(line: str, facts: dict) -> bool | None:
+    """The model and the version the line names; None where it names neither."""
+    found = None
     if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
-        facts["model"] = match.group(1)
+        facts["model"], found = match.group(1), True
     if ("version" in line or "with config" in line) and (match := _VERSION.search(line)):
-        facts["version"] = match.group(1) or match.group(2)
+        facts["version"], found = match.group(1) or match.group(2), True
+    return found
 
 
-def _read_readings(line: str, facts: dict) -> None:
-    for gate, pattern, name in _READINGS:
-        if gate in line and (match := pattern.search(line)):
-            _convert_into(facts, name, match.group(match.lastindex))
-            facts["line:" + name] = line
-            if name == "max_concurrency":
-                _convert_into(facts, "max_model_len", match.group(1))
+def _read_one(pattern: re.Pattern, name: str, line: str, facts: dict) -> None:
+    if match := pattern.search(line):
+        _convert_into(facts, name, match.group(match.lastindex))
+        facts["line:" + name] = line
+        if name == "max_concurrency":
+            _convert_into(facts, "max_model_len", match.group(1))
 
 
 def _convert_into(facts: dict, name: str, text: str) -> None:
@@ -140,6 +205,8 @@ def _convert_into(facts: dict, name: str, text: str) -> None:
 
 
 def _convert(kind: str, text: str):
+    if text in _GRAPH_PROFILING:
+        return _GRAPH_PROFILING[text]
     text = text.replace(",", "").strip("'\"")
     try:
         if kind == "int":
@@ -155,6 +222,6 @@ def _convert(kind: str, text: str):
 
 _TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
 _FIELD_TYPES = {
-    f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.name not in ("server_up", "lines")
+    f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.type is not bool and f.name != "lines"
 }
 _FIELD_TYPES["kv_cache_dtype"] = "str_auto"

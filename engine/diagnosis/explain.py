@@ -1,28 +1,44 @@
 """From observations to findings: each category's explainer, plus the failures only the log's
 numbers reveal (a KV cache smaller than max_model_len, a negative KV budget)."""
 
-from kvtool.engine.diagnosis import explain_config, explain_length, explain_runtime, explain_startup
+from kvtool.engine.diagnosis import (
+    explain_budget,
+    explain_config,
+    explain_length,
+    explain_pressure,
+    explain_runtime,
+    explain_startup,
+    explain_truncation,
+    wordings,
+)
 from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 
 EXPLAINERS = {
     "request_too_long": explain_length.request_too_long,
-    "max_tokens_default_truncation": explain_length.default_truncation,
+    "max_tokens_default_truncation": explain_truncation.default_truncation,
     "kv_cache_too_small_at_startup": explain_startup.kv_cache_too_small,
     "no_cache_blocks": explain_startup.no_cache_blocks,
     "gpu_memory_held_by_others": explain_startup.gpu_memory_held_by_others,
     "cuda_oom_startup": explain_runtime.cuda_oom,
     "cuda_oom_runtime": explain_runtime.cuda_oom,
-    "preemption": explain_runtime.kv_pressure,
-    "kv_cache_near_full": explain_runtime.kv_pressure,
-    "batched_tokens_lt_model_len": explain_config.batched_tokens_lt_model_len,
+    "preemption": explain_pressure.kv_pressure,
+    "kv_cache_near_full": explain_pressure.kv_pressure,
+    "batched_tokens_lt_model_len": explain_budget.batched_tokens_lt_model_len,
     "batched_tokens_lt_num_seqs": explain_config.batched_tokens_lt_num_seqs,
     "max_model_len_above_derived": explain_config.max_model_len_above_derived,
     "missing_chat_template": explain_config.missing_chat_template,
     "tool_choice_auto_without_flags": explain_config.tool_choice_auto_without_flags,
     "model_not_found": explain_config.model_not_found,
+    # (category, detail): a wording that needs its own explainer
+    ("request_too_long", wordings.PROMPT_LIMIT): explain_budget.prompt_limit,
+    ("batched_tokens_lt_model_len", wordings.MULTIMODAL_PROFILING): explain_budget.profiling_too_short,
+    ("batched_tokens_lt_model_len", wordings.SPECULATIVE): explain_budget.no_tokens_to_schedule,
+    ("kv_cache_near_full", wordings.STATS_LINE): explain_pressure.stats_pressure,
 }
+ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once: the first, with the others' numbers
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
@@ -30,7 +46,7 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
     findings = []
     for obs in observations:
         try:
-            finding = EXPLAINERS[obs.category](obs, context, memory)
+            finding = EXPLAINERS.get((obs.category, obs.detail), EXPLAINERS[obs.category])(obs, context, memory)
         except (ArithmeticError, ValueError, KeyError):  # numbers no real server prints (0 GiB GPUs, 1e308 tokens)
             finding = Finding(
                 obs.category,
@@ -41,14 +57,33 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
                 obs.evidence,
                 obs.span,
             )
+        if finding is None:  # read, but the log as a whole says it is no failure
+            continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
-        findings.append(finding)
-    return findings
+        findings.append(graph_budget(finding, context))
+    return _once(findings)
+
+
+def _once(findings: list[Finding]) -> list[Finding]:
+    """The first finding of each ONE_FINDING category, given the numbers of the later ones it lacks."""
+    first: dict[str, Finding] = {}
+    kept = []
+    for finding in findings:
+        if finding.category in first:
+            for name, value in finding.numbers.items():
+                first[finding.category].numbers.setdefault(name, value)
+            continue
+        if finding.category in ONE_FINDING:
+            first[finding.category] = finding
+        kept.append(finding)
+    return kept
 
 
 def inferred_observations(seen: list[Observation], context: LogContext, memory: MemoryModel) -> list[Observation]:
     """Failures the log implies without vLLM saying so (e.g. only `# GPU blocks: N` was printed)."""
+    if graphs := warned_graphs(seen, context):
+        return graphs
     categories = {obs.category for obs in seen}
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve

@@ -1,4 +1,5 @@
-"""Configuration and API findings: scheduler limits, context overrides, chat templates, tools, model names."""
+"""Configuration and API findings: scheduler limits, context overrides, chat templates, tools, model names
+(what one scheduler step holds: explain_budget.py)."""
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
@@ -23,25 +24,6 @@ TOOL_PARSERS = {
 
 def _finding(obs: Observation, numbers: dict, summary: str, fixes: list[Fix]) -> Finding:
     return Finding(obs.category, obs.stage, summary, numbers, fixes, obs.evidence, obs.span)
-
-
-def batched_tokens_lt_model_len(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    n = obs.numbers
-    batched, limit = n["max_num_batched_tokens"], n["max_model_len"]
-    summary = (
-        f"With chunked prefill off, one step holds at most {batched} tokens, so prompts longer than that "
-        f"could never run although max_model_len is {limit}."
-    )
-    return _finding(
-        obs,
-        dict(n),
-        summary,
-        [
-            Fix("let one step hold a whole max_model_len prompt", flag="--max-num-batched-tokens", value=limit),
-            Fix("or prefill long prompts in chunks", flag="--enable-chunked-prefill", value=True),
-            Fix("or lower the context to the step size", flag="--max-model-len", value=batched),
-        ],
-    )
 
 
 def batched_tokens_lt_num_seqs(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:

@@ -8,8 +8,8 @@ from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
 
 V0_SCHEDULER_NOTE = (
-    'vLLM\'s v0 scheduler dropped the request (finish_reason "length"); with chunked prefill off '
-    "the limit is min(max_model_len, max_num_batched_tokens)."
+    'vLLM\'s v0 scheduler dropped the request (finish_reason "length"); its limit is max_model_len with chunked '
+    "prefill on (and no multi-step scheduling), else min(max_model_len, max_num_batched_tokens)."
 )
 COMPLETIONS_NOTE = (
     "On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "
@@ -109,6 +109,8 @@ def _rejected_param(prompt: int, max_tokens: int | None, limit: int) -> str | No
 def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit = n["prompt_tokens"], n["max_model_len"]
     n["prompt_overflow_tokens"], n["trim_tokens"] = prompt - limit, prompt - limit + 1
+    if n.get("max_tokens"):
+        n["overflow_tokens"] = prompt + n["max_tokens"] - limit
     summary = (
         f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
         f"token fits. Trim at least {n['trim_tokens']} tokens."
@@ -198,35 +200,3 @@ def _finding(
     obs: Observation, numbers: dict, summary: str, fixes: list[Fix], notes: list[str] | None = None
 ) -> Finding:
     return Finding(obs.category, obs.stage, summary, numbers, fixes, obs.evidence, obs.span, notes or [])
-
-
-def default_truncation(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    n = dict(obs.numbers)
-    if context.max_model_len and "prompt_tokens" in n:
-        n["largest_max_tokens"] = context.max_model_len - n["prompt_tokens"]
-    summary = (
-        'The output stopped at exactly 16 tokens (finish_reason "length"): max_tokens was not set and '
-        "vLLM's default is 16 for /v1/completions and SamplingParams."
-    )
-    if "completion_tokens" not in n:
-        summary = (
-            "Requests run with max_tokens=16, vLLM's default when a /v1/completions request or SamplingParams omits it."
-        )
-    if "max_tokens" in n:
-        summary = (
-            "SamplingParams is built without max_tokens, so every output stops at vLLM's default of 16 "
-            'tokens (finish_reason "length").'
-        )
-    fixes = [
-        Fix(
-            "set max_tokens on every request to the length you expect",
-            param="max_tokens",
-            value=n.get("largest_max_tokens"),
-        ),
-        Fix(
-            "use /v1/chat/completions, whose default is the room left in the context",
-            param="endpoint",
-            value="/v1/chat/completions",
-        ),
-    ]
-    return _finding(obs, n, summary, fixes)

@@ -1,10 +1,12 @@
-"""CUDA out-of-memory (at start-up, by phase, or while serving), preemption and a full KV cache."""
+"""CUDA out-of-memory: at start-up (by phase), while serving, or at a stage the input does not tell."""
 
 import math
+from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.explain_startup import default_utilization
-from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
+from kvtool.engine.diagnosis.explain_graphs import graph_fixes
+from kvtool.engine.diagnosis.explain_startup import default_utilization, smaller_profiling_batch
+from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
 
@@ -14,13 +16,22 @@ ALLOC_CONF = Fix(
     value="expandable_segments:True",
 )
 HEADROOM_GIB = 0.5
+OTHERS_SHARE = 0.1  # another process holding this share of the GPU is the cause
+WHERE = {"runtime": "while serving", "startup": "at start-up", "unknown": "(stage unknown)"}
+SERVING_WHY = (
+    'if the server had already started serving ("Application startup complete", request or stats lines before '
+    "the error), the memory ran out while serving: the KV cache and the running batch left too little headroom"
+)
+STAGE_UNKNOWN_NOTE = (
+    "Nothing in the input says whether the server had started serving, so the stage is unknown: the fixes "
+    "above are for a start-up failure, those for one while serving are under cuda_oom_runtime."
+)
 
 
 def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = dict(obs.numbers)
     phase = obs.detail
-    where = f"during {phase}" if phase else ("while serving" if obs.stage == "runtime" else "at start-up")
-    summary = f"CUDA ran out of memory {where}"
+    summary = f"CUDA ran out of memory {f'during {phase}' if phase else WHERE[obs.stage]}"
     if "tried_to_allocate_gib" in n:
         summary += f" asking for {_gib(n['tried_to_allocate_gib'])} GiB"
     if "free_gib" in n:
@@ -34,7 +45,10 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         )
     if n.get("reserved_unallocated_gib", 0) >= n.get("tried_to_allocate_gib", math.inf):
         fixes.append(ALLOC_CONF)
-    return Finding(
+    alternatives = []
+    if obs.stage == "unknown":
+        alternatives.append(Alternative("cuda_oom_runtime", SERVING_WHY, _runtime_fixes(n, context)))
+    finding = Finding(
         obs.category,
         obs.stage,
         summary + ".",
@@ -44,7 +58,33 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
         obs.span,
         notes,
         stage_evidence=obs.stage_evidence,
+        alternatives=alternatives,
     )
+    if n.get("total_gib") and n.get("other_process_gib", 0) >= OTHERS_SHARE * n["total_gib"]:
+        return _held_by_another(finding)
+    return finding
+
+
+def _held_by_another(oom: Finding) -> Finding:
+    """PyTorch names another process that holds much of the GPU: that process is the cause, the OOM the symptom."""
+    n = oom.numbers
+    other, total = n["other_process_gib"], n["total_gib"]
+    n["max_gpu_memory_utilization"] = math.floor((total - other) / total * 100) / 100
+    summary = (
+        f"Another process holds {_gib(other)} of the GPU's {_gib(total)} GiB, so vLLM ran out of memory "
+        f"({oom.summary[0].lower() + oom.summary[1:-1]})."
+    )
+    fixes = [
+        Fix("stop the other process on this GPU (see nvidia-smi) or pick a free GPU", flag="CUDA_VISIBLE_DEVICES"),
+        Fix(
+            "or ask only for what the other process leaves",
+            flag="--gpu-memory-utilization",
+            value=n["max_gpu_memory_utilization"],
+        ),
+    ]
+    why = "if the other process is meant to share the GPU, this is vLLM's own share running out"
+    alternatives = [Alternative(oom.category, why, oom.fixes), *oom.alternatives]
+    return replace(oom, category="gpu_memory_held_by_others", summary=summary, fixes=fixes, alternatives=alternatives)
 
 
 def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
@@ -60,7 +100,7 @@ def _fixes(stage: str, phase: str | None, n: dict, context: LogContext, memory: 
 
 def _stage_note(obs: Observation) -> str:
     if obs.stage_evidence is None:
-        return "No sign in the input that the server had started serving, so this is read as a start-up failure."
+        return STAGE_UNKNOWN_NOTE
     where = "while serving" if obs.stage == "runtime" else "at start-up"
     return f"Read as {where} from: {obs.stage_evidence.strip()[:200]}"
 
@@ -78,7 +118,7 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
             _lower_utilization(n, context),
         ]
     if phase == "CUDA graph capture":
-        return [
+        return graph_fixes(context) + [
             Fix("skip CUDA graphs (slower decode, no graph memory)", flag="--enforce-eager", value=True),
             _lower_utilization(n, context),
             Fix(
@@ -87,13 +127,8 @@ def _phase_fixes(phase: str | None, n: dict, context: LogContext, memory: Memory
                 value=max(1, (context.max_num_seqs or ASSUMED_MAX_NUM_SEQS) // 2),
             ),
         ]
-    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
     return [
-        Fix(
-            "shrink the profiling batch: the activation peak grows with it",
-            flag="--max-num-batched-tokens",
-            value=max(512, batched // 2),
-        ),
+        smaller_profiling_batch(n, context),
         Fix(
             "run fewer sequences at once",
             flag="--max-num-seqs",
@@ -143,52 +178,3 @@ def _others_hold_memory(n: dict) -> bool:
 
 def _gib(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
-
-
-def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
-    """Preemption or a near-full cache: more requests run than the KV cache holds."""
-    n = dict(obs.numbers)
-    if obs.category == "preemption":
-        summary = (
-            f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
-            "sequences were evicted and recomputed, which costs latency."
-        )
-    else:
-        usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
-        summary = f"The KV cache reached {usage:.1f}% use: new requests wait and preemption is next."
-    return Finding(obs.category, obs.stage, summary, n, _pressure_fixes(n, context, memory), obs.evidence, obs.span)
-
-
-def _pressure_fixes(n: dict, context: LogContext, memory: MemoryModel) -> list[Fix]:
-    tokens = context.kv_cache_tokens or (context.num_gpu_blocks and memory.kv_tokens(context.num_gpu_blocks))
-    fixes = []
-    if tokens and context.max_model_len:
-        n["kv_cache_tokens"] = tokens
-        n["max_num_seqs_without_preemption"] = max(1, tokens // context.max_model_len)
-        fixes.append(
-            Fix(
-                "cap concurrency at what the cache holds at full length",
-                flag="--max-num-seqs",
-                value=n["max_num_seqs_without_preemption"],
-            )
-        )
-    elif "num_running" in n:
-        fixes.append(
-            Fix("run fewer sequences at once", flag="--max-num-seqs", value=max(1, int(n["num_running"] * 3 // 4)))
-        )
-    if (current := default_utilization(context)) < 0.95:
-        fixes.append(
-            Fix(
-                "give the KV cache more of the GPU",
-                flag="--gpu-memory-utilization",
-                value=round(min(0.95, current + 0.05), 2),
-            )
-        )
-    if (factor := memory.fp8_factor()) > 1:
-        action = f"store the KV cache in fp8: {factor}x the tokens"
-        if tokens:
-            n["fp8_kv_cache_tokens"] = tokens * factor
-            action += f" ({tokens * factor} instead of {tokens})"
-        fixes.append(Fix(action, flag="--kv-cache-dtype", value="fp8"))
-    fixes.append(Fix("shard over more GPUs for more KV memory", flag="--tensor-parallel-size", value=memory.tp * 2))
-    return fixes

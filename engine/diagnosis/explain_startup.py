@@ -19,6 +19,8 @@ def default_utilization(context: LogContext) -> float:
 def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = dict(obs.numbers)
     limit = n.setdefault("max_model_len", context.max_model_len)
+    if "kv_cache_tokens" in n and limit:
+        n["kv_shortfall_tokens"] = limit - n["kv_cache_tokens"]
     estimate = _estimate(n, memory)
     summary = f"The KV cache cannot hold one request of max_model_len {limit} tokens, so the engine refuses to start."
     fixes = []
@@ -28,9 +30,20 @@ def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryMode
         summary += f" About {estimate} tokens fit."
         fixes.append(Fix("lower the context to what fits", flag="--max-model-len", value=n["max_model_len_1024"]))
     fixes += _more_kv_memory(n, context, memory)
+    fixes.append(smaller_profiling_batch(n, context))
     fixes += _fp8(n, memory, limit)
     fixes.append(_tensor_parallel(n, memory))
     return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
+
+
+def smaller_profiling_batch(n: dict, context: LogContext) -> Fix:
+    """The profiling run's activation peak, which grows with max_num_batched_tokens, is taken from the KV budget."""
+    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
+    action = "shrink the profiling batch: its activation peak comes out of the KV cache budget"
+    if context.activation_peak_gib:
+        n["activation_peak_gib"] = context.activation_peak_gib
+        action += f" (about {round(context.activation_peak_gib / 2, 2)} GiB back at half the batch)"
+    return Fix(action, flag="--max-num-batched-tokens", value=max(512, batched // 2))
 
 
 def _estimate(n: dict, memory: MemoryModel) -> int | None:
@@ -117,6 +130,12 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
         "gpu_memory_utilization x total memory."
     )
     fixes = []
+    for name, known in (
+        ("kv_available_gib", context.available_kv_gib),
+        ("gpu_memory_utilization", context.gpu_memory_utilization),
+    ):
+        if known is not None:
+            n.setdefault(name, known)
     parts = [context.weights_gib, context.activation_peak_gib, context.non_torch_gib]
     if context.total_gpu_gib and all(part is not None for part in parts):
         n.update(
@@ -135,13 +154,16 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
                     value=n["gpu_memory_utilization_needed"],
                 )
             )
-    batched = context.max_num_batched_tokens or ASSUMED_MAX_NUM_BATCHED_TOKENS
+    elif (current := default_utilization(context)) < HIGHEST_ADVISED_UTILIZATION:
+        fixes.append(
+            Fix(
+                "give vLLM more of the GPU (the total and the profile would say how much)",
+                flag="--gpu-memory-utilization",
+                value=round(min(HIGHEST_ADVISED_UTILIZATION, current + 0.05), 2),
+            )
+        )
     fixes += [
-        Fix(
-            "shrink the profiling batch (the activation peak grows with it)",
-            flag="--max-num-batched-tokens",
-            value=max(512, batched // 2),
-        ),
+        smaller_profiling_batch(n, context),
         Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
         Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8) to shrink the weights", flag="--quantization", value=None),
     ]
@@ -167,6 +189,7 @@ def gpu_memory_held_by_others(obs: Observation, context: LogContext, memory: Mem
         )
     free, total = n["free_gib"], n["total_gib"]
     n["held_by_others_gib"] = round(total - free, 2)
+    n["shortfall_gib"] = round(n["requested_gib"] - free, 2)
     n["max_gpu_memory_utilization"] = math.floor(free / total * 100) / 100 if total > 0 else 0.0
     summary = (
         f"Only {free} of {total} GiB is free at start-up: other processes hold {n['held_by_others_gib']} GiB, "

@@ -8,6 +8,20 @@ if TYPE_CHECKING:
 
 Number = int | float
 EVIDENCE_CHARS = 600
+# The categories of memory and length failures (the JSON contract, docs/design.md); others may name other causes.
+MEMORY_AND_LENGTH_CATEGORIES = frozenset(
+    (
+        "request_too_long",
+        "max_tokens_default_truncation",
+        "kv_cache_too_small_at_startup",
+        "no_cache_blocks",
+        "gpu_memory_held_by_others",
+        "cuda_oom_startup",
+        "cuda_oom_runtime",
+        "preemption",
+        "batched_tokens_lt_model_len",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +41,18 @@ class Fix:
             out["param"] = self.param
         out["value"] = self.value
         return out
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another cause the text allows: its category, the fact that would confirm it, and its fixes."""
+
+    category: str
+    why: str
+    fixes: list[Fix]
+
+    def to_dict(self) -> dict:
+        return {"category": self.category, "why": self.why, "fixes": [fix.to_dict() for fix in self.fixes]}
 
 
 @dataclass
@@ -54,7 +80,7 @@ class Finding:
     """An explained failure: category, stage, summary, numbers, fixes, evidence (the JSON contract of `--json`)."""
 
     category: str
-    stage: str  # "request" | "startup" | "runtime"
+    stage: str  # "request" | "startup" | "runtime" | "unknown"
     summary: str
     numbers: dict[str, Number]
     fixes: list[Fix]
@@ -62,6 +88,7 @@ class Finding:
     span: tuple[int, int] = (0, 0)
     notes: list[str] = field(default_factory=list)
     stage_evidence: str | None = None  # the line that decided `stage` (an out-of-memory error's context)
+    alternatives: list[Alternative] = field(default_factory=list)  # other causes the text allows, most likely first
 
     def to_dict(self) -> dict:
         out = {
@@ -72,6 +99,7 @@ class Finding:
             "fixes": [fix.to_dict() for fix in self.fixes],
             "evidence": self.evidence,
             "notes": self.notes,
+            "alternatives": [alternative.to_dict() for alternative in self.alternatives],
         }
         if self.stage_evidence is not None:
             out["stage_evidence"] = self.stage_evidence

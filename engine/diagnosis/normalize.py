@@ -53,6 +53,17 @@ RECORD_START = re.compile(
     r"(?:Traceback \(|File \"|During handling|The above exception|[\w.]*(?:Error|Exception|Warning|Interrupt)\b"
     r"|" + _LEVEL + r"\b|[{}\[\]]|\"\s*[,}:]|\^|~~|raise\b|return\b|vllm:|# (?:HELP|TYPE))"
 )
+# Where a paste lost its line breaks: an HTML <br>, a process prefix glued to the text before it, a vLLM
+# record (level, date, time) run into the end of the one before.
+BREAKS = re.compile(
+    r"<[bB][rR]\s*/?>"
+    r"|(?<=\S)(?=\([A-Za-z_][^()\n]{0,80}?\bpid=\d+[^()\n]{0,60}\))"
+    r"|(?<=[^\s)])\s?(?=" + _LEVEL + r"\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2})"
+)
+_BREAKS_IN_SHAPE = re.compile(BREAKS.pattern.encode())
+_A_TIME = b"00-00 00:00:00"  # a vLLM record's date and time, masked
+# the typographic quotes a web page or a chat client puts in place of the ASCII ones vLLM prints
+QUOTES = str.maketrans("\u2018\u2019\u201a\u201b\u2032\u201c\u201d\u201e\u201f\u2033", "'''''" + '"' * 5)
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|(.))", re.DOTALL)
 _ESCAPED = {"n": "\n", "r": "\n", "t": " ", '"': '"', "'": "'", "\\": "\\", "/": "/"}
 QUOTE_MARKS = ">▎▍▌│┃║|"
@@ -71,6 +82,12 @@ def strip_prefix(line: str) -> tuple[str, str]:
     if "│" in content or "┃" in content or "║" in content:
         content = TRAILING_FRAME.sub("", content)
     return prefix, content.rstrip()
+
+
+def split_line(line: str) -> list[str]:
+    """The lines a physical line holds: escapes undone (escaped line breaks become lines), and broken where the
+    paste lost a line break."""
+    return [piece for part in unescape(line) for piece in BREAKS.split(part)]
 
 
 def unescape(line: str) -> list[str]:
@@ -99,19 +116,36 @@ def logical_lines(stretches: Iterable[list[str]]) -> Iterator[tuple[str, str]]:
 
 
 def _joined(lines: Iterable[tuple[str, bytes]]) -> Iterator[tuple[str, str]]:
-    """Logical lines from (physical line, its shape)."""
+    """Logical lines from (physical line, its shape). A physical line of a known layout is cut inline: this
+    loop runs for every line of a dense log."""
     pieces: list[str] = []
-    last: tuple[str, int, int] = ("", 0, 0)  # the previous part's prefix, length and indent
+    last_prefix, last_length, last_indent = "", 0, 0  # the previous part's
+    layouts = _LAYOUTS
     for line, shape in lines:
-        for prefix, content, indent, opens in _parts(line, shape):
-            if pieces and content and not opens and _continues(last, prefix, indent, len(pieces)):
+        layout = layouts.get(shape, False)
+        if layout is False:
+            layout = _new_layout(shape)
+        if layout is None:  # escaped, or a line break lost: several parts
+            parts = map(_part, split_line(line))
+        else:
+            cut, end, indent, opens = layout
+            parts = ((line[:cut], line[cut:end], indent, opens),)
+        for prefix, content, indent, opens in parts:
+            if (
+                pieces
+                and content
+                and not opens
+                and last_length >= JOIN_MIN_CHARS
+                and (prefix == last_prefix or _continues(last_prefix, last_indent, prefix, indent))
+                and len(pieces) < MAX_JOINED_LINES
+            ):
                 pieces.append(content)
             else:
                 if pieces:
                     yield _flushed(pieces)
                 if content:
                     pieces.append(content)
-            last = (prefix, len(content), indent)
+            last_prefix, last_length, last_indent = prefix, len(content), indent
     if pieces:
         yield _flushed(pieces)
 
@@ -122,16 +156,18 @@ _LAYOUTS = ShapeCache()
 # PREFIX, TRAILING_FRAME, FENCE and RECORD_START are digit-blind: a line is laid out as its shape is.
 
 
-def _parts(line: str, shape: bytes) -> tuple[Part, ...]:
-    """The parts of a physical line (escaped line breaks make several), each cut from what sits in front."""
-    layout = _LAYOUTS.get(shape, False)
-    if layout is False:
-        escaped = b"\\" in shape or (b"&" in shape and b";" in shape)
-        layout = _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape.decode("utf-8", "surrogatepass"))))
-    if layout is None:
-        return tuple(map(_part, unescape(line)))
-    cut, end, indent, opens = layout
-    return ((line[:cut], line[cut:end], indent, opens),)
+def _new_layout(shape: bytes) -> tuple[int, int, int, bool] | None:
+    """How lines of this shape are cut, kept for the next; None where a line must be split first (escapes, HTML,
+    a lost line break)."""
+    escaped = b"\\" in shape or (b"&" in shape and b";" in shape) or _lost_break(shape)
+    return _LAYOUTS.keep(shape, None if escaped else _layout(_part(shape.decode("utf-8", "surrogatepass"))))
+
+
+def _lost_break(shape: bytes) -> bool:
+    """Whether a line of this shape holds a lost line break (the regex runs only where its signs are: lines may be
+    windows of 8 KiB and more)."""
+    signs = b"<" in shape or b"pid=" in shape or _A_TIME in shape
+    return bool(signs and _BREAKS_IN_SHAPE.search(shape))
 
 
 def _part(part: str) -> Part:
@@ -145,13 +181,9 @@ def _layout(part: Part) -> tuple[int, int, int, bool]:
     return len(prefix), len(prefix) + len(content), indent, opens
 
 
-def _continues(last: tuple[str, int, int], prefix: str, indent: int, joined: int) -> bool:
-    """Whether a part that opens no record is the wrapped rest of the line before it."""
-    last_prefix, last_length, last_indent = last
-    if last_length < JOIN_MIN_CHARS or joined >= MAX_JOINED_LINES:
-        return False
-    if prefix == last_prefix:  # the same quote marks, log prefix and indent
-        return True
+def _continues(last_prefix: str, last_indent: int, prefix: str, indent: int) -> bool:
+    """Whether a part that opens no record, after a long enough one with another prefix (the same prefix, its quote
+    marks, log prefix and indent, continues it), is the wrapped rest of it."""
     quote, record = _quote_and_record(prefix)
     last_quote, last_record = _quote_and_record(last_prefix)
     if quote != last_quote or (record and record != last_record):
@@ -173,6 +205,10 @@ def _quote_and_record(prefix: str) -> tuple[str, str]:
 
 
 def _flushed(pieces: list[str]) -> tuple[str, str]:
-    original = "\n".join(pieces)[:MAX_LOGICAL_CHARS]
-    pieces.clear()
-    return original.replace("\n", " "), original
+    if len(pieces) == 1:  # most records fit one line
+        original = text = pieces.pop()[:MAX_LOGICAL_CHARS]
+    else:
+        original = "\n".join(pieces)[:MAX_LOGICAL_CHARS]
+        pieces.clear()
+        text = original.replace("\n", " ")
+    return (text if text.isascii() else text.translate(QUOTES)), original

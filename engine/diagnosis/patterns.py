@@ -5,7 +5,8 @@ Most regexes are derived from a message template (wordings.py, kvtool's messages
 from a few words (LEAD_CHARS letters) before the first number to just after the last one, each
 space matching any run of whitespace, each placeholder a number (or the text it stands for).
 Starting a few words before the first number, the first of them possibly cut, keeps a message
-recognisable when a paste lost its first characters.
+recognisable when a paste lost its first characters; the sentences after the one that holds the second
+number are optional, so a message cut short at the end of a sentence is read as far as it goes.
 """
 
 import re
@@ -34,6 +35,7 @@ TEXT = {
     "derived_key": r"\w+",
     "requested_model": r"[^`\n]{1,300}",
     "aliases": r"[^\n]{1,300}?",
+    "mm_placeholders": r"[^\n]{1,200}?",  # a count, or a dict of them by modality
 }
 DETAIL_GROUPS = ("requested_model",)  # TEXT placeholders an explainer reads as the finding's detail
 SPECIAL = {
@@ -50,6 +52,8 @@ ALIASES = {
     "total_tokens": "requested_tokens",
 }
 MAX_MATCHES_PER_LINE = 64
+SENTENCE_END = re.compile(r"\.(?=\s+[A-Z])")
+MIN_NUMBERS_BEFORE_CUT = 2  # a message cut short at the end of a sentence is recognised once it has read this many
 LEAD_CHARS = 20
 TAIL_CHARS = 80
 # a match: its span, (name, start, end) of each number it reads (its extras' too, in order), its detail's span
@@ -72,6 +76,7 @@ class Pattern:
     accept: Callable[[dict[str, Number]], bool] | None = None
     label: str | None = None  # a fixed detail (the warm-up kind)
     constants: dict = field(default_factory=dict)
+    template: str | None = None  # the message it is derived from, for one with words left out (elided.py)
 
     def read(self, line: str) -> tuple[dict[str, Number], tuple[int, int], str | None] | None:
         """(numbers, span of the match, detail) for the first match in `line`, else None."""
@@ -130,59 +135,67 @@ def compile_(text: str) -> re.Pattern:
 
 def from_template(template: str) -> tuple[str, str]:
     """(regex, gate) for a message template with str.format placeholders."""
-    parts = [(literal, name) for literal, name, _, _ in Formatter().parse(template)]
+    parts = [(between, name) for between, name, _, _ in Formatter().parse(template)]
     named = [i for i, (_, name) in enumerate(parts) if name and name not in TEXT and name not in SPECIAL]
     named = named or [i for i, (_, name) in enumerate(parts) if name in TEXT]  # a message with names only
     if not named:  # the first sentence, and the start of the next where it was pasted (it tells wordings apart)
         words = template.split(" ")
         first_sentence = template.split(". ")[0].count(" ") + 1
         sentence, rest = " ".join(words[:first_sentence]), " ".join(words[first_sentence : first_sentence + 4])
-        return _literal(sentence) + f"(?: {_literal(rest)})?", _gate(sentence)
+        return literal(sentence) + f"(?: {literal(rest)})?", _gate(sentence)
     first, last = named[0], named[-1]
-    pieces, seen, kept = [], set(), []
-    for i, (literal, name) in enumerate(parts[: last + 1]):
+    pieces, seen, kept, cuts = [], set(), [], 0
+    for i, (between, name) in enumerate(parts[: last + 1]):
         if i < first:
             continue
-        text = _lead(literal) if i == first else literal
-        kept.append(text)
-        pieces.append(_literal(text) if i != first else _cut_tolerant(text))
+        text = _lead(between) if i == first else between
+        sentence_end = SENTENCE_END.search(text) if len(seen) >= MIN_NUMBERS_BEFORE_CUT else None
+        if not cuts:  # the gate is a word every match has
+            kept.append(text[: sentence_end.end()] if sentence_end else text)
+        if sentence_end:  # a paste may stop at the end of this sentence: the rest is optional
+            pieces += [literal(text[: sentence_end.end()]), "(?:", literal(text[sentence_end.end() :])]
+            cuts += 1
+        else:
+            pieces.append(literal(text) if i != first else _cut_tolerant(text))
         pieces.append(_field(ALIASES.get(name, name), seen))
     tail = _tail(parts[last + 1][0] if last + 1 < len(parts) else "")
-    kept.append(tail)
+    ending = f"(?:{literal(tail)}|$)" if tail else ""  # a paste may stop right after the last number
     kept[0] = kept[0].split(None, 1)[-1] if kept[0].strip() else ""  # the first word may be cut: no gate on it
-    return "".join(pieces) + _literal(tail), _gate(" ".join(kept))
+    return "".join(pieces) + ending + ")?" * cuts, _gate(" ".join(kept))
 
 
-def _lead(literal: str) -> str:
+def _lead(between: str) -> str:
     """The last words before the first number, at least LEAD_CHARS letters of them (or all there is)."""
-    words = literal.split(" ")
+    words = between.split(" ")
     for count in range(1, len(words) + 1):
         lead = " ".join(words[-count:])
         if len(lead.replace(" ", "")) >= LEAD_CHARS:
             return lead
-    return literal
+    return between
 
 
 def _cut_tolerant(text: str) -> str:
     """The first word may have lost its first characters, or be gone (a paste cut at the start)."""
     word, space, rest = re.match(r"(\S*)(\s*)(.*)", text, re.DOTALL).groups()
     if len(word) <= 3 or not space:
-        return _literal(text)
+        return literal(text)
     if len(re.sub(r"\W", "", rest)) >= LEAD_CHARS:  # the rest alone tells the message apart: the word may go
         suffixes = "|".join(re.escape(word[i:]) for i in range(len(word)))
-        return f"(?:(?:{suffixes})\\s+)?" + _literal(rest)
+        return f"(?:(?:{suffixes})\\s+)?" + literal(rest)
     suffixes = "|".join(re.escape(word[i:]) for i in range(len(word) - 2))
-    return f"(?:{suffixes})" + _literal(space + rest)
+    return f"(?:{suffixes})" + literal(space + rest)
 
 
-def _tail(literal: str) -> str:
+def _tail(between: str) -> str:
     """What follows the last placeholder to the end of its sentence (at most TAIL_CHARS)."""
-    match = re.match(rf"[^.]{{0,{TAIL_CHARS}}}?(?:\.(?=\s|$)|$)", literal)
-    return match.group(0).rstrip() if match else literal[:TAIL_CHARS].rsplit(" ", 1)[0]
+    match = re.match(rf"[^.]{{0,{TAIL_CHARS}}}?(?:\.(?=\s|$)|$)", between)
+    return match.group(0).rstrip() if match else between[:TAIL_CHARS].rsplit(" ", 1)[0]
 
 
-def _literal(text: str) -> str:
-    return "".join(r"\s+" if part.isspace() else re.escape(part) for part in re.split(r"(\s+)", text) if part)
+def literal(text: str) -> str:
+    """Each space any run of whitespace; a parenthesis may be missing (pastes drop vLLM's stray ones)."""
+    escaped = (r"\s+" if part.isspace() else re.escape(part) for part in re.split(r"(\s+)", text) if part)
+    return "".join(escaped).replace(r"\(", r"\(?").replace(r"\)", r"\)?")
 
 
 def _field(name: str, seen: set) -> str:

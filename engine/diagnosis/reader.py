@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import BinaryIO
 
 from kvtool.engine.diagnosis.normalize import logical_lines
+from kvtool.engine.diagnosis.unwrap import undoubled, unwrapped
 from kvtool.engine.diagnosis.widening import NEIGHBOUR_BYTES, keeps_every_line, merged
 
 Anchors = dict[
@@ -61,8 +62,9 @@ def _utf16(block: bytes) -> bool:
 
 
 def read_chunks(stream: BinaryIO) -> Iterator[bytes]:
-    """Blocks of whole lines; a line with no end in sight is passed on in CHUNK_BYTES pieces."""
-    carry = b""
+    """Blocks of whole lines; a line with no end in sight is passed on in CHUNK_BYTES pieces. The last line,
+    where nothing ends it, goes with the block before it (a paste is one stretch)."""
+    carry = pending = b""
     for block in utf8_blocks(stream):
         if not block:
             continue
@@ -73,9 +75,11 @@ def read_chunks(stream: BinaryIO) -> Iterator[bytes]:
             continue
         cut = cut or len(block)
         carry = block[cut:]
-        yield block[:cut]
-    if carry:
-        yield carry
+        if pending:
+            yield pending
+        pending = block[:cut]
+    if pending or carry:
+        yield pending + carry
 
 
 def line_spans(chunk: bytes, anchors: Anchors) -> list[tuple[int, int]]:
@@ -158,27 +162,32 @@ def _pieces(line: str) -> tuple[str, ...]:
 
 def clean(raw: bytes) -> list[str]:
     """The cleaned lines of a stretch, decoded at once (no escape sequence or invalid UTF-8 spans a line
-    break); a line that cleans to nothing is a blank line, which ends a paragraph."""
-    text = _decoded(raw)
+    break), double spacing and hard wraps undone (unwrap.py); a line that cleans to nothing is a blank line,
+    which ends a paragraph. Trailing whitespace stays: normalize cuts each line's content without it."""
+    text = undoubled(_decoded(raw))
     lines = text.split("\n")
-    if raw.endswith(b"\n"):
+    if text.endswith("\n"):
         lines.pop()
+    lines = unwrapped(lines)
     if "\r" not in text:
-        return [line.rstrip() for line in lines]
+        return lines
     return [piece for line in lines for piece in _pieces(line) or ("",)]
 
 
-def stretches(stream: BinaryIO, anchors: Anchors) -> Iterator[list[str]]:
-    """The cleaned lines of each stretch of `stream` near one of `anchors`, in log order; one that does not
-    continue the stretch before it starts with an empty line, so nothing is joined across a gap."""
+def stretches(stream: BinaryIO, anchors: Anchors, first: Anchors | None = None) -> Iterator[list[str]]:
+    """The cleaned lines of each stretch of `stream` near one of `anchors` (in the first chunk, of `first` too),
+    in log order; one that does not continue the stretch before it starts with an empty line, so nothing is
+    joined across a gap."""
     touching = False  # the last stretch ran to the end of its chunk
-    for chunk in read_chunks(stream):
-        for start, end in line_spans(chunk, anchors):
+    in_first = {**anchors, **first} if first else anchors
+    for index, chunk in enumerate(read_chunks(stream)):
+        for start, end in line_spans(chunk, anchors if index else in_first):
             lines = clean(chunk[start:end])
             yield lines if touching and start == 0 else ["", *lines]
             touching = end >= len(chunk) - 1
 
 
-def candidate_lines(stream: BinaryIO, anchors: Anchors) -> Iterator[tuple[str, str]]:
-    """Logical lines (text, original) around every anchor of `stream`, normalised, in log order."""
-    return logical_lines(stretches(stream, anchors))
+def candidate_lines(stream: BinaryIO, anchors: Anchors, first: Anchors | None = None) -> Iterator[tuple[str, str]]:
+    """Logical lines (text, original) around every anchor of `stream` (and of `first` in its first chunk),
+    normalised, in log order."""
+    return logical_lines(stretches(stream, anchors, first))

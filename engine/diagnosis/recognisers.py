@@ -11,6 +11,9 @@ from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_P
 
 NEAR_FULL_PERCENT = KV_CACHE_NEAR_FULL_PERCENT
 PRESSURE_PERCENT = KV_CACHE_PRESSURE_PERCENT
+# A stats line worth a second look: requests wait while the cache is this full and prefixes are hit this often
+# (on prompts that share none, only recomputed preempted requests hit: explain_pressure.py decides)
+RECOMPUTE_USAGE_PERCENT, RECOMPUTE_HIT_PERCENT = 75.0, 10.0
 
 
 def _preempted(numbers) -> bool:
@@ -19,7 +22,12 @@ def _preempted(numbers) -> bool:
 
 def _near_full(numbers) -> bool:
     usage = numbers.get("kv_cache_usage_percent", numbers.get("kv_cache_usage", 0) * 100)
-    return usage >= NEAR_FULL_PERCENT or (usage > PRESSURE_PERCENT and numbers.get("num_waiting", 0) > 0)
+    if usage >= NEAR_FULL_PERCENT or numbers.get("num_swapped", 0) > 0:
+        return True
+    if numbers.get("num_waiting", 0) <= 0:
+        return False
+    hit_rate = numbers.get("prefix_cache_hit_rate_percent", 0)
+    return usage > PRESSURE_PERCENT or (usage >= RECOMPUTE_USAGE_PERCENT and hit_rate >= RECOMPUTE_HIT_PERCENT)
 
 
 ACCEPT = {"preemption": _preempted, "kv_cache_near_full": _near_full}
@@ -40,6 +48,7 @@ def from_wording(wording: Wording) -> Pattern:
         detail=next((name for name in regex.groupindex if name in DETAIL_GROUPS), None),
         label=wording.detail,
         constants=wording.constants,
+        template=None if wording.regex else wording.template,
     )
 
 
@@ -57,23 +66,45 @@ _OOM_EXTRAS = tuple(
     re.compile(text.replace(" ", r"\s+"))
     for text in (
         rf"total capaci?ty of (?P<total_gib>{SIZE}) of which (?P<free_gib>{SIZE}) is free",
-        rf"\(GPU \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
-        rf"(?P<free_gib>{SIZE}) free;",
+        rf"\((?:GPU|NPU) \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
+        rf"(?:{SIZE} current active; )?(?P<free_gib>{SIZE}) free;",
         rf"this process has (?P<this_process_gib>{SIZE}) memory in use",
+        rf"Process \d+ has (?P<other_process_gib>{SIZE}) memory in use",  # another process on the same GPU
         rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
         rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
         rf"(?P<reserved_gib>{SIZE}) reserved in total by PyTorch",
     )
 )
-TORCH_OOM = [  # PyTorch's text, not vLLM's: start-up or run time is decided from the context (stage.py)
+_DEVICE = r"(?:CUDA|XPU|HIP|NPU)"
+# The device's own words for an allocation that failed, with no sizes: a CUDA error raised as
+# torch.AcceleratorError or RuntimeError, the driver's, NCCL's (often the only trace of it, inside a
+# teardown error), the runtime's and cuBLAS's status names, and PyTorch's message cut before its sizes
+# or after them. One line gives one out-of-memory error, the one with the most numbers (scanner.py).
+_BARE_OOM = (
+    rf"{_DEVICE} (?:driver )?error: out of memory"
+    r"|Cuda failure (?:\d+ )?'out of memory'"
+    r"|cudaErrorMemoryAllocation|hipErrorOutOfMemory"
+    rf"|{_DEVICE} out of memory(?!\.? (?:occurred|Tried))"
+    r"|unallocated memory is large try setting PYTORCH(?:_CUDA)?_ALLOC_CONF"  # the tail of a message cut short
+)
+TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided from the context (stage.py)
     Pattern(
         "cuda_oom",
         "startup",
         "emory",  # "CUDA out of memory. Tried to allocate", or "OutOfMemoryError: Tried to allocate" as quoted
         compile_(
-            rf"(?:(?:CUDA|XPU) out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
+            rf"(?:{_DEVICE} out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
         ),
         extras=_OOM_EXTRAS,
+    ),
+    Pattern("cuda_oom", "startup", "emory", compile_(_BARE_OOM)),
+    Pattern("cuda_oom", "startup", "_OUT_OF_MEMORY", compile_(r"CUDA_ERROR_OUT_OF_MEMORY")),
+    Pattern("cuda_oom", "startup", "_ALLOC_FAILED", compile_(r"CUBLAS_STATUS_ALLOC_FAILED")),
+    Pattern(  # XLA on TPU
+        "cuda_oom",
+        "startup",
+        "RESOURCE_EXHAUSTED",
+        compile_(r"RESOURCE_EXHAUSTED: [^\n]{0,200}?(?:[Aa]llocat|[Oo]ut of memory)"),
     ),
 ]
 METRICS = [

@@ -1,9 +1,10 @@
 """One pass over the logical lines: collect the log's context and every recognised failure.
 
-What a line can give is planned once per shape (shapes.py): the recognisers that can match it, whether
-it states facts, its stage markers, whether the truncation trackers want it, and where its recognisers
-are all digit-blind, their matches (a line of the shape only converts its numbers there, each as
-chosen for the shape). A line whose plan is empty is only counted (and kept in the line cache).
+What a line can give is planned once per shape (shapes.py): the recognisers that can match it, what
+reads the facts it states, its stage markers, whether the truncation trackers want it, where it holds an
+elision the recognisers that read numbers around it (elided.py), and where its recognisers are all
+digit-blind, their matches (a line of the shape only converts its numbers there, each as chosen for the
+shape). A line that can give nothing only feeds the stage tracker.
 """
 
 import re
@@ -11,14 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from kvtool.engine.diagnosis import truncation
-from kvtool.engine.diagnosis.context import LogContext, facts_in
+from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
+from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.shapes import ShapeCache, masked, screen, shape_of
+from kvtool.engine.diagnosis.shapes import MASK, ShapeCache, masked, screen
 from kvtool.engine.diagnosis.stage import LOOK_AHEAD, Markers, StageTracker, shape_markers
-from kvtool.engine.diagnosis.truncation import OfflineDefaults, TruncatedResponses
+from kvtool.engine.diagnosis.truncation import CutShortWithoutMaxTokens, OfflineDefaults, TruncatedResponses
 
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
 MERGED_CATEGORIES = {
@@ -27,6 +29,9 @@ MERGED_CATEGORIES = {
     "max_tokens_default_truncation": (),
     "request_too_long": ("max_model_len",),
 }
+# messages that hold several parts their recognisers match (PyTorch's several signs of an out-of-memory error,
+# the start and the end of the 0.22+ text with no number): one a line
+ONE_PER_LINE = {"cuda_oom", "no_cache_blocks"}
 MAX_DISTINCT = 50
 MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, pasted loops) are matched once
 # Every line that can matter holds an anchor and, where refinements are listed, one of them too (a
@@ -35,18 +40,25 @@ MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, 
 # checks it), and so do the lines context.py and stage.py read.
 CATEGORY_ORDER = {category: i for i, category in reversed(list(enumerate(p.category for p in PATTERNS)))}
 ANCHORS = {
+    # a traceback's frames first: in a log dense with errors they alone keep every line (reader.py stops there)
+    b'File "': (),
     b"max": (b"max seq len", b"max model len", b"max_model_len", b"max_tokens must", b"max_tokens=16",
-             b"max_num_batched_tokens ("),
+             b"max_num_batched_tokens (", b"max_num_scheduled_tokens is"),
     b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
     b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
-    b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:9\d|100)\."),  # a KV cache 90 % full or fuller
+    b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:[7-9]\d|100)\."),  # a KV cache 70 % full or fuller
     b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),
+    b"_OUT_OF_MEMORY": (), b"_ALLOC_FAILED": (), b"RESOURCE_EXHAUSTED": (),  # CUDA's, cuBLAS's and XLA's status names
     b"template": (), b"tool choice": (), b"startup complete": (), b"apturing": (),
     b"SamplingParams(": re.compile(rb"SamplingParams\((?![^)\n]*max_tokens)"),  # offline code, not request logs
-    b'File "': (), b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
+    b"fatal error": (), b"Core failed": (), b"core initialization": (),  # stage.py's markers
+    b"hunked prefill": (),
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
+# What people write rather than what a server prints (answers said to be cut short, truncation.py): looked for in
+# the first chunk only, since a paste is smaller and a larger input is a machine's log.
+PROSE_ANCHORS = {gate.encode(): () for gate in truncation.CUT_SHORT_GATES}
 # (pattern, its gate masked, a digit-blind regex that matches a shape wherever the pattern matches a line of it)
 _SCREENS = [(pattern, masked(pattern.gate), screen(pattern.regex)) for pattern in PATTERNS]
 
@@ -60,9 +72,11 @@ class Plan:
     # with how its numbers are read (Pattern.readers)
     matches: tuple[tuple[Pattern, Where, tuple[NumberReader, ...]], ...] | None
     settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
-    facts: bool  # whether the line states facts for the context
+    facts: Readers  # what reads the facts it states for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
+    elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
+    gives: bool  # whether a line of it can give a fact or an observation (the others only mark the stage)
 
     @classmethod
     def of(cls, shape: str) -> "Plan":
@@ -70,8 +84,13 @@ class Plan:
             pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
         )
         matches, settled = _matches(patterns, shape)
-        requests = any(gate in shape for gate in truncation.GATES)
-        return cls(patterns, matches, settled, bool(facts_in(shape)), shape_markers(shape), requests)
+        requests = any(gate in shape for gate in truncation.GATES + truncation.COMPLAINT_GATES)
+        elided = ()
+        if any(mark in shape for mark in ELISION_MARKS):
+            elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.template, shape))
+        facts = fact_readers(shape)
+        gives = bool(patterns or facts or elided)
+        return cls(patterns, matches, settled, facts, shape_markers(shape), requests, elided, gives)
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -95,11 +114,20 @@ def _chosen(found: list[tuple], original: str) -> list[tuple]:
     chosen, taken = [], {}
     for item in found:
         span, spans = item[2], taken.setdefault(item[0].category, [])
+        if spans and item[0].category in ONE_PER_LINE:
+            continue
         if not any(span[0] < end and start < span[1] for start, end in spans):
             spans.append(span)
             chosen.append(item)
     chosen.sort(key=lambda item: (CATEGORY_ORDER.get(item[0].category, 0), evidence_window(original, item[2])[1][0]))
     return chosen
+
+
+def _elided_observations(patterns: tuple[Pattern, ...], text: str, original: str) -> list[Observation]:
+    readings = ((pattern, read_elided(pattern.template, text)) for pattern in patterns)
+    found = [(pattern, *reading, pattern.label) for pattern, reading in readings if reading is not None]
+    found = [item for item in found if not item[0].accept or item[0].accept(item[1])]
+    return [_observation(original, *item) for item in _chosen(found, original)]
 
 
 def _observation(original: str, pattern: Pattern, numbers: dict, span: tuple[int, int], detail) -> Observation:
@@ -117,9 +145,11 @@ class Scanner:
         self.line_index = 0
         self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
+        self.cut_short = CutShortWithoutMaxTokens()
         self._seen: dict[str, tuple[dict, list]] = {}  # line -> (facts for the context, pattern matches)
         self._plans = ShapeCache()  # shape -> Plan
         self._pending: list[tuple[int, Observation]] = []  # out-of-memory errors waiting for what follows them
+        self._oom_numbers: set[tuple] = set()  # the numbers of the out-of-memory errors kept
 
     def scan(self, lines: Iterable[str | tuple[str, str]]) -> "Scanner":
         for line in lines:
@@ -129,40 +159,42 @@ class Scanner:
     def feed(self, line: str | tuple[str, str]) -> None:
         text, original = line if isinstance(line, tuple) else (line, line)
         self.line_index += 1
-        plan = self._plan(text)
+        shape = text.encode("utf-8", "surrogatepass").translate(MASK)  # shape_of, inline: every line pays it
+        if (plan := self._plans.get(shape)) is None:
+            plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
         self.stage.feed(text, plan.markers)
-        self._match(plan, text, original)
-        if plan.requests or self.offline_defaults.in_call:
+        if plan.gives:
+            self._match(plan, text, original)
+        if plan.requests or self.offline_defaults.call:
             if observation := self.truncated_responses.feed(text, self.line_index):
                 self._add(observation)
             if observation := self.offline_defaults.feed(original):
                 self._add(observation)
+            if observation := self.cut_short.feed(text, self.line_index):
+                self._add(observation)
         if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)
 
-    def _plan(self, text: str) -> Plan:
-        shape = shape_of(text)
-        if (plan := self._plans.get(shape)) is None:
-            plan = self._plans.keep(shape, Plan.of(shape.decode("utf-8", "surrogatepass")))
-        return plan
-
     def _match(self, plan: Plan, text: str, original: str) -> None:
-        # Every line goes through the cache, whatever its plan: a cached line keeps the evidence of the
+        # A line that can give something goes through the cache: a cached line keeps the evidence of the
         # first original seen (its line breaks), so when the cache is emptied decides what is shown.
         if (seen := self._seen.get(text)) is not None:
             facts, observations = seen
             self.context.apply(facts)
         else:
-            facts = self.context.read(text) if plan.facts else {}
+            facts = self.context.read(text, plan.facts) if plan.facts else {}
             observations = self._observations_in(plan, text, original) if plan.patterns else []
+            if not observations and plan.elided:
+                observations = _elided_observations(plan.elided, text, original)
             if len(text) <= MAX_CACHED_LINE:
                 self._seen = self._seen if len(self._seen) < MAX_CACHED_LINES else {}
                 self._seen[text] = facts, observations
         for observation in observations:
-            if observation.category == "cuda_oom":
-                self._pending.append((self.line_index, observation))
-            else:
+            if observation.category != "cuda_oom":
                 self._add(observation)
+            elif len(self.observations) < MAX_DISTINCT or _numbers(observation) in self._oom_numbers:
+                self._pending.append((self.line_index, observation))
+            # else: a new error once MAX_DISTINCT are kept, dropped without placing it
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
@@ -185,6 +217,7 @@ class Scanner:
         while self._pending and self._pending[0][0] <= up_to:
             at, observation = self._pending.pop(0)
             stage = self.stage.decide(at)
+            # a stage unknown is explained with the fixes of both, start-up's first
             category = "cuda_oom_runtime" if stage.stage == "runtime" else "cuda_oom_startup"
             numbers, evidence, span = observation.numbers, observation.evidence, observation.span
             self._add(
@@ -198,6 +231,12 @@ class Scanner:
             _keep_largest(seen, observation)
         elif len(self.observations) < MAX_DISTINCT:
             self.observations[key] = replace(observation)  # a copy: the line cache keeps the original
+            if observation.category.startswith("cuda_oom"):
+                self._oom_numbers.add(_numbers(observation))
+
+
+def _numbers(observation: Observation) -> tuple:
+    return tuple(sorted(observation.numbers.items()))
 
 
 def _keep_largest(seen: Observation, new: Observation) -> None:

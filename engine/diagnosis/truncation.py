@@ -1,8 +1,10 @@
-"""The 16-token default, which vLLM never reports (SamplingParams.max_tokens is 16 in every release
-from 0.2.0 to 0.33.0): a response with `finish_reason` "length" and exactly 16 completion tokens,
-on one line (a repr) or on nearby lines (pretty-printed JSON); or offline code that builds
-`SamplingParams(...)` without max_tokens (vLLM's own repr always prints max_tokens, so a call
-without it is the user's code)."""
+"""The default output cap, which no server reports (vLLM's SamplingParams.max_tokens is 16 in every
+release from 0.2.0 to 0.34.0; servers in front of vLLM set their own): a response with `finish_reason`
+"length" and exactly 16 completion tokens, on one line (a repr) or on nearby lines (pretty-printed JSON);
+offline code that builds `SamplingParams(...)` without max_tokens (vLLM's own repr always prints
+max_tokens, so a call without it is the user's code); or answers said to be cut short next to a sign
+that no max_tokens was sent (prose that says so, a wrapper's generate config without it, or
+`LLM.generate(prompts)` with no SamplingParams at all)."""
 
 import re
 
@@ -15,6 +17,7 @@ MAX_CALL_LINES = 20  # a call spread over more lines than this is not followed
 SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
 PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
 PAIRING_LINES = 40  # how far apart the two may be
+DEFAULT_MAX_TOKENS = 16  # SamplingParams.max_tokens
 # A line with none of these (and no call still open) leaves both trackers as they were.
 GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "finish_reason",
@@ -22,6 +25,67 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "prompt_tokens",
     "SamplingParams(",
 )
+
+
+CUT_SHORT = re.compile(
+    r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
+    r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b",
+    re.IGNORECASE,
+)
+_MAX_TOKENS = r"max_(?:new_|completion_)?tokens"
+NOT_SET = re.compile(
+    rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,2}}?(?:is |was |are |were )?"
+    r"(?:not (?:set|included|specified|provided|passed|given|sent)|missing|absent|omitted|unset|disabled|None\b|null\b)"
+    r"|\b(?:without|no|omit\w*|missing|not (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
+    + _MAX_TOKENS
+    + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}",
+    re.IGNORECASE,
+)
+# a call or a config that leaves the default in place: LLM.generate(prompts) with no SamplingParams (once vLLM's
+# LLM( is in the paste), Xinference's "generate config: {...}" log line without max_tokens, LangChain's vLLM
+# wrappers built without one (their defaults: 256 tokens for VLLMOpenAI, 512 for VLLM), a request's JSON body
+# without one
+DEFAULT_CALL = re.compile(
+    r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}"
+    r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
+    r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
+)
+# substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
+CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # the prose, for the reader
+_CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
+_NOT_SET_GATE = "ax_"
+_CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
+COMPLAINT_GATES = (*_CUT_GATES, "ax_tokens", "ax_new_tokens", "ax_completion_tokens", *_CALL_GATES)
+NOT_SET_DETAIL = "max_tokens not set"
+
+
+class CutShortWithoutMaxTokens:
+    """Answers said to be cut short within PAIRING_LINES of a sign that max_tokens was not set; once a log."""
+
+    def __init__(self):
+        self._cut_at = self._unset_at = -PAIRING_LINES - 1
+        self._cut: tuple[str, tuple[int, int]] = ("", (0, 0))
+        self._offline = self._done = False
+        self._numbers: dict = {}  # vLLM's own default, where the sign is LLM.generate without SamplingParams
+
+    def feed(self, line: str, index: int) -> Observation | None:
+        if self._done:
+            return None
+        self._offline = self._offline or "LLM(" in line
+        if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
+            self._cut_at, self._cut = index, (line, match.span())
+        if _NOT_SET_GATE in line and NOT_SET.search(line):
+            self._unset_at = index
+        elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
+            generate = call.group(0).startswith(".")
+            if self._offline or not generate:
+                self._unset_at = index
+                self._numbers = {"default_max_tokens": DEFAULT_MAX_TOKENS} if generate else {}
+        if min(self._cut_at, self._unset_at) < 0 or abs(self._cut_at - self._unset_at) > PAIRING_LINES:
+            return None
+        self._done = True
+        evidence, span = evidence_window(*self._cut)
+        return Observation("max_tokens_default_truncation", "request", self._numbers, evidence, span, NOT_SET_DETAIL)
 
 
 class TruncatedResponses:
@@ -55,25 +119,23 @@ class OfflineDefaults:
     """`SamplingParams(` ... `)` (possibly over several lines) with no max_tokens in it."""
 
     def __init__(self):
-        self._call: list[str] = []
+        self.call: list[str] = []  # the lines of a call still open
         self._depth = 0
 
-    @property
-    def in_call(self) -> bool:
-        return bool(self._call)
-
     def feed(self, line: str) -> Observation | None:
-        if not self._call:
+        if not self.call:
             if CALL_GATE not in line or not (match := SAMPLING_PARAMS_CALL.search(line)):
                 return None
             line = line[match.start() :]
-        self._call.append(line)
+        self.call.append(line)
         self._depth += line.count("(") - line.count(")")
-        if self._depth > 0 and len(self._call) < MAX_CALL_LINES:
+        if self._depth > 0 and len(self.call) < MAX_CALL_LINES:
             return None
-        call, closed = "\n".join(self._call), self._depth <= 0
-        self._call, self._depth = [], 0
+        call, closed = "\n".join(self.call), self._depth <= 0
+        self.call, self._depth = [], 0
         if not closed or "max_tokens" in call:
             return None
         evidence, span = evidence_window(call, (0, len(call)))
-        return Observation("max_tokens_default_truncation", "request", {"max_tokens": 16}, evidence, span)
+        return Observation(
+            "max_tokens_default_truncation", "request", {"max_tokens": DEFAULT_MAX_TOKENS}, evidence, span
+        )

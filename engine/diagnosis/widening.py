@@ -10,7 +10,8 @@ NEIGHBOURS, NEIGHBOUR_BYTES = 12, 3 << 10  # lines (and at most this many bytes)
 def merged(spans: list[tuple[int, int, bool]], chunk: bytes) -> list[tuple[int, int]]:
     """Overlapping or adjacent stretches as one, each widened by its neighbours once (hits are often dense).
     A widening is walked only as far as it decides something: the walks are monotonic, so where the next
-    stretch starts within one, the next one's widening reaches at least as far."""
+    stretch starts within one, the next one's widening reaches at least as far. A widening reaches back over
+    a stretch that is not widened (a sign of serving), not only up to it."""
     groups: list[list] = []
     for start, end, widen in spans:
         if groups and start <= groups[-1][1] + 1:
@@ -19,18 +20,21 @@ def merged(spans: list[tuple[int, int, bool]], chunk: bytes) -> list[tuple[int, 
             groups.append([start, end, widen])
     out: list[list[int]] = []
     reach = None  # the widening of out[-1]'s end, while not walked to its end
+    widened = -1  # the index in out of the last stretch that holds a widened hit
     for start, end, widen in groups:
         if reach is not None:
             out[-1][1] = max(out[-1][1], reach.walk(chunk, start - 1))
         if widen and not (out and start <= out[-1][1] + 1):
-            start = _reach_back(chunk, start, out[-1][1] + 1 if out else 0)
+            start = _reach_back(chunk, start, out[widened][1] + 1 if widened >= 0 else 0)
+            while out and start <= out[-1][1] + 1:  # stretches it reached back over (signs of serving) join it
+                start, end = min(start, out[-1][0]), max(end, out.pop()[1])
         if out and start <= out[-1][1] + 1:
             out[-1][1] = max(out[-1][1], end)
         else:  # any earlier widening has been walked to its end
             out.append([start, end])
             reach = None
         if widen:
-            reach = _Reach(chunk, end)
+            reach, widened = _Reach(chunk, end), len(out) - 1
     if reach is not None:
         out[-1][1] = max(out[-1][1], reach.walk(chunk, len(chunk)))
     return [(start, end) for start, end in out]
@@ -73,10 +77,10 @@ def keeps_every_line(spans: set, chunk: bytes) -> bool:
     starts = sorted(start for start, _, widen in spans if widen)  # whole lines: their ends in the same order
     if not starts:
         return False
-    reached = 0
+    reached = 0  # the lines from the chunk's start that signs of serving keep, one after the other
     for start, end, _ in sorted(span for span in spans if not span[2] and span[0] < starts[0]):
         if start != reached:
-            return False
+            break
         reached = end + 1
     if starts[0] > reached and not (
         starts[0] - reached <= NEIGHBOUR_BYTES and chunk.count(b"\n", reached, starts[0] - 1) < NEIGHBOURS

@@ -1,4 +1,4 @@
-"""Every wording vLLM used, 0.2.0 to 0.33.0, for the memory and length failures, and kvtool's own
+"""Every wording vLLM used, 0.2.0 to 0.34.0, for the memory and length failures, and kvtool's own
 messages: one place, as data. Each wording is the template vLLM formats (placeholders named as the
 numbers diagnose reports), the releases whose source holds that exact text, and the file it is
 raised from. patterns.py derives each recogniser's regex from its template; the test corpus renders
@@ -23,6 +23,13 @@ class Wording:
     regex: str | None = None  # when the layout varies too much for a template (stats lines)
     detail: str | None = None  # a fixed detail for the explainer (the warm-up kind)
     constants: dict = field(default_factory=dict)  # numbers the wording implies without printing them
+
+
+FRONT = "in front of vLLM"  # the versions of a wording a server in front of vLLM prints
+PROMPT_LIMIT = "prompt limit"  # the v0 scheduler's limit: max_model_len or max_num_batched_tokens
+MULTIMODAL_PROFILING = "multimodal profiling"
+SPECULATIVE = "speculative decoding"
+STATS_LINE = "stats line"  # the periodic stats line: whether the cache is under pressure is read from it all
 
 
 def _length(template: str, versions: str, source: str, **kw) -> Wording:
@@ -121,7 +128,7 @@ REQUEST_TOO_LONG = [
     _length(
         "{param}={max_tokens} cannot be greater than max_model_len={max_model_len}. Please request fewer output "
         "tokens.",
-        "0.31.0-0.33.0",
+        "0.31.0-0.34.0",
         _PARAMS + " TokenizeParams.__post_init__",
     ),
     _length(
@@ -145,22 +152,22 @@ REQUEST_TOO_LONG = [
     _length(
         _CONTEXT + "your prompt contains {qualifier}{prompt_tokens} input tokens, which exceeds this limit even "
         "without any output tokens. Please reduce the length of the input prompt.",
-        "0.32.0-0.33.0",
+        "0.32.0-0.34.0",
         _PARAMS + " _token_len_check",
     ),
     _length(
         _CONTEXT + "your prompt contains " + _CHARS + " Please reduce the length of the input prompt.",
-        "0.32.0-0.33.0",
+        "0.32.0-0.34.0",
         _PARAMS + " _text_len_check",
     ),
     _length(
         "Input length ({prompt_tokens}) exceeds model's maximum context length ({max_model_len}).",
-        "0.18.0-0.33.0",
+        "0.18.0-0.34.0",
         "entrypoints/utils.py, then entrypoints/serve/utils/api_utils.py get_max_tokens",
     ),
     _length(
         "The engine prompt length {prompt_tokens} exceeds the max_model_len {max_model_len}. Please reduce prompt.",
-        "0.11.1-0.33.0",
+        "0.11.1-0.34.0",
         "entrypoints/openai/serving_responses.py _validate_generator_input",
     ),
     _length(
@@ -173,20 +180,23 @@ REQUEST_TOO_LONG = [
     _length(
         "The {prompt_type} prompt (length {prompt_tokens}) is longer than the maximum model length of "
         "{max_model_len}. Make sure that `max_model_len` is no smaller than the number of text tokens.",
-        "0.8.4-0.33.0",
+        "0.8.4-0.34.0",
         "v1/engine/processor.py, then v1/engine/input_processor.py (0.12+)",
     ),
     _length(
         "The {prompt_type} prompt (length {prompt_tokens}) plus the number of requested output tokens (at least 1) "
         "is longer than the maximum model length of {max_model_len}. Make sure that `max_model_len` is no smaller "
         "than the number of text tokens (prompt + requested output tokens).",
-        "0.11.1-0.33.0",
+        "0.11.1-0.34.0",
         "v1/engine/processor.py, then v1/engine/input_processor.py",
     ),
     _length(
-        "Input prompt ({prompt_tokens} tokens) is too long and exceeds limit of {max_model_len}",
+        "Input prompt ({prompt_tokens} tokens) is too long and exceeds limit of {prompt_limit}",
         "0.2.0-0.10.2",
-        "core/scheduler.py _schedule / _schedule_prefills (a WARNING; the request ends with finish_reason length)",
+        "core/scheduler.py _schedule / _schedule_prefills (a WARNING; the request ends with finish_reason length; "
+        "the limit is max_model_len with chunked prefill on and no multi-step scheduling, else "
+        "min(max_model_len, max_num_batched_tokens))",
+        detail=PROMPT_LIMIT,
     ),
     _length(
         "Input prompt ({prompt_tokens} tokens) is too long and exceeds the capacity of block_manager",
@@ -200,7 +210,12 @@ REQUEST_TOO_LONG = [
         "0.6.3-0.10.2",
         "core/scheduler.py _schedule_prefills (a WARNING)",
     ),
-    _length("max_tokens must be at least 1, got {max_tokens}.", "0.2.0-0.33.0", "sampling_params.py _verify_args"),
+    _length("max_tokens must be at least 1, got {max_tokens}.", "0.2.0-0.34.0", "sampling_params.py _verify_args"),
+    _length(
+        _CONTEXT + "your request has {prompt_tokens} input tokens plus {max_tokens} 'max_tokens'.",
+        FRONT,
+        "a gateway's own check of the same rule, worded after vLLM's",
+    ),
     _length(
         "truncate_prompt_tokens ({truncate_prompt_tokens}) cannot be greater than max_length ({max_input_tokens}). "
         "Please select a smaller truncation size.",
@@ -222,7 +237,7 @@ REQUEST_TOO_LONG = [
     _length(
         "{tp_param}={truncate_prompt_tokens} cannot be greater than max_model_len = {max_input_tokens}. Please "
         "request a smaller truncation size.",
-        "0.32.0-0.33.0",
+        "0.32.0-0.34.0",
         _PARAMS,
     ),
 ]
@@ -268,13 +283,13 @@ KV_STARTUP = [
     _kv(_serve_one("models's", "GiB") + _ESTIMATE + _TRY + _SEE, "0.13.0-0.20.2"),
     _kv(
         _serve_one("model's", "GiB") + _ESTIMATE + _TRY_CPU + _SEE,
-        "0.22.0-0.33.0",
+        "0.22.0-0.34.0",
         _UTILS + ", then v1/core/kv_cache_planning.py (0.33)",
     ),
     _kv(
         "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. Try increasing "
         "`gpu_memory_utilization`.",
-        "0.14.0-0.33.0",
+        "0.14.0-0.34.0",
         "v1/core/kv_cache_utils.py _auto_fit_max_model_len",
         category="no_cache_blocks",
     ),
@@ -299,7 +314,7 @@ NO_CACHE_BLOCKS = [
     _kv(_NO_BLOCKS + "." + _SEE, "0.13.0-0.20.2", _UTILS, category="no_cache_blocks"),
     _kv(
         _NO_BLOCKS + " (this flag also controls CPU memory reservation on the CPU backend, despite its name)." + _SEE,
-        "0.22.0-0.33.0",
+        "0.22.0-0.34.0",
         _UTILS + ", then v1/core/kv_cache_planning.py",
         category="no_cache_blocks",
     ),
@@ -334,7 +349,7 @@ HELD_BY_OTHERS = [
         "Error in memory profiling. Initial free memory {initial_free_gib} GiB, current free memory {current_free_gib} "
         "GiB. This happens when other processes sharing the same container release GPU memory while vLLM is profiling "
         "during initialization.",
-        "0.9.1-0.33.0",
+        "0.9.1-0.34.0",
         "v1/worker/gpu_worker.py determine_available_memory",
         category=_HELD,
     ),
@@ -349,14 +364,14 @@ HELD_BY_OTHERS = [
     _kv(
         _FREE.replace("{device}", " {device}") + "desired GPU memory utilization ({gpu_memory_utilization}, "
         "{requested_gib} GiB)." + _DECREASE,
-        "0.14.0-0.33.0",
+        "0.14.0-0.34.0",
         "v1/worker/utils.py request_memory",
         category=_HELD,
     ),
     _kv(
         _FREE.replace("{device}", " {device}") + "the engine's budget after excluding external process's weights "
         "({gpu_memory_utilization}, {requested_gib} GiB)." + _DECREASE,
-        "0.32.0-0.33.0",
+        "0.32.0-0.34.0",
         "v1/worker/utils.py request_memory (weights held by another process excluded)",
         category=_HELD,
     ),
@@ -383,7 +398,7 @@ OOM_STARTUP = [
     Wording(
         "cuda_oom_startup",
         "CUDA out of memory occurred when warming up pooler ({task}) with {dummy_requests} dummy requests." + _WARM_UP,
-        "0.10.0-0.33.0",
+        "0.10.0-0.34.0",
         "v1/worker/gpu_model_runner.py _dummy_pooler_run_task",
         "startup",
         detail="pooler",
@@ -393,8 +408,10 @@ OOM_STARTUP = [
 _STATS = "Avg prompt throughput: 1000.0 tokens/s, Avg generation throughput: 500.0 tokens/s, "
 _USAGE = r"(?P<device>GPU|CPU|XPU|TPU)? ?KV cache usage: (?P<kv_cache_usage_percent>[\d.]+)%"
 NEAR_FULL_REGEX = (
-    r"Running: (?P<num_running>\d+) reqs,? (?:Swapped: \d+ reqs, )?(?:Pending|Waiting): "
-    r"(?P<num_waiting>\d+) reqs,?[^%]{0,120}?" + _USAGE
+    r"Running: (?P<num_running>\d+) reqs,? (?:Swapped: (?P<num_swapped>\d+) reqs, )?(?:Pending|Waiting): "
+    r"(?P<num_waiting>\d+) reqs,?[^%]{0,120}?"
+    + _USAGE
+    + r"(?:,? Prefix cache hit rate: (?P<prefix_cache_hit_rate_percent>[\d.]+)%)?"
 )
 PREEMPTIONS_REGEX = r"Running: (?P<num_running>\d+) reqs,[^%]{0,200}?Preemptions: (?P<num_preemptions>\d+)"
 _STATS_SOURCE = "the periodic stats line: engine/metrics.py (v0), v1/metrics/loggers.py (v1)"
@@ -407,6 +424,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "kv_cache_near_full",
@@ -416,6 +434,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "kv_cache_near_full",
@@ -425,6 +444,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "kv_cache_near_full",
@@ -434,6 +454,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
     Wording(
         "preemption",
@@ -448,7 +469,7 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         "preemption",
         "Engine 000: " + _STATS + "Running: {num_running} reqs, Waiting: 3 reqs, Deferred: 1 reqs, "
         "Preemptions: {num_preemptions}, GPU KV cache usage: 80.0%, Prefix cache hit rate: 0.0%",
-        "0.30.0-0.33.0",
+        "0.30.0-0.34.0",
         _STATS_SOURCE,
         "runtime",
         regex=PREEMPTIONS_REGEX,
@@ -457,10 +478,11 @@ STATS_LINES = [  # one per layout; each is read for a full cache (and, where pri
         "kv_cache_near_full",
         "Engine 000: " + _STATS + "Running: {num_running} reqs, Waiting: {num_waiting} reqs, "
         "GPU KV cache usage: {kv_cache_usage_percent}%, Prefix cache hit rate: 0.0%",
-        "0.11.1-0.33.0",
+        "0.11.1-0.34.0",
         _STATS_SOURCE,
         "runtime",
         regex=NEAR_FULL_REGEX,
+        detail=STATS_LINE,
     ),
 ]
 PREEMPTION = [
@@ -477,6 +499,53 @@ PREEMPTION = [
     ),
 ]
 
+_MM = (
+    "is too short to hold the multi-modal embeddings in the worst case ({mm_worst_case_tokens} tokens in total, out "
+    "of which {mm_placeholders} are reserved for multi-modal embeddings). This may cause certain multi-modal inputs "
+    "to fail during inference, even when the input text is short. To avoid this, you should increase "
+    "`max_model_len`, reduce `max_num_seqs`, and/or reduce `mm_counts`."
+)
+_NO_TOKENS = (
+    "max_num_scheduled_tokens is set to {max_num_scheduled_tokens} based on the speculative decoding settings, which "
+    "does not allow any tokens to be scheduled. Increase max_num_batched_tokens to accommodate the additional draft "
+    "token slots, or decrease num_speculative_tokens"
+)
+BUDGET = [  # one scheduler step (max_num_batched_tokens) too small for what it must hold
+    Wording(
+        "batched_tokens_lt_model_len",
+        "The context length ({profiling_seq_len}) of the model " + _MM,
+        "0.6.6.post1-0.7.3",
+        "multimodal/processing.py, then multimodal/profiling.py (a WARNING; the length is max_num_batched_tokens / "
+        "max_num_seqs, the v0 profiling run's sequence length)",
+        "startup",
+        detail=MULTIMODAL_PROFILING,
+    ),
+    Wording(
+        "batched_tokens_lt_model_len",
+        "The sequence length used for profiling (max_num_batched_tokens / max_num_seqs = {profiling_seq_len}) " + _MM,
+        "0.8.5-0.11.0",
+        "multimodal/profiling.py get_decoder_dummy_data (and the encoder's, with a double space)",
+        "startup",
+        detail=MULTIMODAL_PROFILING,
+    ),
+    Wording(
+        "batched_tokens_lt_model_len",
+        _NO_TOKENS + " or max_num_seqs.",
+        "0.20.0-0.26.0",
+        "config/vllm.py _set_max_num_scheduled_tokens (max_num_batched_tokens less the draft slots of max_num_seqs)",
+        "startup",
+        detail=SPECULATIVE,
+    ),
+    Wording(
+        "batched_tokens_lt_model_len",
+        _NO_TOKENS + ".",
+        "0.28.0-0.34.0",
+        "config/vllm.py _set_max_num_scheduled_tokens",
+        "startup",
+        detail=SPECULATIVE,
+    ),
+]
+
 BATCHED = [
     Wording(
         "batched_tokens_lt_model_len",
@@ -484,7 +553,7 @@ BATCHED = [
         "max_model_len ({max_model_len}). This effectively limits the maximum sequence length to "
         "max_num_batched_tokens and makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
         "decrease max_model_len.",
-        "0.2.0-0.33.0",
+        "0.2.0-0.34.0",
         "config.py SchedulerConfig._verify_args, then config/scheduler.py verify_max_model_len",
         "startup",
     ),
@@ -492,7 +561,7 @@ BATCHED = [
         "batched_tokens_lt_num_seqs",
         "max_num_batched_tokens ({max_num_batched_tokens}) must be greater than or "
         "equal to max_num_seqs ({max_num_seqs}).",
-        "0.2.0-0.33.0",
+        "0.2.0-0.34.0",
         "config.py SchedulerConfig._verify_args",
         "startup",
     ),
@@ -500,7 +569,7 @@ BATCHED = [
         "max_model_len_above_derived",
         "User-specified max_model_len ({max_model_len}) is greater than the derived "
         "max_model_len ({derived_key}={derived_max_model_len} or model_max_length=None in model's config.json).",
-        "0.4.0-0.33.0",
+        "0.4.0-0.34.0",
         "config.py _get_and_verify_max_len",
         "startup",
     ),
@@ -515,6 +584,7 @@ OWN_CATEGORIES = {
     "PROMPT_CHARS_TOO_LONG": "request_too_long",
     "TOTAL_CHARS_TOO_LONG": "request_too_long",
     "MAX_TOKENS_BELOW_ONE": "request_too_long",
+    "TRUNCATE_PROMPT_TOKENS_TOO_LARGE": "request_too_long",
     "MODEL_NOT_FOUND": "model_not_found",
     "NO_MEMORY_FOR_CACHE": "no_cache_blocks",
     "KV_CACHE_TOO_SMALL": _KV,
@@ -549,5 +619,6 @@ WORDINGS = (
     + PREEMPTION
     + STATS_LINES
     + BATCHED
+    + BUDGET
     + OWN
 )

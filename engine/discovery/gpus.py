@@ -10,21 +10,18 @@ def resolve_gpus(
     gpu: str | None, gpu_mem: str | None, num_gpus: int | None, fallback: GpuInfo | None = None
 ) -> list[GpuInfo]:
     """`--gpu-mem 23.5GiB`, `--gpu H100-80GB`, `--gpu 0,1`, `--gpu local` (all local devices), or nothing.
+    A comma list of names or sizes gives one GPU each, in rank order (pipeline stages of unequal GPUs).
 
     With nothing named and no local device, `fallback` stands in (or a one-line error says what to name).
     """
     if num_gpus is not None and num_gpus < 1:
         raise UsageError(f"--num-gpus must be at least 1, got {num_gpus}.", "Use e.g. --num-gpus 8.")
     if gpu_mem is not None:
-        size = parse_bytes(gpu_mem, "--gpu-mem")
-        if size <= 0:
-            raise UsageError(f"--gpu-mem must be positive, got {gpu_mem}.", "Use e.g. --gpu-mem 24GiB.")
-        named = find_gpu(gpu) if gpu and not _is_local(gpu) else None
-        name = named.name if named else f"{size / GiB:.2f} GiB GPU"
-        arch = named.arch if named else None
-        return [GpuInfo(name=name, total_bytes=size, source="size", arch=arch)] * (num_gpus or 1)
+        named = [find_gpu(name) for name in gpu.split(",")] if gpu and not _is_local(gpu) else []
+        sizes = [_size(part) for part in gpu_mem.split(",")]
+        return _repeat([_sized(size, named[i] if i < len(named) else None) for i, size in enumerate(sizes)], num_gpus)
     if gpu and not _is_local(gpu):
-        return [find_gpu(gpu)] * (num_gpus or 1)
+        return _repeat([find_gpu(name) for name in gpu.split(",")], num_gpus)
     local = read_local_gpus(_indices(gpu))
     if not local and gpu is None and fallback is not None:
         return [fallback] * (num_gpus or 1)
@@ -34,6 +31,23 @@ def resolve_gpus(
             "Name one with --gpu H100-80GB (see --list-gpus) or give its size with --gpu-mem 80GiB.",
         )
     return local[:num_gpus] if num_gpus else local
+
+
+def _size(text: str) -> int:
+    size = parse_bytes(text.strip(), "--gpu-mem")
+    if size <= 0:
+        raise UsageError(f"--gpu-mem must be positive, got {text}.", "Use e.g. --gpu-mem 24GiB.")
+    return size
+
+
+def _sized(size: int, named: GpuInfo | None) -> GpuInfo:
+    name = named.name if named else f"{size / GiB:.2f} GiB GPU"
+    return GpuInfo(name=name, total_bytes=size, source="size", arch=named.arch if named else None)
+
+
+def _repeat(gpus: list[GpuInfo], num_gpus: int | None) -> list[GpuInfo]:
+    """One GPU named stands for `num_gpus` of it; a list is the GPUs themselves."""
+    return gpus * (num_gpus or 1) if len(gpus) == 1 else gpus
 
 
 def _is_local(gpu: str) -> bool:

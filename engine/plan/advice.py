@@ -3,6 +3,7 @@
 import json
 import shlex
 
+from kvtool.engine.plan import estimates
 from kvtool.engine.sizing import catalog, messages
 from kvtool.engine.sizing.defaults import FP8_KV_CACHE_DTYPES, HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
@@ -127,12 +128,10 @@ def warnings(report) -> list[str]:
             f"{which} has {format_gib(gpu.free_bytes)} GiB free, less than the "
             f"{format_gib(budget.requested_bytes)} GiB requested: vLLM would refuse to start."
         )
-    if any(kind in ("mamba", "linear_attention") for kind in spec.layer_types):
-        notes.append("mamba / linear-attention layers keep a fixed state per request, not counted here.")
     if report.dtype == "float32" and report.request.dtype == "auto":  # auto is fp32 only for quantized GGUF
         notes.append(messages.GGUF_QUANTIZED_NOTE)
     if report.dtype == "float32" and budget.kv_cache_memory_bytes is None:
         notes.append("float32 weights: vLLM on GPU would normally run this model in bfloat16.")
     if report.v0 and report.release.reached("v1_default"):
         notes.append(f"vLLM {report.release.name} falls back to its V0 engine for these settings.")
-    return notes
+    return notes + estimates.notes(report)

@@ -3,7 +3,14 @@
 from dataclasses import dataclass, field, replace
 
 from kvtool.engine.plan import advice
-from kvtool.engine.sizing import vllm_startup
+from kvtool.engine.plan.stages import (  # noqa: F401 (kv_cache_spec, cpu_engine_quantizes re-exported)
+    binding_stage,
+    cpu_engine_quantizes,
+    kv_cache_spec,
+    stage_budget,
+    stage_gpu,
+)
+from kvtool.engine.sizing import release_rules, vllm_startup
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE
 from kvtool.engine.sizing.engine_args import (
     AUTO_MAX_MODEL_LEN,
@@ -11,10 +18,9 @@ from kvtool.engine.sizing.engine_args import (
     parse_max_model_len,
     resolve_max_model_len,
 )
-from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.kv_cache import KVCachePlan, KVCacheSpec, KVLayout
-from kvtool.engine.sizing.memory_budget import MemoryBudget, memory_budget, resolve_dtype
+from kvtool.engine.sizing.kv_cache import KVCachePlan, KVCacheSpec
+from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.vllm_versions import VllmRelease
 from kvtool.errors import UsageError
@@ -51,6 +57,8 @@ class PlanRequest:
     block_size_given: bool = False
     engine: str | None = None  # "V0" / "V1" where a log shows which one the release ran (VLLM_USE_V1)
     cudagraphs_subtracted: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as a log states it
+    pp_layer_partition: tuple[int, ...] | None = None  # layers per pipeline stage (VLLM_PP_LAYER_PARTITION)
+    flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER; None: unset
 
     @property
     def gpu(self) -> GpuInfo:
@@ -80,6 +88,8 @@ class PlanReport:
     checks: list[vllm_startup.StartupCheck]
     num_cpu_blocks: int
     from_log: object | None = None  # from_log.FromLog: what a start-up log measured, when the plan answers from one
+    stage: int = 0  # the pipeline stage with the fewest blocks: vLLM sizes every stage by it
+    scheduler_readings: dict[tuple[int, int], list[str]] = field(default_factory=dict)  # limits -> GPUs of a size
 
     @property
     def release(self) -> VllmRelease:
@@ -111,16 +121,23 @@ class PlanReport:
     def log_lines(self) -> list[str]:
         return vllm_startup.startup_log_lines(self.release, self.v0, self.kv, self.num_cpu_blocks)
 
+    def kv_cache_bytes_with(self, max_num_batched_tokens: int, max_num_seqs: int) -> int:
+        """This plan's KV budget under other scheduler limits (another reading of a GPU given by size)."""
+        budget = stage_budget(self.spec, self.request, self.v0, max_num_batched_tokens, max_num_seqs, self.stage)
+        return budget.kv_cache_bytes
+
 
 def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None = None) -> PlanReport:
     """The plan of `request`; `budget` replaces the estimated one (a start-up log's, moved to the request)."""
     check_parallel_sizes(spec, request.tp, request.pp)
     request.release.check_kv_cache_dtype(request.kv_cache_dtype)
-    v0 = _uses_v0(request)
+    v0 = _uses_v0(request, spec)
     request = _fill_defaults(request, spec)
-    batched, seqs = _scheduler_limits(request, spec, v0)
-    budget = budget if budget is not None else _memory_budget(spec, request, v0, batched, seqs)
-    cache = kv_cache_spec(replace(spec, dtype=_run_dtype(spec, request)), request, v0, batched)
+    readings = _scheduler_readings(request, spec, v0)
+    default_batched, default_seqs = next(iter(readings))
+    batched, seqs = request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
+    stage, estimated, cache = binding_stage(spec, request, v0, batched, seqs)
+    budget = budget if budget is not None else estimated
     max_model_len = resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
     kv = cache.plan(budget.kv_cache_bytes, max_model_len)
     estimate = cache.estimate_max_model_len(kv.available_bytes, limit=max_model_len)
@@ -134,42 +151,17 @@ def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None
         fp8_kv=cache.with_kv_cache_dtype("fp8").plan(budget.kv_cache_bytes, max_model_len),
         workloads=[_workload_fit(cache, workload, budget) for workload in request.workloads],
         v0=v0,
-        checks=vllm_startup.startup_checks(request.release, v0, budget, kv, request.gpu, estimate),
+        checks=vllm_startup.startup_checks(request.release, v0, budget, kv, stage_gpu(request, stage), estimate),
         num_cpu_blocks=vllm_startup.cpu_swap_blocks(v0, kv.block_bytes),
+        stage=stage,
+        scheduler_readings=readings,
     )
 
 
-def kv_cache_spec(spec: ModelSpec, request: PlanRequest, v0: bool, max_num_batched_tokens: int) -> KVCacheSpec:
-    """The model's KV cache under the request's layout and its release's rules."""
-    mixed = "full_attention" in spec.layer_types and "sliding_attention" in spec.layer_types
-    rules = vllm_startup.kv_rules(request.release, v0, request.pp, mixed)
-    layout = KVLayout(
-        block_size=request.block_size,
-        kv_cache_dtype=request.kv_cache_dtype,
-        tp=request.tp,
-        pp=request.pp,
-        max_num_batched_tokens=max_num_batched_tokens,
-        rules=rules,
-    )
-    return KVCacheSpec(spec, layout)
-
-
-def cpu_engine_quantizes(spec, request) -> bool:
-    """A KV budget given outright is the CPU engine's case, which keeps a GGUF file's weights quantized by
-    default and then computes in float32 (gguf_spec.engine_quantization)."""
-    if request.kv_cache_memory is None:
-        return False
-    return engine_quantization(spec.source, "cpu", request.dtype, request.quantization) == "gguf"
-
-
-def _uses_v0(request: PlanRequest) -> bool:
+def _uses_v0(request: PlanRequest, spec: ModelSpec) -> bool:
     if request.engine is not None:
         return request.engine == "V0"
-    return request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability)
-
-
-def _run_dtype(spec: ModelSpec, request: PlanRequest) -> str:
-    return "float32" if cpu_engine_quantizes(spec, request) else resolve_dtype(request.dtype, spec.dtype)
+    return request.release.uses_v0(request.kv_cache_dtype, request.gpu.compute_capability, spec.num_state_layers > 0)
 
 
 def _fill_defaults(request: PlanRequest, spec: ModelSpec) -> PlanRequest:
@@ -186,15 +178,12 @@ def _fill_defaults(request: PlanRequest, spec: ModelSpec) -> PlanRequest:
     return request
 
 
-def _scheduler_limits(request: PlanRequest, spec: ModelSpec, v0: bool) -> tuple[int, int]:
+def _scheduler_readings(request: PlanRequest, spec: ModelSpec, v0: bool) -> dict[tuple[int, int], list[str]]:
     release, gpu = request.release, request.gpu
     length = _numeric_length(request.max_model_len) or spec.derived_max_model_len
     multimodal = bool(spec.modalities)
-    chunked = vllm_startup.v0_chunked_prefill(release, length, bool(spec.sliding_window), spec.is_mla, multimodal)
-    default_batched, default_seqs = vllm_startup.scheduler_limits(
-        release, v0, gpu.total_bytes, gpu.name, gpu.arch, length, not chunked, multimodal
-    )
-    return request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
+    chunked = release_rules.v0_chunked_prefill(release, length, bool(spec.sliding_window), spec.is_mla, multimodal)
+    return release_rules.scheduler_readings(release, v0, gpu, length, not chunked, multimodal)
 
 
 def _numeric_length(value) -> int | None:
@@ -203,37 +192,6 @@ def _numeric_length(value) -> int | None:
     except UsageError:
         return None
     return None if length == AUTO_MAX_MODEL_LEN else length
-
-
-def _memory_budget(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int) -> MemoryBudget:
-    gpu = request.gpu
-    return memory_budget(
-        spec,
-        gpu.total_bytes,
-        request.gpu_memory_utilization,
-        request.tp,
-        request.pp,
-        request.dtype,
-        request.quantization,
-        batched,
-        seqs,
-        request.enforce_eager,
-        request.kv_cache_memory,
-        _budget_rules(spec, request, v0, batched, seqs),
-        other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
-    )
-
-
-def _budget_rules(spec: ModelSpec, request: PlanRequest, v0: bool, batched: int, seqs: int):
-    rules = vllm_startup.budget_rules(request.release, v0)
-    if request.cudagraphs_subtracted is not None:
-        rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
-    limits = request.limit_mm_per_prompt
-    if spec.modalities and limits is not None:
-        per_prompt = sum(limits.get(m, 0) for m in spec.modalities)
-        fit = max(1, max(batched, spec.mm_tokens_per_item) // spec.mm_tokens_per_item) if per_prompt else 0
-        rules = replace(rules, encoder_items=min(fit, seqs * per_prompt))
-    return rules
 
 
 def _workload_fit(cache: KVCacheSpec, workload: Workload, budget: MemoryBudget) -> WorkloadFit:

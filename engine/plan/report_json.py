@@ -38,6 +38,7 @@ def report_to_json(report: PlanReport) -> dict:
             "kv_cache_gib": round(budget.kv_cache_bytes / GiB, 2),
             "encoder_bytes": budget.encoder_bytes,
             "other_process_bytes": budget.other_process_bytes,
+            "kv_headroom_bytes": budget.kv_headroom_bytes,
         },
         "model": _model_json(spec, report),
         "gpu": {

@@ -1,14 +1,19 @@
 """AsyncLLM: the engine behind an asyncio front, for the server.
 
 A background task runs engine steps in a worker thread (so the event loop stays free for HTTP)
-and routes each RequestOutput to its request's queue. Closing a request's stream early aborts it.
+and routes each RequestOutput to its request's queue. Adds and aborts reach the engine as vLLM's
+engine core takes them: one FIFO of ADD and ABORT requests, drained in order by the step thread at
+the start of each step, so an abort can never overtake its request's add, and only the step thread
+changes the engine. Closing a request's stream early, or cancelling it at any point, aborts it.
 """
 
 import asyncio
 import logging
-import threading
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum, auto
+from queue import SimpleQueue
 
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
 from kvtool.engine.runtime.core.scheduler import SchedulerStats
@@ -16,16 +21,30 @@ from kvtool.engine.runtime.exceptions import EngineDeadError, EngineGenerateErro
 from kvtool.engine.runtime.input_processor import InputProcessor, ProcessedRequest
 from kvtool.engine.runtime.llm_engine import LLMEngine
 from kvtool.engine.runtime.outputs import RequestOutput
-from kvtool.errors import KvtoolError, UsageError
+from kvtool.errors import UsageError
 
 logger = logging.getLogger("kvtool.engine")
 
 
+class EngineCoreRequestType(Enum):
+    ADD = auto()
+    ABORT = auto()
+
+
+@dataclass
+class EngineCoreRequest:
+    """A request to add; `added` resolves when the step thread took it (or refused it with a KvtoolError)."""
+
+    request_id: str
+    prompt: str | list[int] | ProcessedRequest
+    params: SamplingParams | None
+    added: Future
+
+
 class AsyncLLM:
     def __init__(self, engine: LLMEngine, step_thread: ThreadPoolExecutor | None = None):
-        self.engine = engine
-        self._lock = threading.Lock()  # engine state is touched by the loop and the step thread
-        self._aborts: list[str] = []  # applied by the step thread, so aborting never blocks the loop
+        self.engine = engine  # changed only by the step thread, once loaded
+        self.input_queue: SimpleQueue[tuple[EngineCoreRequestType, object]] = SimpleQueue()
         self._queues: dict[str, asyncio.Queue] = {}
         self._wakeup: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
@@ -92,18 +111,11 @@ class AsyncLLM:
             raise UsageError(f"Request id {request_id!r} is already running.", fix="Use a unique request id.")
         queue: asyncio.Queue = asyncio.Queue()
         self._queues[request_id] = queue  # before the add, so that no output can arrive unrouted
-        finished = rejected = False
+        finished = False
         try:
-            # The step thread holds the lock for a whole step: wait for it off the event loop.
-            await asyncio.to_thread(self._add_request, request_id, prompt, params)
-        except KvtoolError:
-            rejected = True
-            raise
-        finally:
-            if rejected:
-                self._queues.pop(request_id, None)
-        try:
-            self._start_loop()
+            added: Future = Future()
+            self._send(EngineCoreRequestType.ADD, EngineCoreRequest(request_id, prompt, params, added))
+            await asyncio.wrap_future(added)
             while not finished:
                 output = await queue.get()
                 if isinstance(output, BaseException):
@@ -114,42 +126,31 @@ class AsyncLLM:
                 yield output
         finally:
             self._queues.pop(request_id, None)
-            if not finished:
-                self._request_abort(request_id)
+            if not finished:  # cancelled, closed early or refused: the ABORT follows the ADD in the queue
+                self._send(EngineCoreRequestType.ABORT, request_id)
 
     async def abort(self, request_id: str) -> None:
         """Stop the request and free its blocks (before the next step); its stream ends with "abort"."""
-        self._request_abort(request_id)
+        self._send(EngineCoreRequestType.ABORT, request_id)
 
     def stats(self) -> SchedulerStats:
-        """A snapshot of counters; read without the lock so that a scrape never waits for a step."""
+        """A snapshot of counters, read while a step may run, so that a scrape never waits for one."""
         return self.engine.stats()
 
     async def shutdown(self) -> None:
-        """Abort what is still running and stop the step loop."""
-        with self._lock:
-            request_ids = list(self.engine.seqs_by_request)
-        for request_id in request_ids:
-            self._route(self._abort_now(request_id))
+        """Stop the step loop after its step, then abort what is still queued or running."""
         self._stopped = True
         if self._wakeup is not None:
             self._wakeup.set()
         if self._loop_task is not None:
             await self._loop_task
+        for output in await asyncio.get_running_loop().run_in_executor(self._step_thread, self._abort_all):
+            self._route(output)
         self._step_thread.shutdown(wait=False)
 
-    def _add_request(self, request_id: str, prompt, params: SamplingParams | None) -> None:
-        with self._lock:
-            self.engine.add_request(request_id, prompt, params)
-
-    def _abort_now(self, request_id: str) -> RequestOutput | None:
-        with self._lock:
-            return self.engine.abort_request(request_id)
-
-    def _request_abort(self, request_id: str) -> None:
-        self._aborts.append(request_id)
-        if self._wakeup is not None:
-            self._wakeup.set()
+    def _send(self, request_type: EngineCoreRequestType, request) -> None:
+        self.input_queue.put_nowait((request_type, request))
+        self._start_loop()
 
     def _route(self, output: RequestOutput | None) -> None:
         queue = self._queues.get(output.request_id) if output is not None else None
@@ -157,6 +158,8 @@ class AsyncLLM:
             queue.put_nowait(output)
 
     def _start_loop(self) -> None:
+        if self.dead_error is not None:
+            return  # a dead engine never steps again
         if self._loop_task is None or self._loop_task.done():
             self._wakeup = asyncio.Event()
             self._loop_task = asyncio.get_running_loop().create_task(self._run())
@@ -164,7 +167,7 @@ class AsyncLLM:
 
     async def _run(self) -> None:
         while not self._stopped:
-            if not self.engine.has_unfinished_requests() and not self._aborts:
+            if self.input_queue.empty() and not self.engine.has_unfinished_requests():
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
@@ -177,16 +180,49 @@ class AsyncLLM:
                 self._route(output)
 
     def _step(self) -> list[RequestOutput]:
-        with self._lock:
-            aborts, self._aborts = self._aborts, []
-            aborted = [self.engine.abort_request(request_id) for request_id in aborts]
-            return [output for output in aborted if output is not None] + self.engine.step()
+        outputs = self._process_input_queue()
+        if self.engine.has_unfinished_requests():
+            outputs += self.engine.step()
+        return outputs
+
+    def _take_input(self):
+        """The ADDs and ABORTs sent so far, in the order they were sent."""
+        while not self.input_queue.empty():
+            yield self.input_queue.get_nowait()
+
+    def _process_input_queue(self) -> list[RequestOutput]:
+        """Apply what was sent since the last step; returns the outputs of the requests it aborted."""
+        outputs = []
+        for request_type, request in self._take_input():
+            if request_type is EngineCoreRequestType.ADD:
+                self._add_request(request)
+            elif (output := self.engine.abort_request(request)) is not None:
+                outputs.append(output)
+        return outputs
+
+    def _add_request(self, request: EngineCoreRequest) -> None:
+        if not request.added.set_running_or_notify_cancel():
+            return  # its caller left before the step thread got to it: nothing to add
+        try:
+            self.engine.add_request(request.request_id, request.prompt, request.params)
+        except Exception as err:  # refused (a KvtoolError): its caller raises it and the engine goes on
+            request.added.set_exception(err)
+        else:
+            request.added.set_result(None)
+
+    def _abort_all(self) -> list[RequestOutput]:
+        outputs = self._process_input_queue()
+        aborted = [self.engine.abort_request(request_id) for request_id in list(self.engine.seqs_by_request)]
+        return outputs + [output for output in aborted if output is not None]
 
     def _die(self, err: Exception) -> None:
         logger.error("The engine is dead; every request in flight fails", exc_info=err)
         self.dead_error = err if isinstance(err, EngineDeadError) else EngineDeadError(f"{type(err).__name__}: {err}")
         for queue in list(self._queues.values()):
             queue.put_nowait(self.dead_error)
+        for request_type, request in self._take_input():  # adds the step thread will never take
+            if request_type is EngineCoreRequestType.ADD and request.added.set_running_or_notify_cancel():
+                request.added.set_exception(self.dead_error)
 
 
 def _new_step_thread() -> ThreadPoolExecutor:

@@ -8,7 +8,7 @@ from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing import messages as msg
 from kvtool.errors import InvalidRequestError, UsageError
 
-SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1  # a signed 64-bit seed, as vLLM's request schema
+SEED_MIN, SEED_MAX = -defaults.INT64_MAX - 1, defaults.INT64_MAX  # a signed 64-bit seed, as vLLM's request schema
 
 
 @dataclass
@@ -36,6 +36,7 @@ class EngineConfig:
     seed: int = 0
     load_format: str = "auto"
     overflow: str = defaults.DEFAULT_OVERFLOW
+    max_logprobs: int = defaults.MAX_LOGPROBS  # the most (prompt) logprobs a request may ask for; -1: the vocabulary
     tensor_parallel_size: int = 1
     threads: int | None = None  # CPU threads for torch and the C kernels; None: defaults.default_cpu_threads()
     enable_prompt_embeds: bool = False  # requests may give embeddings for prompt positions (vLLM's flag)
@@ -51,6 +52,11 @@ class EngineConfig:
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory", "threads"):
             if getattr(self, name) is not None:
                 _check_positive(name, getattr(self, name))
+        if self.max_logprobs < -1:
+            raise UsageError(
+                f"max_logprobs must be -1 (the vocabulary) or at least 0, got {self.max_logprobs}.",
+                fix="Pass a count such as 20 (vLLM's default), or -1.",
+            )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise UsageError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",
@@ -97,7 +103,9 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
-    logprobs: int | None = None
+    logprobs: int | None = None  # -1: the whole vocabulary
+    prompt_logprobs: int | None = None  # per prompt token, as logprobs; computed only for requests that ask
+    logprob_token_ids: list[int] | None = None  # logprobs of exactly these ids (and the sampled one) per token
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
     logit_bias: dict[int, float] | None = None
@@ -140,6 +148,12 @@ class SamplingParams:
         self._check_sampling()
         self._check_penalties()
         _require(self.logprobs is None or self.logprobs >= -1, "logprobs", msg.LOGPROBS_NEGATIVE, value=self.logprobs)
+        _require(
+            self.prompt_logprobs is None or self.prompt_logprobs >= -1,
+            "prompt_logprobs",
+            msg.PROMPT_LOGPROBS_NEGATIVE,
+            value=self.prompt_logprobs,
+        )
         _require(all(self.stop), "stop", msg.STOP_EMPTY_STRING)
 
     def _check_sampling(self):
@@ -162,6 +176,18 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature < 1e-5
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """Sample logprobs per output token (None: not asked), counting logprob_token_ids as vLLM does."""
+        if self.logprobs is not None:
+            return self.logprobs
+        return len(self.logprob_token_ids) if self.logprob_token_ids else None
+
+    @property
+    def skip_reading_prefix_cache(self) -> bool:
+        """A prefix-cache hit would skip prompt positions whose logprobs are asked for (vLLM skips the lookup)."""
+        return self.prompt_logprobs is not None
 
 
 def _require(ok: bool, param: str, template: str, **values) -> None:

@@ -20,10 +20,13 @@ class IncrementalDetokenizer:
         self.num_sent = 0  # characters of `text` already handed out
         self.hold_back = max((len(s) for s in stop), default=1) - 1
 
-    def append(self, token_id: int) -> str | None:
-        """Add one token; returns the stop string it completed, if any (the text is then cut)."""
+    def append(self, token_id: int, decode: bool = True) -> str | None:
+        """Add one token; returns the stop string it completed, if any (the text is then cut).
+
+        `decode=False` keeps the token out of the text (the end-of-sequence or stop token that ended it).
+        """
         self.token_ids.append(token_id)
-        if self.tokenizer is None:
+        if self.tokenizer is None or not decode:
             return None
         before = len(self.text)
         self.text += self._decode_new()

@@ -17,6 +17,8 @@ from functools import cached_property
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.prompt_embeds import PARAM as EMBEDS_PARAM
 from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt, EmbedsShape, EmbedsSpan
+from kvtool.engine.runtime.token_checks import check_logprobs, check_named_token_ids
+from kvtool.engine.runtime.truncation import Truncation, cut
 from kvtool.engine.sizing import messages as msg
 from kvtool.engine.sizing.defaults import MAX_LOGPROBS
 from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
@@ -43,12 +45,14 @@ class InputProcessor:
         max_model_len: int,
         overflow: str = "reject",
         stop_token_ids=frozenset(),
+        max_logprobs: int = MAX_LOGPROBS,
         embeds_shape: EmbedsShape | None = None,
     ):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.overflow = overflow
+        self.max_logprobs = vocab_size if max_logprobs == -1 else max_logprobs
         self.embeds_shape = embeds_shape  # what prompt_embeds must be; None without --enable-prompt-embeds
         self.stop_token_ids = set(stop_token_ids)  # end the grammar's output as they end free generation
         self._grammar_compiler = None
@@ -62,6 +66,7 @@ class InputProcessor:
         max_tokens_param: str = "max_tokens",
         default_max_tokens: int | None = None,
         add_special_tokens: bool = True,
+        truncation: Truncation | None = None,
     ) -> ProcessedRequest:
         """Tokenize and check one prompt; RequestTooLongError or InvalidRequestError (HTTP 400) when it cannot run.
 
@@ -71,14 +76,42 @@ class InputProcessor:
         self.check_params(params)
         requested = params.max_tokens
         check_max_tokens(requested, self.max_model_len, max_tokens_param)  # named after the field the client sent
-        if isinstance(prompt, str) and self.tokenizer is not None:
-            check_prompt_characters(len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token)
-        text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
+        if isinstance(prompt, str) and truncation is not None:
+            text, ids = self.truncated(prompt, truncation, requested, add_special_tokens)
+        else:
+            if truncation is not None:  # token ids, or embeddings with their rows
+                prompt = cut(prompt, truncation.kept(self.max_model_len, requested), truncation.side_of(self.tokenizer))
+            elif isinstance(prompt, str) and self.tokenizer is not None:
+                check_prompt_characters(
+                    len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token
+                )
+            text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
         max_tokens = decide_max_tokens(
             len(ids), self.max_model_len, requested, default_max_tokens, self.overflow, text is not None
         )
         spans = prompt.spans if isinstance(prompt, EmbedsPrompt) else ()
         return ProcessedRequest(text, ids, params, max_tokens, time.monotonic(), spans)
+
+    def truncated(
+        self, prompt: str, truncation: Truncation, requested: int | None, add_special_tokens: bool
+    ) -> tuple[str, list[int]]:
+        """A text prompt's tokens, cut as vLLM 0.33's renderer cuts them (vllm/renderers/params.py).
+
+        Without a side the tokenizer truncates on its own side (keeping its special tokens); with one, the whole
+        text is tokenized (a text past max_model_len x the longest token is first cut to that, from that side)
+        and the tokens are sliced.
+        """
+        keep, side = truncation.kept(self.max_model_len, requested), truncation.side_of(self.tokenizer)
+        if truncation.side is not None and self.tokenizer is not None:
+            prompt = cut(prompt, self.max_model_len * self.max_chars_per_token, side)
+        ids = self.encode(prompt, "prompt", add_special_tokens, None if truncation.side else keep)
+        return prompt, self.non_empty(cut(ids, keep, side))
+
+    @staticmethod
+    def non_empty(ids: list[int], param: str = "prompt") -> list[int]:
+        if not ids:
+            raise InvalidRequestError(msg.EMPTY_PROMPT, param)
+        return ids
 
     @cached_property
     def max_chars_per_token(self) -> int:
@@ -117,18 +150,20 @@ class InputProcessor:
         else:
             text, ids = None, list(prompt)
             self.check_token_ids(ids, param)
-        if not ids:
-            raise InvalidRequestError(msg.EMPTY_PROMPT, param)
-        return text, ids
+        return text, self.non_empty(ids, param)
 
-    def encode(self, text: str, param: str = "prompt", add_special_tokens: bool = True) -> list[int]:
+    def encode(
+        self, text: str, param: str = "prompt", add_special_tokens: bool = True, max_length: int | None = None
+    ) -> list[int]:
+        """The text's tokens; with `max_length`, the tokenizer truncates them on its own side."""
         if self.tokenizer is None:
             raise UsageError(
                 "This model has no tokenizer, so prompts must be token-id lists.",
                 fix="Pass a list of token ids, or a model folder with tokenizer files.",
             )
         check_text(text, param)
-        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        truncation = {} if max_length is None else {"truncation": True, "max_length": max_length}
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens, **truncation)
 
     def check_prompt_embeds_enabled(self) -> None:
         if self.embeds_shape is None:
@@ -142,7 +177,7 @@ class InputProcessor:
 
     def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs) -> str:
         """A conversation as the tokenizer's chat template writes it; kwargs reach the template (tools, documents)."""
-        if not getattr(self.tokenizer, "chat_template", None):
+        if not (template_kwargs.get("chat_template") or getattr(self.tokenizer, "chat_template", None)):
             raise InvalidRequestError(msg.NO_CHAT_TEMPLATE, "messages")
         for i, message in enumerate(conversation):
             check_text(message["content"], f"messages.{i}.content")
@@ -171,29 +206,13 @@ class InputProcessor:
 
     def check_params(self, params: SamplingParams) -> None:
         """What SamplingParams cannot check alone: bounds that depend on the model, then the request's grammar."""
-        self.check_named_token_ids(params)
-        num_logprobs = self.vocab_size if params.logprobs == -1 else params.logprobs
-        if num_logprobs is not None and num_logprobs > MAX_LOGPROBS:
-            raise InvalidRequestError(
-                msg.LOGPROBS_OVER_MAX.format(value=num_logprobs, max_logprobs=MAX_LOGPROBS), "logprobs"
-            )
+        check_named_token_ids(params, self.vocab_size)
+        check_logprobs(params, self.vocab_size, self.max_logprobs)
         for stop in params.stop:
             check_text(stop, "stop")
         if params.bad_words and params.bad_words_token_ids is None:
             params.bad_words_token_ids = bad_words_token_ids(self.tokenizer, params.bad_words)
         self.compile_constraint(params)
-
-    def check_named_token_ids(self, params: SamplingParams) -> None:
-        """vLLM 0.33's checks (with its parameter suffix) of the token ids a request names."""
-        for name, ids in (("stop_token_ids", params.stop_token_ids), ("logit_bias", list(params.logit_bias or {}))):
-            invalid = [t for t in ids if not 0 <= t < self.vocab_size]
-            if invalid:
-                message = msg.TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, param=name, vocab_size=self.vocab_size)
-                raise InvalidRequestError(msg.with_parameter(message, name, invalid), name)
-        invalid = [t for t in params.allowed_token_ids or [] if not 0 <= t < self.vocab_size]
-        if invalid:
-            message = msg.with_parameter(msg.ALLOWED_TOKEN_IDS_OUT_OF_VOCAB, "allowed_token_ids", invalid)
-            raise InvalidRequestError(message, "allowed_token_ids")
 
 
 def check_text(text: str, param: str) -> None:

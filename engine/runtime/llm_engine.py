@@ -45,11 +45,17 @@ class LLMEngine:
         self.scheduler = Scheduler(self.config, block_manager, eos)
         embeds = EmbedsShape(hf_config.hidden_size, dtype) if self.config.enable_prompt_embeds else None
         self.input_processor = InputProcessor(
-            self.tokenizer, self.spec.vocab_size, self.config.max_model_len, self.config.overflow, eos, embeds
+            self.tokenizer,
+            self.spec.vocab_size,
+            self.config.max_model_len,
+            self.config.overflow,
+            stop_token_ids=eos,
+            max_logprobs=self.config.max_logprobs,
+            embeds_shape=embeds,
         )
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
-        self.step_listeners: list = []  # called with the number of tokens each step ran
+        self.step_listeners: list = []  # called with the tokens of each step: prefilled, plus sampled (as vLLM)
         logger.info(self.kv_cache_info.log_line("GPU" if self.device.type == "cuda" else "CPU"))
 
     def _initialize_kv_cache(self) -> KVCachePlan:
@@ -113,9 +119,11 @@ class LLMEngine:
         self._mark_scheduled(scheduled.seqs)
         result, failed = self._execute(scheduled)
         outputs = [self._fail_request(request_id, err) for request_id, err in failed.items()]
+        num_tokens = _iteration_tokens(scheduled, len(result.sampled))
         for listener in self.step_listeners:
-            listener(sum(scheduled.num_new_tokens))
+            listener(num_tokens)
         updated = self.scheduler.update_from_output(scheduled, result.sampled)
+        self.output_processor.add_prompt_logprobs(result.prompt_logprobs)
         outputs += self.output_processor.process(updated, result.logprobs, self.scheduler.finish)
         for output in outputs:
             if output.finished:
@@ -137,7 +145,7 @@ class LLMEngine:
 
     def _execute_one_by_one(self, scheduled: SchedulerOutput) -> tuple[ModelRunnerOutput, dict[str, Exception]]:
         """Re-run each sequence of a failed step alone: a KV write repeats the same values into the same slots."""
-        merged, failed = ModelRunnerOutput({}, {}), {}
+        merged, failed = ModelRunnerOutput({}, {}, {}), {}
         for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
             try:
                 result = self.model_runner.execute(SchedulerOutput([seq], [num_new], int(num_new == 1)))
@@ -148,6 +156,7 @@ class LLMEngine:
                 continue
             merged.sampled.update(result.sampled)
             merged.logprobs.update(result.logprobs)
+            merged.prompt_logprobs.update(result.prompt_logprobs)
         return merged, failed
 
     def _fail_request(self, request_id: str, err: Exception) -> RequestOutput:
@@ -174,3 +183,10 @@ class LLMEngine:
             state = self.output_processor.requests.get(seq.request_id)
             if state is not None and state.metrics.first_scheduled_time is None:
                 state.metrics.first_scheduled_time = now
+
+
+def _iteration_tokens(scheduled: SchedulerOutput, num_sampled: int) -> int:
+    """A step's tokens as vLLM's iteration_tokens_total counts them: the prompt tokens it prefilled (before the
+    scheduler counts them computed), plus every token it sampled, the first token of a prefill included."""
+    prefilled = sum(n for seq, n in zip(scheduled.seqs, scheduled.num_new_tokens) if not seq.num_output_tokens)
+    return prefilled + num_sampled

@@ -5,7 +5,13 @@ from dataclasses import dataclass, field
 
 from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.detokenizer import IncrementalDetokenizer
-from kvtool.engine.runtime.outputs import CompletionOutput, RequestMetrics, RequestOutput, SampleLogprobs
+from kvtool.engine.runtime.outputs import (
+    CompletionOutput,
+    PromptLogprobs,
+    RequestMetrics,
+    RequestOutput,
+    SampleLogprobs,
+)
 
 
 @dataclass
@@ -18,6 +24,7 @@ class RequestState:
     metrics: RequestMetrics
     logprobs: list[SampleLogprobs | None] = field(default_factory=list)
     num_sent: list[int] = field(default_factory=list)  # tokens already streamed, per sequence
+    prompt_logprobs: PromptLogprobs | None = None  # filled chunk by chunk during prefill
 
     @property
     def finished(self) -> bool:
@@ -28,6 +35,7 @@ class OutputProcessor:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.requests: dict[str, RequestState] = {}
+        self.token_texts: dict[int, str] = {}  # each token decoded alone, once
 
     def add_request(
         self, request_id: str, prompt: str | None, prompt_token_ids: list[int], seqs: list[Sequence]
@@ -39,7 +47,7 @@ class OutputProcessor:
             )
             for _ in seqs
         ]
-        logprobs = [[] if params.logprobs is not None else None for _ in seqs]
+        logprobs = [[] if params.num_logprobs is not None else None for _ in seqs]
         self.requests[request_id] = RequestState(
             request_id,
             prompt,
@@ -49,7 +57,16 @@ class OutputProcessor:
             RequestMetrics(seqs[0].arrival_time),
             logprobs,
             [0] * len(seqs),
+            [None] * len(prompt_token_ids) if params.prompt_logprobs is not None else None,
         )
+
+    def add_prompt_logprobs(self, chunks: dict[str, tuple[int, list[dict]]]) -> None:
+        """A step's scored prompt positions (request id -> first position, entries): entry i is prompt token
+        first + 1 + i's."""
+        for request_id, (first, entries) in chunks.items():
+            state = self.requests.get(request_id)
+            if state is not None:
+                state.prompt_logprobs[first + 1 : first + 1 + len(entries)] = map(self._decorate, entries)
 
     def process(self, updated: list[Sequence], sample_logprobs: dict[int, dict], finish) -> list[RequestOutput]:
         """Outputs for the requests whose sequences got a token; `finish(seq, reason, stop)` ends one."""
@@ -57,7 +74,9 @@ class OutputProcessor:
         touched: dict[str, RequestState] = {}
         for seq in updated:
             state = self.requests[seq.request_id]
-            stop = state.detokenizers[seq.index].append(seq.last_token_id)
+            # the token that stopped the sequence is not detokenized unless its text is asked for (as vLLM)
+            stopped_by_token = seq.finish_reason == "stop" and not seq.params.include_stop_str_in_output
+            stop = state.detokenizers[seq.index].append(seq.last_token_id, decode=not stopped_by_token)
             if stop is not None and not seq.is_finished:
                 finish(seq, "stop", stop)
             if state.logprobs[seq.index] is not None:
@@ -86,6 +105,7 @@ class OutputProcessor:
             finished,
             max(s.num_cached_tokens for s in state.seqs),
             state.metrics,
+            prompt_logprobs=state.prompt_logprobs,
         )
 
     def _completion(self, state: RequestState, i: int) -> CompletionOutput:
@@ -108,5 +128,11 @@ class OutputProcessor:
     def _decorate(self, logprobs: dict) -> dict:
         if self.tokenizer is not None:
             for token_id, logprob in logprobs.items():
-                logprob.decoded_token = self.tokenizer.decode([token_id])
+                logprob.decoded_token = self._token_text(token_id)
         return logprobs
+
+    def _token_text(self, token_id: int) -> str:
+        text = self.token_texts.get(token_id)
+        if text is None:
+            text = self.token_texts[token_id] = self.tokenizer.decode([token_id])
+        return text

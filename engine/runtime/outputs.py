@@ -7,15 +7,17 @@ new since the previous one (`delta_text`, `delta_token_ids`, `delta_logprobs`).
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)
 class Logprob:
     logprob: float
     rank: int | None = None
     decoded_token: str | None = None
 
 
-# One entry per generated token: candidate token id -> its Logprob (the sampled one included).
+# One entry per generated token: candidate token id -> its Logprob, the sampled one first.
 SampleLogprobs = list[dict[int, Logprob]]
+# One entry per prompt token: None for the first (nothing predicts it), then the prompt token first.
+PromptLogprobs = list[dict[int, Logprob] | None]
 
 
 @dataclass
@@ -56,3 +58,4 @@ class RequestOutput:
     num_cached_tokens: int = 0
     metrics: RequestMetrics | None = None
     error: str | None = None  # why it failed, when finish_reason is "error"
+    prompt_logprobs: PromptLogprobs | None = None  # complete once the prompt is prefilled, for requests that ask

@@ -49,6 +49,15 @@ class EmbedsPrompt:
         """Every position an embedding (a completions `prompt_embeds`)."""
         return cls([PLACEHOLDER_TOKEN_ID] * len(rows), (EmbedsSpan(0, rows),))
 
+    def __len__(self) -> int:
+        return len(self.prompt_token_ids)
+
+    def __getitem__(self, kept: slice) -> EmbedsPrompt:
+        """The positions `kept` keeps (truncate_prompt_tokens cuts the embeddings as it cuts token ids)."""
+        start, stop, _ = kept.indices(len(self))
+        spans = tuple(EmbedsSpan(at, rows) for at, rows in _chunk_rows(self.spans, start, stop))
+        return EmbedsPrompt(self.prompt_token_ids[start:stop], spans)
+
 
 @dataclass(frozen=True)
 class EmbedsShape:

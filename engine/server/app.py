@@ -11,17 +11,13 @@ from fastapi.responses import JSONResponse
 
 from kvtool import __version__
 from kvtool.engine.server.chat import create_chat_completion
+from kvtool.engine.server.chat_prompt import requested_template
+from kvtool.engine.server.chat_protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
-from kvtool.engine.server.protocol import (
-    BatchChatCompletionRequest,
-    ChatCompletionRequest,
-    CompletionRequest,
-    DetokenizeRequest,
-    TokenizeRequest,
-)
+from kvtool.engine.server.protocol import CompletionRequest, DetokenizeRequest
 from kvtool.engine.server.responses import (
     ChatCompletionResponse,
     CompletionResponse,
@@ -122,7 +118,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/tokenize", response_model=TokenizeResponse)
     async def tokenize(body: TokenizeRequest) -> dict:
         state.check_model(body.model)
-        tokens = _tokenize(state.engine.input_processor, body)
+        tokens = _tokenize(state.engine.input_processor, body, state.settings.trust_request_chat_template)
         token_strs = state.engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None
         return {
             "count": len(tokens),
@@ -147,14 +143,13 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         return Response(state.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
 
 
-def _tokenize(processor, body: TokenizeRequest) -> list[int]:
+def _tokenize(processor, body: TokenizeRequest, trust_request_chat_template: bool) -> list[int]:
     if body.messages is not None:
         tools = [tool.model_dump(exclude_none=True) for tool in body.tools or []] or None
         kwargs = {"tools": tools, "continue_final_message": body.continue_final_message}
+        kwargs |= requested_template(body.chat_template, body.chat_template_kwargs, trust_request_chat_template)
         conversation = [m.as_template_message() for m in body.messages]
-        text = processor.render_chat(
-            conversation, body.add_generation_prompt, **kwargs, **(body.chat_template_kwargs or {})
-        )
+        text = processor.render_chat(conversation, body.add_generation_prompt, **kwargs)
         return processor.encode(text, "messages", add_special_tokens=bool(body.add_special_tokens))
     if body.prompt is None:
         raise APIError("Either 'prompt' or 'messages' is required.", param="prompt")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 
 from kvtool.engine.runtime.prompt_embeds import PLACEHOLDER_TOKEN_ID, EmbedsPrompt, EmbedsSpan
+from kvtool.engine.server.body_checks import PROMPT_EMBEDS_PLACEHOLDER, refuse
+from kvtool.engine.server.chat_protocol import ChatMessage, ContentPart
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.protocol import ChatMessage, ContentPart
-from kvtool.engine.server.request_checks import PROMPT_EMBEDS_PLACEHOLDER, refuse
 from kvtool.engine.sizing import messages as msg
 
 
@@ -60,7 +60,7 @@ class ChatEmbeds:
 
     def _check_text(self, text: str | None) -> None:
         if text and self.processor.embeds_shape is not None and PROMPT_EMBEDS_PLACEHOLDER in text:
-            raise refuse(msg.PROMPT_EMBEDS_PLACEHOLDER_IN_TEXT.format(token=PROMPT_EMBEDS_PLACEHOLDER), "messages")
+            refuse(msg.PROMPT_EMBEDS_PLACEHOLDER_IN_TEXT.format(token=PROMPT_EMBEDS_PLACEHOLDER), "messages")
 
     def _shown(self, text: str, index: int) -> bool:
         count = text.count(marker(index))

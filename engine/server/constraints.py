@@ -1,7 +1,8 @@
 """From a request's `response_format`, `structured_outputs` and forced tool calls to one grammar constraint.
 
 As vLLM 0.33 (vllm/entrypoints/generate/base/protocol.py): `response_format` json_object / json_schema
-override the matching `structured_outputs` field; a forced tool call adds the tool's JSON schema. The
+override the matching `structured_outputs` field; a forced tool call ("required" or named) replaces both
+with the tool's JSON schema (vllm/tool_parsers/abstract_tool_parser.py adjust_request). The
 engine's InputProcessor compiles the constraint at admission (a schema it cannot compile is a 400);
 `precompile` runs that compilation in a worker thread first, so that the event loop never waits on it.
 """
@@ -19,11 +20,13 @@ from kvtool.engine.sizing import messages
 def structured_outputs_params(
     structured: StructuredOutputsField | None, response_format: ResponseFormat | None, tool_schema: dict | None = None
 ) -> StructuredOutputsParams | None:
+    """A forced tool call's schema replaces whatever else the request asked for, as vLLM's tool parser does."""
+    formatted = _response_format_fields(response_format)  # checked even when a forced call overrides it
+    if tool_schema is not None:
+        return StructuredOutputsParams(json=tool_schema)
     fields = structured.model_dump(by_alias=True) if structured is not None else {}
     fields = {k: v for k, v in fields.items() if v is not None}
-    fields.update(_response_format_fields(response_format))
-    if tool_schema is not None:
-        fields["json"] = tool_schema
+    fields.update(formatted)
     if not any(key in fields for key in KINDS):
         if structured is None or not structured.model_fields_set:
             return None

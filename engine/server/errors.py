@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
@@ -78,48 +79,94 @@ def error_type(status: int) -> str:
     return ERROR_TYPES.get(status) or HTTPStatus(status).phrase.replace(" ", "") + "Error"
 
 
-def validation_message(err: RequestValidationError) -> tuple[str, str | None]:
-    """`field: problem` for the first invalid field of a request body."""
-    first = err.errors()[0]
-    loc = [str(part) for part in first.get("loc", ()) if part != "body" and not _is_schema_marker(str(part))]
-    field = ".".join(loc) or None
-    kind = first.get("type")
-    if kind == "json_invalid":
-        return f"The request body is not valid JSON: {first.get('msg')}.", None
-    if field is None and kind == "missing":
-        return "The request body is missing: send a JSON object.", None
-    if field is None:
-        return f"The request body must be a JSON object, got {_described(first.get('input'))}.", None
-    if kind == "missing":
-        return f"The field '{field}' is required.", field
-    return f"Invalid value for '{field}': {first.get('msg')} (got {_described(first.get('input'))}).", field
+# How vLLM 0.33 answers a body that fails validation (entrypoints/serve/exception_handling/handlers/validation.py):
+# 400, type "Bad Request", pydantic's own error dicts, bounded in count and size.
+VALIDATION_ERROR_TYPE = HTTPStatus.BAD_REQUEST.phrase
+MAX_REPORTED_ERRORS = 10
+MAX_ERROR_INPUT_CHARS = 200
+MAX_ERROR_CHARS = 1000
+TRUNCATED = "...[truncated]"
+# pydantic-core's names for union branches and wrappers in an error location: vLLM's list, and the branch names
+# of constrained types ("constrained-str"), which vLLM's own request models do not have
+_LOC_WRAPPER = re.compile(r"[\[\]{}()]|^constrained-")
+_LOC_MARKERS = frozenset(
+    "function-wrap function-after function-before function-plain json-or-python lax-or-strict chain default "
+    "nullable tagged-union union call arguments is-instance is-subclass callable str int float bool bytes "
+    "bytearray list tuple dict set frozenset complex none nonetype".split()
+)
+# what vLLM strips from any error message: memory addresses, traceback lines, file paths
+_SANITIZE = (
+    (re.compile(r" at 0x[0-9a-fA-F]+>"), ">"),
+    (re.compile(r'\n?\s*File "[^"]+", line \d+, in \S+(\n\s+.*)?'), ""),
+    (re.compile(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+"), "<path>"),
+    (re.compile(r"(?:/[\w\-]+)+/[\w\-]+\.\w+"), "<path>"),
+)
 
 
-def _is_schema_marker(part: str) -> bool:
-    """pydantic's names for union branches and wrappers in an error location ("constrained-str", "list[int]")."""
-    return any(c in part for c in "[(-") or part in _TYPE_NAMES
+def validation_error(err: RequestValidationError) -> APIError:
+    """vLLM's answer to an invalid body: "N validation error(s):" and each of pydantic's error dicts."""
+    errors = err.errors()
+    if not errors:
+        return APIError("Validation error", type=VALIDATION_ERROR_TYPE)
+    label = "error" if len(errors) == 1 else "errors"
+    reported = errors[:MAX_REPORTED_ERRORS]
+    message = f"{len(errors)} validation {label}:\n" + "".join(f"  {_format_error(e)}\n" for e in reported)
+    if len(errors) > len(reported):
+        message += f"  ...and {len(errors) - len(reported)} more {label}\n"
+    return APIError(sanitize(message.rstrip()), type=VALIDATION_ERROR_TYPE, param=_validation_param(errors))
 
 
-_TYPE_NAMES = frozenset({"str", "int", "float", "bool", "list", "dict", "union", "nullable", "none"})
+def _validation_param(errors: list) -> str | None:
+    """The parameter a validator's own error names, else the first error's location."""
+    for error in errors:
+        param = getattr(error.get("ctx", {}).get("error"), "param", None) if isinstance(error, dict) else None
+        if param is not None:
+            return param
+    first = errors[0]
+    loc = first.get("loc") if isinstance(first, dict) else None
+    return clean_loc(loc) if loc else None
 
 
-def _described(value) -> str:
-    """A short stand-in for a refused value: long texts and containers are not echoed whole."""
-    if value is None:
-        return "null"
-    if isinstance(value, (list, dict, tuple)):
-        return f"a {type(value).__name__} of {len(value)} items" if value else repr(value)
-    if isinstance(value, int) and abs(value) >= 10**30:
-        return f"an integer of {len(str(value))} digits"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+def clean_loc(loc: tuple | list) -> str:
+    """pydantic's error location as a dotted path, without its union-branch and wrapper segments."""
+    parts = [str(p) for p in loc if not _LOC_WRAPPER.search(str(p)) and str(p).lower() not in _LOC_MARKERS]
+    return ".".join(parts or [str(p) for p in loc])
+
+
+def _format_error(error) -> str:
+    if isinstance(error, dict):
+        error = dict(error)
+        if "input" in error:
+            error["input"] = _summarized(error["input"])
+        if isinstance(error.get("loc"), (tuple, list)):
+            error["loc"] = clean_loc(error["loc"])
+    text = str(error)
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + TRUNCATED
+
+
+def _summarized(value) -> object:
+    """A refused value as vLLM echoes it: containers described, long texts cut."""
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{type(value).__name__} of {len(value)} bytes>"
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return f"<{type(value).__name__} of {len(value)} items>"
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except ValueError:  # an integer past Python's digit limit for str()
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= MAX_ERROR_INPUT_CHARS else text[:MAX_ERROR_INPUT_CHARS] + TRUNCATED
+
+
+def sanitize(message: str) -> str:
+    for pattern, replacement in _SANITIZE:
+        message = pattern.sub(replacement, message)
+    return message.strip()
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, err: RequestValidationError):
-        message, field = validation_message(err)
-        return error_response(APIError(message, param=field))
+        return error_response(validation_error(err))
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException):

@@ -113,16 +113,14 @@ async def merged_outputs(state, requests: list[EngineRequest]) -> AsyncIterator[
             yield request, output
     finally:
         with anyio.CancelScope(shield=True):  # a client that went away cancels us; the cleanup must still run
-            await _cancel(state.engine, tasks, requests)
+            await _cancel(tasks)
 
 
-async def _cancel(engine, tasks: list[asyncio.Task], requests: list[EngineRequest]) -> None:
-    unfinished = [r for t, r in zip(tasks, requests) if not t.done()]
+async def _cancel(tasks: list[asyncio.Task]) -> None:
+    """Cancel the engine requests' tasks: a generate() that is cancelled, at any point, aborts its request."""
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for request in unfinished:
-        await engine.abort(request.request_id)
 
 
 async def final_outputs(state, requests: list[EngineRequest]) -> dict[int, RequestOutput]:

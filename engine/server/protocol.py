@@ -1,21 +1,17 @@
-"""Request bodies of the OpenAI-compatible API, with vLLM's extra sampling fields and defaults."""
+"""Request bodies of the OpenAI-compatible API, with vLLM's extra sampling fields and defaults (the bodies that
+carry chat messages are in chat_protocol.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
-from kvtool.engine.server.request_checks import (
-    PROMPT_EMBEDS_PLACEHOLDER,
-    TEXT_PART_KEYS,
-    batch_mode,
-    check_content_part,
-    prompt_or_embeds,
-)
-from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, MAX_LOGPROBS
+from kvtool.engine.runtime.truncation import Truncation
+from kvtool.engine.server import body_checks
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX
 
 # Bounds that are the served model's (its vocabulary, max_model_len, name) are marks here, which openapi.py
 # replaces with the values when build_app writes the OpenAPI document.
@@ -29,6 +25,8 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 MAX_MODEL_LEN_BOUND = {MAX_TOKENS_MARK: True}
 Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX, json_schema_extra={SEED_MARK: True})]
 ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
+# vLLM's bound is int64; the document says max_model_len, past which the InputProcessor refuses it in vLLM's words
+PromptTokensKept = Annotated[int, Field(ge=-1, le=INT64_MAX, json_schema_extra=MAX_MODEL_LEN_BOUND)]
 
 
 class StrictModel(BaseModel):
@@ -72,7 +70,7 @@ class StructuredOutputsField(StrictModel):
     structural_tag: str | None = None
 
 
-class _SamplingFields(StrictModel):
+class SamplingFields(StrictModel):
     """Fields shared by completions and chat; names, defaults and ranges as vLLM's SamplingParams checks them.
 
     Extra fields are kept (as vLLM keeps them) so that request_fields.py can refuse the ones kvtool
@@ -80,6 +78,7 @@ class _SamplingFields(StrictModel):
     """
 
     model_config = ConfigDict(strict=True, extra="allow")
+    constraint_param: ClassVar[str | None] = "structured_outputs"  # what vLLM names when two kinds are given
 
     model: ServedModel = None
     n: int = Field(1, ge=1, le=128)
@@ -106,13 +105,32 @@ class _SamplingFields(StrictModel):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsField | None = None
     request_id: str | None = None
+    # vLLM's token-level fields (token_fields.py checks them together, as vLLM's check_logprobs does)
+    prompt_logprobs: int | None = None
+    logprob_token_ids: list[TokenId] | None = None
+    return_token_ids: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    # vLLM's fields for beam search (beam_search.py), prompt truncation (the InputProcessor cuts it), KV transfer
+    use_beam_search: bool = False
+    length_penalty: float = 1.0
+    truncate_prompt_tokens: PromptTokensKept | None = None
+    truncation_side: Literal["left", "right"] | None = None
+    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
+    kv_transfer_params: dict[str, Any] | None = None
 
-    def include_usage(self) -> bool:
-        return bool(self.stream_options and self.stream_options.include_usage)
+    _raw_body_checks = model_validator(mode="before")(body_checks.sampling_body)
 
-    def continuous_usage(self) -> bool:
-        """vLLM's extension: usage so far in every chunk."""
-        return self.include_usage() and self.stream_options.continuous_usage_stats
+    def usage_in_stream(self, force: bool = False) -> tuple[bool, bool]:
+        """(a final usage chunk, usage so far in every chunk): as stream_options ask, or both when the server forces."""
+        if force:
+            return True, True
+        include = bool(self.stream_options and self.stream_options.include_usage)
+        return include, include and self.stream_options.continuous_usage_stats
+
+    def truncation(self) -> Truncation | None:
+        if self.truncate_prompt_tokens is None:
+            return None
+        return Truncation(self.truncate_prompt_tokens, self.truncation_side)
 
     def to_sampling_params(
         self, max_tokens: int | None, logprobs: int | None, structured_outputs: StructuredOutputsParams | None = None
@@ -139,7 +157,9 @@ class _SamplingFields(StrictModel):
             stop_token_ids=self.stop_token_ids,
             ignore_eos=self.ignore_eos,
             min_tokens=self.min_tokens,
-            logprobs=logprobs,
+            logprobs=None if self.logprob_token_ids else logprobs,
+            prompt_logprobs=self.prompt_logprobs_asked(),
+            logprob_token_ids=self.logprob_token_ids or None,
             include_stop_str_in_output=self.include_stop_str_in_output,
             skip_special_tokens=self.skip_special_tokens,
             logit_bias=self.logit_bias,
@@ -150,15 +170,26 @@ class _SamplingFields(StrictModel):
         )
 
 
-class CompletionRequest(_SamplingFields):
+class CompletionRequest(SamplingFields):
     prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] | None = Field(None, min_length=1)
-    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
+    max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, json_schema_extra=MAX_MODEL_LEN_BOUND)  # 0 with echo: score
+    logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
     echo: bool = False
     add_special_tokens: bool = True
+    prompt_embeds: str | list[str] | None = None  # base64 of torch-saved (num_tokens, hidden_size) tensors
+
+    _raw_completion_checks = model_validator(mode="before")(body_checks.completion_body)
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
+
+    def echo_without_generation(self) -> bool:
+        """`echo` with `max_tokens: 0` scores the prompt alone (lm-evaluation-harness's log-likelihoods)."""
+        return self.echo and self.max_tokens == 0
+
+    def prompt_logprobs_asked(self) -> int | None:
+        """vLLM: `echo` with `logprobs` scores the prompt with as many logprobs."""
+        return self.logprobs if self.prompt_logprobs is None and self.echo else self.prompt_logprobs
 
     def prompts(self) -> list[str] | list[list[int]]:
         """The batch of prompts: a string or a token list is a batch of one."""
@@ -168,138 +199,10 @@ class CompletionRequest(_SamplingFields):
             return [self.prompt]
         return list(self.prompt)
 
-    # --- prompt_embeds (--enable-prompt-embeds) ---
-    prompt_embeds: str | list[str] | None = None  # base64 of torch-saved (num_tokens, hidden_size) tensors
-
     def embeds_payloads(self) -> list[str]:
         return [self.prompt_embeds] if isinstance(self.prompt_embeds, str) else list(self.prompt_embeds or [])
-
-    @model_validator(mode="before")
-    @classmethod
-    def check_prompt_or_embeds(cls, data: Any) -> Any:
-        return prompt_or_embeds(data)
-
-
-class ContentPart(StrictModel):
-    """A chat content part: text (or vLLM's other text kinds) or prompt_embeds; another type is a 400 naming it."""
-
-    model_config = ConfigDict(strict=True, extra="allow")
-
-    type: str | None = None
-    text: str | None = None
-    data: str | None = None  # prompt_embeds: base64 of a torch-saved (num_tokens, hidden_size) tensor
-
-    @model_validator(mode="after")
-    def check_type(self) -> ContentPart:
-        check_content_part(self.type, self.data)
-        return self
-
-    def as_text(self) -> str:
-        """The part's text; a prompt_embeds part shows as vLLM's placeholder (the chat route splices its rows)."""
-        if self.type == "prompt_embeds":
-            return PROMPT_EMBEDS_PLACEHOLDER
-        key = TEXT_PART_KEYS[self.type]
-        return self.text if key == "text" else (self.model_extra or {}).get(key)
-
-
-class FunctionDefinition(StrictModel):
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
-
-
-class Tool(StrictModel):
-    type: Literal["function"] = "function"
-    function: FunctionDefinition
-
-
-class NamedFunction(StrictModel):
-    name: str
-
-
-class NamedToolChoice(StrictModel):
-    type: Literal["function"] = "function"
-    function: NamedFunction
-
-
-class ChatMessage(StrictModel):
-    model_config = ConfigDict(strict=True, extra="allow")
-
-    role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-
-    def text(self, part_text=ContentPart.as_text) -> str:
-        """The content as one string: parts joined by newlines, as vLLM joins them (`part_text` renders each)."""
-        if not isinstance(self.content, list):
-            return self.content
-        return "\n".join(text for text in map(part_text, self.content) if text is not None)
-
-    def as_template_message(self, part_text=ContentPart.as_text) -> dict:
-        message = {"role": self.role, "content": self.text(part_text) or ""}
-        for key in ("name", "tool_calls", "tool_call_id"):
-            if getattr(self, key) is not None:
-                message[key] = getattr(self, key)
-        return message
-
-
-class ChatCompletionRequest(_SamplingFields):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
-    add_generation_prompt: bool = True
-    continue_final_message: bool = False
-    add_special_tokens: bool = False
-    echo: bool = False
-    chat_template: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
-    documents: list[dict[str, str]] | None = None
-    tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    parallel_tool_calls: bool | None = True
-
-    def requested_max_tokens(self) -> tuple[int | None, str]:
-        """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
-        if self.max_completion_tokens is not None:
-            return self.max_completion_tokens, "max_completion_tokens"
-        return self.max_tokens, "max_tokens"
-
-    def num_logprobs(self) -> int | None:
-        return (self.top_logprobs or 0) if self.logprobs else None
-
-
-class TokenizeRequest(StrictModel):
-    """vLLM's two /tokenize bodies in one: {"prompt"} or {"messages"} (add_special_tokens: True / False)."""
-
-    model: ServedModel = None
-    prompt: str | None = None
-    messages: list[ChatMessage] | None = Field(None, min_length=1)
-    add_special_tokens: bool | None = None
-    add_generation_prompt: bool = True
-    continue_final_message: bool = False
-    return_token_strs: bool | None = False
-    tools: list[Tool] | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class DetokenizeRequest(StrictModel):
     model: ServedModel = None
     tokens: list[TokenId]
-
-
-class BatchChatCompletionRequest(ChatCompletionRequest):
-    """POST /v1/chat/completions/batch: `messages` is a list of conversations, one choice each (index i for
-    conversation i), as vLLM 0.33's BatchChatCompletionRequest; no streaming, tools, n > 1 or beam search."""
-
-    messages: list[Annotated[list[ChatMessage], Field(min_length=1)]] = Field(min_length=1)
-    tool_choice: Literal["none"] | None = "none"
-
-    @model_validator(mode="before")
-    @classmethod
-    def check_batch_mode(cls, data: Any) -> Any:
-        return batch_mode(data)

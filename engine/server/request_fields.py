@@ -20,30 +20,21 @@ logger = logging.getLogger("kvtool.serve")
 
 # field -> vLLM 0.33's default, for both routes
 NOT_IMPLEMENTED = {
-    "use_beam_search": False,
-    "length_penalty": 1.0,
     "watermarking": None,
     "spaces_between_special_tokens": True,
-    "truncate_prompt_tokens": None,
-    "truncation_side": None,
-    "logprob_token_ids": None,
     "priority": 0,
     "session_id": None,
-    "return_tokens_as_token_ids": None,
-    "return_token_ids": None,
     "return_weight_versions": False,
     "routed_experts_prompt_start": 0,
     "return_token_offsets": False,
     "mm_payload": "tensors",
     "return_mm_kwargs": None,
     "cache_salt": None,
-    "kv_transfer_params": None,
     "ec_transfer_params": None,
     "vllm_xargs": None,
     "repetition_detection": None,
     "stream_interval": None,
     "thinking_token_budget": None,
-    "prompt_logprobs": None,
 }
 NOT_IMPLEMENTED_CHAT = {
     **NOT_IMPLEMENTED,

@@ -16,9 +16,10 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from pydantic import ValidationError
 
 from kvtool.engine.server.chat import create_chat_completion
+from kvtool.engine.server.chat_protocol import ChatCompletionRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest
+from kvtool.engine.server.protocol import CompletionRequest
 from kvtool.engine.server.serving import ServerState
 from kvtool.errors import UsageError
 

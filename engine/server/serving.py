@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 
 from kvtool.engine.runtime.input_processor import ProcessedRequest
+from kvtool.engine.runtime.truncation import Truncation
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
@@ -17,6 +18,16 @@ from kvtool.engine.sizing.request_length import MaxTokens
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """vLLM's serve flags that change what responses carry."""
+
+    return_tokens_as_token_ids: bool = False  # logprob tokens read `token_id:{id}` for every request
+    enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens
+    enable_force_include_usage: bool = False  # every stream carries usage, in every chunk
+    enable_per_request_metrics: bool = False  # a `metrics` object: TTFT, decode time, queue time, ITL, tokens/s
 
 
 @dataclass
@@ -29,6 +40,8 @@ class ServerSettings:
     tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
     root_path: str | None = None  # a path-routing proxy's prefix: routes answer under it and without it
     enable_server_load_tracking: bool = False  # count generation requests in flight for GET /load
+    output: OutputOptions = field(default_factory=OutputOptions)
+    trust_request_chat_template: bool = False  # a request's own `chat_template` is used (vLLM's flag)
 
 
 @dataclass
@@ -62,6 +75,7 @@ def process_prompts(
     defaulted: bool,
     param: str = "max_tokens",
     add_special_tokens: bool = True,
+    truncation: Truncation | None = None,
 ) -> list[ProcessedRequest]:
     """Every prompt through the engine's InputProcessor (tokenize, validate, decide max_tokens): 400s come from there.
 
@@ -79,6 +93,7 @@ def process_prompts(
             max_tokens_param=param,
             default_max_tokens=default_max_tokens,
             add_special_tokens=add_special_tokens,
+            truncation=truncation,
         )
         if request.max_tokens.clamped:
             logger.info(
@@ -124,12 +139,3 @@ def make_requests(base_id: str, processed: list[ProcessedRequest], n: int) -> li
 
 def request_id(header_value: str | None, prefix: str) -> str:
     return f"{prefix}-{header_value or uuid.uuid4().hex}"
-
-
-def usage(prompt_lens: list[int], num_generated: int) -> dict:
-    prompt_tokens = sum(prompt_lens)
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": num_generated,
-        "total_tokens": prompt_tokens + num_generated,
-    }

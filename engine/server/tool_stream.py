@@ -18,14 +18,14 @@ class ToolCallStream:
         self.named_call: ToolCall | None = None
         self.extracted = ExtractedToolCalls(None, [])
 
-    def deltas(self, delta_text: str, finished: bool) -> list[dict]:
+    def deltas(self, delta_text: str, finish_reason: str | None) -> list[dict]:
         self.text += delta_text
         if self.plan.mode == "named":
-            return self._named(delta_text, finished)
+            return self._named(delta_text, finish_reason)
         out = []
-        if self.plan.mode == "auto" and not finished:
+        if self.plan.mode == "auto" and finish_reason is None:
             out += self._content(self.plan.parser.sendable_content(self.text))
-        if finished:
+        if finish_reason is not None:
             self.extracted = self.plan.extract(self.text)
             calls = self.extracted.tool_calls if self.parallel is not False else self.extracted.tool_calls[:1]
             end = len(self.extracted.content or "") if calls else len(self.text)
@@ -39,9 +39,9 @@ class ToolCallStream:
         content, self.sent = self.text[self.sent : end], end
         return [{"content": content}]
 
-    def _named(self, delta_text: str, finished: bool) -> list[dict]:
-        if finished:
-            self.extracted = self.plan.extract(self.text)
+    def _named(self, delta_text: str, finish_reason: str | None) -> list[dict]:
+        if finish_reason is not None:
+            self.extracted = self.plan.extract(self.text, finish_reason)
         if not delta_text:
             return []
         if self.named_call is None:

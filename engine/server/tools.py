@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from kvtool.engine.server.chat_protocol import ChatCompletionRequest, NamedToolChoice
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.protocol import ChatCompletionRequest, NamedToolChoice
 from kvtool.engine.server.tool_parsers import TOOL_PARSERS, ExtractedToolCalls, ToolCall
 from kvtool.engine.sizing import messages
+
+EMPTY_PARAMETERS = {"type": "object", "properties": {}}  # a tool without parameters still takes a JSON object
 
 
 @dataclass
@@ -28,15 +30,12 @@ class ToolPlan:
         """The JSON schema a forced call must match; None when the model chooses."""
         by_name = {tool.function.name: tool.function.parameters for tool in body.tools or []}
         if self.mode == "named":
-            return by_name[self.named] or {"type": "object", "properties": {}}
+            return by_name[self.named] or EMPTY_PARAMETERS
         if self.mode != "required":
             return None
         items = [
             {
-                "properties": {
-                    "name": {"type": "string", "enum": [name]},
-                    "parameters": params or {"type": "object", "properties": {}},
-                },
+                "properties": {"name": {"type": "string", "enum": [name]}, "parameters": _without_defs(params)},
                 "required": ["name", "parameters"],
             }
             for name, params in by_name.items()
@@ -44,16 +43,18 @@ class ToolPlan:
         schema = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": items}}
         if body.parallel_tool_calls is False:
             schema["maxItems"] = 1
-        return schema
+        return schema | ({"$defs": defs} if (defs := hoisted_defs(by_name)) else {})
 
-    def extract(self, text: str) -> ExtractedToolCalls:
+    def extract(self, text: str, finish_reason: str | None = None) -> ExtractedToolCalls:
+        """The calls in a reply; a forced call cut off by max_tokens is dropped (as OpenAI), and so is an empty one."""
         if self.mode == "named":
-            return ExtractedToolCalls(None, [ToolCall(self.named, text)])
+            cut = finish_reason == "length" and not _is_json(text)
+            return ExtractedToolCalls("", [] if cut or not text.strip() else [ToolCall(self.named, text)])
         if self.mode == "required":
             try:
                 calls = [ToolCall(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in json.loads(text)]
-            except (ValueError, KeyError, TypeError):  # cut short by max_tokens: the text as it is
-                return ExtractedToolCalls(text, [])
+            except (ValueError, KeyError, TypeError):
+                return ExtractedToolCalls("", [])
             return ExtractedToolCalls(None, calls)
         if self.mode == "auto":
             return self.parser.extract(text)
@@ -79,6 +80,39 @@ def tool_plan(body: ChatCompletionRequest, tool_call_parser: str | None) -> Tool
             raise APIError(messages.AUTO_TOOL_CHOICE_NEEDS_PARSER, param="tool_choice")
         return ToolPlan("auto", tools, parser=TOOL_PARSERS[tool_call_parser]())
     return ToolPlan("required", tools)
+
+
+def hoisted_defs(parameters_by_name: dict[str, dict | None]) -> dict:
+    """Every tool's `$defs`, gathered at the top of the "required" schema, where `#/$defs/...` refs resolve (vLLM)."""
+    hoisted: dict = {}
+    for name, params in parameters_by_name.items():
+        defs = (params or {}).get("$defs", {})
+        if not isinstance(defs, dict):
+            raise APIError(
+                messages.with_parameter(
+                    messages.TOOL_DEFS_NOT_OBJECT.format(name=name, kind=type(defs).__name__), "tools"
+                ),
+                param="tools",
+            )
+        for def_name, definition in defs.items():
+            if hoisted.setdefault(def_name, definition) != definition:
+                message = messages.TOOL_DEFS_CONFLICT.format(name=def_name)
+                raise APIError(messages.with_parameter(message, "tools"), param="tools")
+    return hoisted
+
+
+def _without_defs(params: dict | None) -> dict:
+    if not params:
+        return EMPTY_PARAMETERS
+    return {key: value for key, value in params.items() if key != "$defs"}
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def finish_reason(plan: ToolPlan, extracted: ExtractedToolCalls, engine_reason: str | None) -> str | None:

@@ -43,11 +43,14 @@ HUB_FACTS_FRESH_SECONDS = 24 * 3600  # a Hub model's cached facts answer plan wi
 
 DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_TOKENS = 16  # SamplingParams' and /v1/completions' max_tokens when a request does not set it (vLLM)
+INT64_MAX = 2**63 - 1  # the bound of vLLM's 64-bit request integers
 MAX_LOGPROBS = 20  # vLLM's default max_logprobs: the most logprobs (or top_logprobs) a request may ask for
+MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's bound on the length of a request's logprob_token_ids
 DEFAULT_MAX_MODEL_LEN = 2048  # when a config names no context length at all
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM >= 0.20
 LEGACY_GPU_MEMORY_UTILIZATION = 0.90  # vLLM < 0.20
+EXTENSIBLE_GPU_MEMORY_UTILIZATION = 1.0  # vLLM >= 0.34 with its extensible KV cache (the CUDA default)
 HIGHEST_ADVISED_UTILIZATION = 0.98  # fixes never advise more: CUDA context and fragmentation need the rest
 
 # (max_num_batched_tokens, max_num_seqs) defaults, vLLM 0.33, by device class and entry point.

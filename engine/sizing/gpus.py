@@ -75,3 +75,8 @@ def find_gpu(name: str) -> GpuInfo:
         hint = f"Did you mean {', '.join(dict.fromkeys(_gpu_index()[c] for c in close))}? " if close else ""
         raise UsageError(f"unknown GPU '{name}'.", f"{hint}See --list-gpus, or give the size with --gpu-mem 80GiB.")
     return next(gpu for gpu in gpu_catalog() if gpu.name == canonical)
+
+
+def catalog_matches(total_bytes: int, tolerance: float = 0.0075) -> list[GpuInfo]:
+    """Catalog GPUs whose memory is `total_bytes` within `tolerance` (a size given without a name)."""
+    return [gpu for gpu in gpu_catalog() if abs(gpu.total_bytes - total_bytes) <= tolerance * total_bytes]

@@ -1,5 +1,7 @@
 """Architecture facts read from an HF `config.json` dict, the way vLLM reads them (no torch)."""
 
+from kvtool.engine.sizing.hf_defaults import with_defaults
+
 # vLLM's keys for the model's context length, in its order; the smallest present wins (docs/design.md).
 MAX_LEN_KEYS = (
     "max_position_embeddings",
@@ -28,6 +30,7 @@ LAYER_TYPE_NAMES = {
     "mamba": "mamba",
     "mamba2": "mamba",
 }
+HYBRID_PATTERN_KINDS = {"M": "mamba", "*": "full_attention"}  # other letters: layers without KV or state
 DTYPE_NAMES = {
     "bfloat16": "bfloat16",
     "bf16": "bfloat16",
@@ -40,10 +43,16 @@ DTYPE_NAMES = {
 }
 
 
+# config facts beside quantization_config that decide how weights are stored (DeepSeek-V4's expert dtype)
+QUANT_EXTRA_KEYS = ("expert_dtype",)
+
+
 def text_config(config: dict) -> dict:
-    """The language-model part of a config; multimodal configs nest it under `text_config`."""
-    inner = config.get("text_config") or config.get("llm_config")
-    if not isinstance(inner, dict):
+    """The language-model part of a config; multimodal configs nest it under `text_config`, with the fields
+    it leaves out filled as transformers fills them."""
+    key = "text_config" if isinstance(config.get("text_config"), dict) else "llm_config"
+    inner = with_defaults(config, key)
+    if not inner:
         return config
     outer = {k: config[k] for k in ("quantization_config", "torch_dtype", "dtype", "model_type") if k in config}
     return {**outer, **{k: v for k, v in inner.items() if v is not None or k not in outer}}
@@ -91,9 +100,9 @@ def layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
     """Per-layer attention kind: full, sliding window, linear attention or mamba."""
     if isinstance(config.get("layer_types"), list):
         return tuple(LAYER_TYPE_NAMES.get(kind, "full_attention") for kind in config["layer_types"])
-    pattern = config.get("hybrid_override_pattern")  # Nemotron-H: "M" mamba, "*" attention, "-" MLP
+    pattern = config.get("hybrid_override_pattern")  # Nemotron-H: "M" mamba, "*" attention, "-" MLP, "E" MoE
     if isinstance(pattern, str):
-        return tuple("mamba" if c == "M" else "full_attention" for c in pattern if c in "M*")
+        return tuple(HYBRID_PATTERN_KINDS.get(c, "mlp") for c in pattern)
     if "attn_layer_period" in config:  # Jamba
         period, offset = config["attn_layer_period"], config.get("attn_layer_offset", 0)
         return tuple("full_attention" if i % period == offset else "mamba" for i in range(num_layers))
@@ -119,6 +128,12 @@ def _sliding_layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
             "sliding_attention" if i >= config["max_window_layers"] else "full_attention" for i in range(num_layers)
         )
     return ("sliding_attention",) * num_layers
+
+
+def moe_intermediate_size(config: dict) -> int | None:
+    if not num_experts(config):
+        return None
+    return int(first(config, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size"))
 
 
 def num_experts(config: dict) -> int | None:
@@ -192,60 +207,3 @@ def _mla_parameters(config: dict, hidden: int, heads: int) -> int:
     q_rank = config.get("q_lora_rank")
     q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
     return q + hidden * (rank + rope) + rank * heads * (nope + v_dim) + heads * v_dim * hidden
-
-
-ENCODER_KEYS = {"vision_config": "image", "audio_config": "audio", "vision_tower_config": "image"}
-DEFAULT_MAX_IMAGE_PIXELS = 12845056  # Qwen2-VL's processor default (max_pixels)
-
-
-def encoder_configs(config: dict) -> list[tuple[str, dict]]:
-    """(modality, sub-config) of each vision or audio tower a multimodal config nests."""
-    return [(modality, config[key]) for key, modality in ENCODER_KEYS.items() if isinstance(config.get(key), dict)]
-
-
-def encoder_shape(tower: dict) -> tuple[int, int, int]:
-    """(layers, hidden, intermediate) of a ViT / Whisper-style encoder."""
-    hidden = int(first(tower, "hidden_size", "embed_dim", "d_model", "width", default=0) or 0)
-    layers = int(first(tower, "num_hidden_layers", "depth", "encoder_layers", "num_layers", "layers", default=0) or 0)
-    ratio = tower.get("mlp_ratio")
-    intermediate = int(
-        first(tower, "intermediate_size", "encoder_ffn_dim", "ffn_dim", default=(ratio or 4) * hidden) or 0
-    )
-    return layers, hidden, intermediate
-
-
-def encoder_parameters(tower: dict, text_hidden: int) -> int:
-    """Tower weights from its shapes: blocks, patch embedding and the projector into the text model."""
-    layers, hidden, intermediate = encoder_shape(tower)
-    blocks = layers * (4 * hidden * hidden + 2 * hidden * intermediate)
-    if tower.get("num_mel_bins"):  # Whisper-style: two kernel-3 convolutions over the mel bins, a linear projector
-        return blocks + 3 * int(tower["num_mel_bins"]) * hidden + 3 * hidden * hidden + hidden * text_hidden
-    patch, merge = int(tower.get("patch_size") or 14), _merge(tower)
-    channels = int(tower.get("num_channels") or tower.get("in_chans") or tower.get("in_channels") or 3)
-    projected = hidden * merge * merge
-    return (
-        blocks
-        + channels * patch * patch * hidden * int(tower.get("temporal_patch_size") or 1)
-        + projected * projected
-        + projected * text_hidden
-    )
-
-
-def encoder_tokens_per_item(config: dict, modality: str, tower: dict) -> int:
-    """Most text-model tokens one image (at its largest) or audio clip becomes."""
-    if modality == "audio":
-        return int(tower.get("max_source_positions") or 3000) // 2
-    if config.get("mm_tokens_per_image"):
-        return int(config["mm_tokens_per_image"])
-    patch, merge = int(tower.get("patch_size") or 14), _merge(tower)
-    if tower.get("image_size"):
-        side = int(tower["image_size"]) // patch
-        return max(1, side * side // (merge * merge))
-    return DEFAULT_MAX_IMAGE_PIXELS // (patch * patch) // (merge * merge)
-
-
-def _merge(tower: dict) -> int:
-    if tower.get("spatial_merge_size"):
-        return int(tower["spatial_merge_size"])
-    ratio = tower.get("pixel_shuffle_ratio")
-    return round(1 / ratio) if ratio else 1

@@ -1,36 +1,52 @@
-"""Where a GPU's memory goes before the KV cache (vLLM 0.33 v1 profiling, estimated without a GPU).
+"""Where a GPU's memory goes before the KV cache (vLLM's profiling, estimated without a GPU).
 
-KV budget = ceil(total x gpu_memory_utilization) - weights - activation peak - non-torch memory - CUDA graphs.
-Weights follow from the parameter count; the other three terms are estimates of what vLLM's profiling run
-measures, documented in docs/plan.md.
+KV budget = ceil(total x gpu_memory_utilization) - weights - activation peak - non-torch memory - CUDA graphs
+(- the encoder's share of the profile peak - other processes, where the release charges them). Weights follow
+from the parameter count (weights.py); the activation peak from the profile run (profile_run.py); the graph
+estimate follows vLLM's own method (cudagraphs.py); non-torch memory and NCCL buffers are per release. Each
+release's rules are in BudgetRules, set by vllm_startup.budget_rules.
 """
 
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
+from kvtool.engine.sizing.cudagraphs import CaptureRules, cudagraph_bytes
 from kvtool.engine.sizing.defaults import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DTYPES,
     SMALL_GPU_SCHEDULER_LIMITS,
 )
-from kvtool.engine.sizing.hf_config import DTYPE_NAMES
-from kvtool.engine.sizing.quantization import checkpoint_bytes, quant_facts, quantized_weight_bytes
+from kvtool.engine.sizing.profile_run import ProfileRules, activation_bytes, encoder_bytes
 from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.weights import (  # noqa: F401 (resolve_dtype, weights_bytes re-exported)
+    Stage,
+    model_quant_facts,
+    resolve_dtype,
+    stage_weights_bytes,
+    weights_bytes,
+)
 from kvtool.errors import UsageError
 
 MiB = 1 << 20
-NON_TORCH_BYTES = 256 * MiB  # CUDA context growth, cuBLAS workspaces
-NCCL_BYTES = 512 * MiB  # communicator buffers, custom all-reduce (tp or pp > 1)
-CUDAGRAPH_BYTES_PER_LAYER = 8 * MiB
-CUDAGRAPH_MAX_CAPTURE_TOKENS = 512
-SAMPLER_LOGITS_COPIES = 2  # fp32 logits and their softmax during the sampler warm-up
-# V0's sampler inside the profile run (top_k = vocab - 1, top_p = 0.99 force the sort path of
-# model_executor/layers/sampler.py _apply_top_k_top_p): per logit, the model-dtype logits (2), fp32 logits (4),
-# sorted values (4), int64 sort indices (8), softmax of the sorted values (4), their cumsum (4), two bool
-# masks (2) and the re-scattered logits (4) are alive at once.
-V0_SAMPLER_BYTES_PER_LOGIT = 32
+# What the profile measures outside torch's allocator on one GPU once the baseline is taken after the CUDA
+# context exists: lazily loaded kernels and the like. Printed "non-torch memory" on single-GPU logs: 0.02 GiB
+# (V1 0.10.2, three logs), 0.03 - 0.09 GiB (V0 0.7 - 0.8, seven logs).
+V1_NON_TORCH_BYTES = 20 * MiB
+V0_NON_TORCH_BYTES = 50 * MiB
+# Where the release measures total - free, its own CUDA context is charged too (about 0.3 - 0.5 GiB).
+CONTEXT_BYTES = 450 * MiB
+# The extensible KV cache (0.34, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes) keeps free a margin of
+# max(KV_CACHE_MARGIN_FLOOR_BYTES, KV_CACHE_MARGIN_FRACTION x the transient peak) of the device.
+EXTENSIBLE_MARGIN_FLOOR = 1 << 30
+EXTENSIBLE_MARGIN_FRACTION = 0.75
+# NCCL communicator buffers per peer rank, where charged. Fitted, not derived: 0.117 GiB at tp 2 on A100 (two
+# logs against their tp 1 runs), 2.28 GiB at tp 8 on H100 (two logs of different models, after their sampler).
+NCCL_BYTES_PER_PEER = {"ampere": 120 * MiB, "hopper": 333 * MiB}
+
+
+# How far each estimate strays from what vLLM prints, as a share of it, on the logs in docs/plan.md: the
+# activation peak (0.17 and 0.60 GiB on two runs with the same flags), the graph estimate (about 40 %).
+ESTIMATE_SPREAD = {"activation_bytes": 0.3, "non_torch_bytes": 0.5, "cudagraph_bytes": 0.4, "encoder_bytes": 0.5}
 
 
 @dataclass(frozen=True)
@@ -38,14 +54,18 @@ class BudgetRules:
     """What differs between vLLM releases in the budget (the defaults are vLLM 0.33's)."""
 
     ceil_request: bool = True  # 0.14+: ceil(total x utilization)
-    profile_tokens: int | None = None  # tokens of the profile forward when not max_num_batched_tokens (V0)
-    logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens, no sampler
-    sampler_bytes_per_logit: int = 4 * SAMPLER_LOGITS_COPIES  # V0: V0_SAMPLER_BYTES_PER_LOGIT
-    charge_non_torch: bool = True  # 0.2.0-0.2.5 charge only the torch allocator peak
-    charge_nccl: bool = False  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
+    profile: ProfileRules = field(default_factory=ProfileRules)
+    non_torch_bytes: int = V1_NON_TORCH_BYTES  # 0 in 0.2.0-0.2.5 (only the torch allocator peak)
+    nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
     charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
+    extensible: bool = False  # 0.34: the KV cache sized after warmup, a margin of the device kept free
     subtract_cudagraphs: bool = True  # 0.20+
-    encoder_items: int | None = None  # multimodal profile: items of the largest size (None: vLLM's choice)
+    capture: CaptureRules = field(default_factory=CaptureRules)
+    mxfp4_align: tuple[int, int] = (64, 1)  # MXFP4 MoE padding (intermediate per rank, hidden) of the kernel
+
+    @property
+    def encoder_items(self) -> int | None:
+        return self.profile.encoder_items
 
 
 V033_BUDGET = BudgetRules()
@@ -61,8 +81,9 @@ class MemoryBudget:
     non_torch_bytes: int
     cudagraph_bytes: int
     kv_cache_memory_bytes: int | None = None  # given outright (vLLM's --kv-cache-memory-bytes): no profiling
-    encoder_bytes: int = 0  # the multimodal encoder's profiling run and its cached outputs
+    encoder_bytes: int = 0  # what the multimodal encoder's profiling adds to the peak
     other_process_bytes: int = 0  # memory of other processes, where the release charges it
+    kv_headroom_bytes: int = 0  # 0.34: the margin the extensible KV cache keeps beyond what utilization leaves
 
     @property
     def non_kv_cache_bytes(self) -> int:
@@ -73,6 +94,7 @@ class MemoryBudget:
             + self.cudagraph_bytes
             + self.encoder_bytes
             + self.other_process_bytes
+            + self.kv_headroom_bytes
         )
 
     @property
@@ -81,87 +103,6 @@ class MemoryBudget:
         if self.kv_cache_memory_bytes is not None:
             return self.kv_cache_memory_bytes
         return self.requested_bytes - self.non_kv_cache_bytes
-
-
-def resolve_dtype(dtype: str, checkpoint_dtype: str | None, bf16_supported: bool = True) -> str:
-    """vLLM's `--dtype`: `auto` keeps a 16-bit checkpoint dtype and runs anything else in bfloat16
-    (float16 on devices without bfloat16)."""
-    if dtype == "auto":
-        name = DTYPE_NAMES.get(str(checkpoint_dtype).removeprefix("torch."))
-        if name in ("bfloat16", "float16"):
-            return name
-        return "bfloat16" if bf16_supported else "float16"
-    if dtype not in DTYPE_NAMES:
-        raise UsageError(f"unknown dtype '{dtype}'.", f"Use one of: {', '.join(DTYPES)}.")
-    return DTYPE_NAMES[dtype]
-
-
-def weights_bytes(spec: ModelSpec, dtype: str = "auto", quantization: str | None = None) -> int:
-    """All weights of the model, on all GPUs together: the checkpoint's own tensors when known, else the
-    parameter groups at the quantization's bits (embeddings and encoder towers in the model dtype)."""
-    if spec.source.endswith(".gguf") and Path(spec.source).is_file() and quantization in (None, "gguf"):
-        return Path(spec.source).stat().st_size
-    element = 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
-    method = quantization or (None if spec.quantization_config else spec.quantization)
-    facts = quant_facts(spec.quantization_config, method)
-    if spec.checkpoint_dtypes and (quantization is None or quantization == spec.quantization):
-        return checkpoint_bytes(dict(spec.checkpoint_dtypes), element)
-    if facts is None:
-        return spec.num_parameters * element
-    groups = dict(spec.parameter_groups) or {"other": spec.num_parameters}
-    return quantized_weight_bytes(groups, facts, element)
-
-
-def activation_bytes(
-    spec: ModelSpec,
-    max_num_batched_tokens: int,
-    max_num_seqs: int,
-    dtype: str = "auto",
-    tp: int = 1,
-    rules: BudgetRules = V033_BUDGET,
-) -> int:
-    """Peak of the profiling forward pass: one batch of tokens, then the sampler's logits."""
-    tokens = rules.profile_tokens or max_num_batched_tokens
-    forward = tokens * _activation_bytes_per_token(spec, dtype, tp)
-    if rules.logits_for_every_token:
-        return forward + tokens * spec.vocab_size * _element(spec, dtype)
-    return forward + min(max_num_seqs, tokens) * spec.vocab_size * rules.sampler_bytes_per_logit
-
-
-def encoder_bytes(
-    spec: ModelSpec, max_num_batched_tokens: int, dtype: str = "auto", tp: int = 1, items: int | None = None
-) -> int:
-    """The encoder profiling run (dummy items of the largest size) and the outputs it leaves in the
-    encoder cache: a budget of max(max_num_batched_tokens, one item) text tokens."""
-    if not spec.mm_tokens_per_item or not spec.encoder_hidden_size:
-        return 0
-    budget = max(max_num_batched_tokens, spec.mm_tokens_per_item)
-    count = items if items is not None else max(1, budget // spec.mm_tokens_per_item)
-    patches = count * spec.mm_tokens_per_item * 4  # a 2 x 2 patch merge is the common case
-    per_patch = 4 * spec.encoder_hidden_size + 2 * spec.encoder_intermediate_size // tp
-    cache = count * spec.mm_tokens_per_item * spec.hidden_size
-    return (patches * per_patch + cache) * _element(spec, dtype)
-
-
-def _element(spec: ModelSpec, dtype: str) -> int:
-    return 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
-
-
-def _activation_bytes_per_token(spec: ModelSpec, dtype: str, tp: int) -> int:
-    """Live tensors of one layer per token: residual stream copies, q/k/v, and the gated MLP's input."""
-    qkv = (spec.num_attention_heads + 2 * spec.num_key_value_heads) * spec.head_dim // tp
-    mlp = 2 * spec.intermediate_size * max(1, spec.num_experts_per_tok or 1) // tp
-    return _element(spec, dtype) * (4 * spec.hidden_size + qkv + mlp)
-
-
-def cudagraph_bytes(spec: ModelSpec, dtype: str = "auto", tp: int = 1, pp: int = 1, enforce_eager: bool = False) -> int:
-    """Private memory pools of the captured decode graphs (0 with enforce_eager)."""
-    if enforce_eager:
-        return 0
-    layers = math.ceil(spec.num_hidden_layers / pp)
-    return layers * CUDAGRAPH_BYTES_PER_LAYER + CUDAGRAPH_MAX_CAPTURE_TOKENS * _activation_bytes_per_token(
-        spec, dtype, tp
-    )
 
 
 def memory_budget(
@@ -178,8 +119,44 @@ def memory_budget(
     kv_cache_memory: int | None = None,
     rules: BudgetRules = V033_BUDGET,
     other_process_bytes: int = 0,
+    stage: Stage | None = None,
 ) -> MemoryBudget:
-    """The per-GPU budget as the release of `rules` measures it; `kv_cache_memory` fixes the KV share instead."""
+    """One GPU's budget as the release of `rules` measures it (the GPU of `stage` under pipeline parallelism:
+    by default a stage of ceil(layers / pp) layers holding both ends); `kv_cache_memory` fixes the KV share."""
+    _check_inputs(gpu_memory_utilization, total_bytes)
+    stage = stage or Stage(math.ceil(spec.num_hidden_layers / pp))
+    requested = total_bytes * gpu_memory_utilization
+    peak = activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules.profile, stage.last)
+    no_graphs = enforce_eager or not rules.subtract_cudagraphs
+    graphs = 0 if no_graphs else _cudagraphs(spec, rules, max_num_seqs, max_num_batched_tokens, stage, quantization)
+    requested = math.ceil(requested) if rules.ceil_request else int(requested)
+    return MemoryBudget(
+        total_bytes=int(total_bytes),
+        gpu_memory_utilization=gpu_memory_utilization,
+        requested_bytes=requested,
+        weights_bytes=stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align),
+        activation_bytes=peak,
+        non_torch_bytes=rules.non_torch_bytes + rules.nccl_bytes_per_peer * (tp * pp - 1),
+        cudagraph_bytes=graphs,
+        kv_cache_memory_bytes=kv_cache_memory,
+        encoder_bytes=encoder_bytes(spec, max_num_batched_tokens, peak, dtype, tp, rules.encoder_items)
+        if stage.first
+        else 0,
+        other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
+        kv_headroom_bytes=_headroom(rules, total_bytes - requested, other_process_bytes, peak),
+    )
+
+
+def _headroom(rules: BudgetRules, unrequested: int, other_process_bytes: int, peak: int) -> int:
+    """0.34 caps the KV cache at min(requested - used, free - margin): the margin, and the memory other
+    processes hold, cost the KV cache only beyond what the utilization leaves unrequested."""
+    if not rules.extensible:
+        return 0
+    margin = max(EXTENSIBLE_MARGIN_FLOOR, int(EXTENSIBLE_MARGIN_FRACTION * peak))
+    return max(0, margin + other_process_bytes - unrequested)
+
+
+def _check_inputs(gpu_memory_utilization: float, total_bytes: int) -> None:
     if not 0 < gpu_memory_utilization <= 1:
         raise UsageError(
             f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}.",
@@ -187,23 +164,12 @@ def memory_budget(
         )
     if total_bytes <= 0:
         raise UsageError(f"GPU memory must be positive, got {total_bytes} bytes.", "Use e.g. --gpu-mem 24GiB.")
-    requested = total_bytes * gpu_memory_utilization
-    non_torch = NON_TORCH_BYTES if rules.charge_non_torch else 0
-    non_torch += NCCL_BYTES if tp * pp > 1 and rules.charge_nccl else 0
-    return MemoryBudget(
-        total_bytes=int(total_bytes),
-        gpu_memory_utilization=gpu_memory_utilization,
-        requested_bytes=math.ceil(requested) if rules.ceil_request else int(requested),
-        weights_bytes=weights_bytes(spec, dtype, quantization) // (tp * pp),
-        activation_bytes=activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules),
-        non_torch_bytes=non_torch,
-        cudagraph_bytes=cudagraph_bytes(spec, dtype, tp, pp, enforce_eager or not rules.subtract_cudagraphs),
-        kv_cache_memory_bytes=kv_cache_memory,
-        encoder_bytes=encoder_bytes(
-            spec, rules.profile_tokens or max_num_batched_tokens, dtype, tp, rules.encoder_items
-        ),
-        other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
-    )
+
+
+def _cudagraphs(spec, rules, max_num_seqs, max_num_batched_tokens, stage, quantization) -> int:
+    facts = model_quant_facts(spec, quantization)
+    weight_only = facts is not None and facts.weight_only
+    return cudagraph_bytes(spec, rules.capture, max_num_seqs, max_num_batched_tokens, stage.layers, weight_only)
 
 
 def utilization_for(needed_bytes: float, total_bytes: float) -> float:

@@ -1,8 +1,11 @@
-"""Every message kvtool raises, defined once, in vLLM's words where vLLM has them.
+"""The messages kvtool shares with vLLM, in vLLM's words, each written once.
 
-The engine, `serve` and `plan` raise these; `kvtool diagnose` recognises each memory and length one (a
-round-trip test formats each and diagnoses the result). Each template names the vLLM release whose
-wording it keeps; placeholders are str.format fields.
+Two kinds live here. The memory and length messages that vLLM prints, which the engine, `serve` and
+`plan` raise and `kvtool diagnose` reads back (a round-trip test formats every template and diagnoses
+the result). And the request checks vLLM's OpenAI server makes, which the server raises and its tests
+compare answers against. Each block names the vLLM source whose wording it keeps; kvtool's own
+additions say so. Placeholders are str.format fields. A message of kvtool's own that one module raises
+stays beside its raise.
 """
 
 from kvtool.engine.sizing.units import format_gib
@@ -42,6 +45,10 @@ TOTAL_CHARS_TOO_LONG = (  # vLLM 0.18 - 0.31, the `reject` overflow policy
     "the number of requested output tokens."
 )
 MAX_TOKENS_BELOW_ONE = "max_tokens must be at least 1, got {max_tokens}."
+TRUNCATE_PROMPT_TOKENS_TOO_LARGE = (  # vLLM 0.32+: the prompt may be truncated to max_model_len at most
+    "truncate_prompt_tokens={truncate_prompt_tokens} cannot be greater than max_model_len = {max_input_tokens}. "
+    "Please request a smaller truncation size."
+)
 
 # Request routing (HTTP 404), vLLM 0.33.
 MODEL_NOT_FOUND = "The model `{requested_model}` does not exist. Valid aliases: {aliases}."
@@ -193,7 +200,32 @@ REPETITION_PENALTY_NOT_FINITE = "repetition_penalty must be a finite number, got
 REPETITION_PENALTY_NOT_POSITIVE = "repetition_penalty must be greater than zero, got {value}."
 LOGPROBS_NEGATIVE = "logprobs must be non-negative or -1, got {value}."
 LOGPROBS_OVER_MAX = "Requested sample logprobs of {value}, which is greater than max allowed: {max_logprobs}"
+PROMPT_LOGPROBS_NEGATIVE = "prompt_logprobs must be non-negative or -1, got {value}."
+PROMPT_LOGPROBS_OVER_MAX = "Requested prompt logprobs of {value}, which is greater than max allowed: {max_logprobs}"
+LOGPROB_TOKEN_IDS_TOO_MANY = (
+    "Requested logprob_token_ids of length {value}, which is greater than max allowed: {max_ids}"
+)
+LOGPROB_TOKEN_IDS_OUT_OF_VOCAB = (
+    "token_id(s) {token_ids} in logprob_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab_size}"
+)
+LOGPROB_TOKEN_IDS_LOGPROBS_MISMATCH = (
+    "When both logprobs and logprob_token_ids are set, logprobs must equal len(logprob_token_ids). "
+    "Got logprobs={logprobs}, len(logprob_token_ids)={value}."
+)
 STOP_EMPTY_STRING = "stop cannot contain an empty string."
+# The logprob fields of a request, as vLLM 0.33's check_logprobs refuses them (openai/*/protocol.py).
+LOGPROB_TOKEN_IDS_WITH_BEAM_SEARCH = "`logprob_token_ids` is not supported with beam search."
+ECHO_LOGPROBS_WITH_BEAM_SEARCH = (
+    "`echo` with `logprobs` is not supported with beam search because beam search does not compute prompt logprobs."
+)
+LOGPROB_TOKEN_IDS_WITHOUT_OUTPUT = (
+    "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no output tokens are generated."
+)
+LOGPROB_TOKEN_IDS_WITHOUT_LOGPROBS = "when using `logprob_token_ids`, `logprobs` must be set."
+LOGPROB_TOKEN_IDS_WITHOUT_LOGPROBS_CHAT = "when using `logprob_token_ids`, `logprobs` must be set to true."
+PROMPT_LOGPROBS_WITH_STREAM = "`prompt_logprobs` are not available when `stream=True`."
+FIELD_NOT_POSITIVE_OR_MINUS_ONE = "`{param}` must be a positive value or -1."
+TOP_LOGPROBS_WITHOUT_LOGPROBS = "when using `top_logprobs`, `logprobs` must be set to true."
 # kvtool's own: vLLM bounds seeds by its request schema (a signed 64-bit integer), without a sentence.
 SEED_RANGE = "seed must be a 64-bit signed integer, in [{low}, {high}], got {value}."
 # kvtool's own: text with a lone surrogate cannot be encoded as UTF-8, so it cannot be tokenized.
@@ -204,6 +236,21 @@ FIELD_NOT_SUPPORTED = (
     "implement it). Leave it out, send vLLM's default {default}, or serve with --backend vllm."
 )
 FIELDS_IGNORED_LOG = "The following fields were present in the request but ignored: {fields}"  # vLLM's log line
+
+# Checks vLLM runs on the raw request body (entrypoints/openai/{completion,chat_completion}/protocol.py).
+STREAM_OPTIONS_WITHOUT_STREAM = "Stream options can only be defined when `stream=True`."
+PROMPT_OR_EMBEDS_MISSING = "Either prompt or prompt_embeds must be provided and non-empty."
+
+STRUCTURED_OUTPUTS_KINDS = (
+    "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice')."
+)
+CONSTRAINTS_AND_NAMED_TOOL = "You can only either use constraints for structured outputs or tools, not both."
+STREAMED_BEAM_SEARCH = "Streaming is not currently supported with beam search"  # completions only
+# kvtool's own: vLLM scores an allowlist's tokens exactly, which the embedded engine's logprobs cannot.
+ALLOWED_TOKEN_IDS_WITH_BEAM_SEARCH = (
+    "allowed_token_ids with use_beam_search is not supported by kvtool's embedded engine: leave one of them out, "
+    "or serve with --backend vllm."
+)
 
 # Structured outputs (vllm/sampling_params.py, v1/structured_output/backend_xgrammar.py).
 STRUCTURED_MULTIPLE_KINDS = (
@@ -226,12 +273,16 @@ NO_GRAMMAR_WITHOUT_TOKENIZER = "Structured outputs need a tokenizer; this model 
 # Tools and the chat template (vllm/entrypoints/openai/chat_completion/protocol.py, serving.py).
 TOOLS_EMPTY = "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely."
 TOOL_CHOICE_WITHOUT_TOOLS = "When using `tool_choice`, `tools` must be set."
+TOOL_DEFS_NOT_OBJECT = "`$defs` in the parameters of tool '{name}' must be an object, got {kind}."
+TOOL_DEFS_CONFLICT = "Tool definition '{name}' has multiple schemas, which is not supported."
 TOOL_NOT_PASSED = "Tool '{name}' has not been passed in `tools`."
 AUTO_TOOL_CHOICE_NEEDS_PARSER = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
 UNTRUSTED_CHAT_TEMPLATE = (
     "Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with "
     "untrusted chat template."
 )
+FORWARDED_IDS_INVALID = "`kv_transfer_params['prompt_token_ids']` must be a non-empty list of non-negative integers."
+UNEXPECTED_TEMPLATE_KWARGS = "Found unexpected chat template kwargs from request: {names}"
 CONTINUE_AND_GENERATION_PROMPT = "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
 
 ENGINE_DEAD_CLIENT = "The server had an error while processing your request."  # vLLM's EngineDeadError.CLIENT_MESSAGE
@@ -257,7 +308,6 @@ QUANTIZATION_DTYPE = "--quantization gguf computes in float32; --dtype {dtype} a
 
 # POST /v1/chat/completions/batch (vllm/entrypoints/openai/chat_completion/protocol.py BatchChatCompletionRequest).
 BATCH_BEAM_SEARCH = "Batch chat completions do not support beam search. Please set `use_beam_search` to False."
-BATCH_LOGPROB_TOKEN_IDS = "when using `logprob_token_ids`, `logprobs` must be set to true."
 BATCH_PROMPT_TOKEN_IDS = (
     "Batch chat completions do not support `kv_transfer_params['prompt_token_ids']`: one pre-tokenized prompt "
     "cannot serve several conversations."
@@ -282,7 +332,6 @@ PROMPT_EMBEDS_HIDDEN_SIZE = "`prompt_embeds` hidden_size {got} does not match th
 PROMPT_EMBEDS_NOT_FLOAT = (
     "`prompt_embeds` dtype {dtype} is not a floating-point type, cannot safely cast to the model's dtype {expected}."
 )
-PROMPT_OR_EMBEDS_REQUIRED = "Either prompt or prompt_embeds must be provided and non-empty."
 PROMPT_EMBEDS_TOO_MANY = (
     "prompt_embeds list length {count} exceeds the maximum allowed count of {limit}. To increase this limit, set the "
     "VLLM_MAX_COMPLETION_PROMPTS environment variable."

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kvtool.engine.sizing import hf_config as hf
+from kvtool.engine.sizing import hf_encoders as towers_of
+from kvtool.engine.sizing.mamba_state import MambaState, mamba_state
 from kvtool.errors import UsageError
 
 
@@ -40,6 +42,10 @@ class ModelSpec:
     encoder_intermediate_size: int = 0
     mm_tokens_per_item: int = 0  # most text tokens one image or clip becomes
     modalities: tuple[str, ...] = ()
+    encoder_patches_per_token: int = 1  # patches the tower sees per text token (a 2 x 2 merge: 4)
+    moe_intermediate_size: int | None = None  # one routed expert's intermediate size
+    mamba_state: MambaState | None = None  # per-request state of each mamba / linear-attention layer
+    quant_extra: tuple[tuple[str, str], ...] = ()  # config facts a quantization reads beside quantization_config
 
     @property
     def is_mla(self) -> bool:
@@ -48,6 +54,15 @@ class ModelSpec:
     @property
     def num_attention_layers(self) -> int:
         return sum(kind in ("full_attention", "sliding_attention") for kind in self.layer_types)
+
+    @property
+    def num_state_layers(self) -> int:
+        """Layers that keep a fixed state per request (mamba, linear attention) instead of per-token KV."""
+        return sum(kind in ("mamba", "linear_attention") for kind in self.layer_types)
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
 
 
 def spec_from_hf_config(config: dict, name: str = "", source: str = "") -> ModelSpec:
@@ -99,16 +114,19 @@ def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
         kv_lora_rank=int(kv_lora_rank) if kv_lora_rank else None,
         qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0) if kv_lora_rank else None,
         num_experts=hf.num_experts(text),
-        num_experts_per_tok=text.get("num_experts_per_tok"),
+        num_experts_per_tok=hf.first(text, "num_experts_per_tok", "moe_topk", "experts_per_token"),
+        moe_intermediate_size=hf.moe_intermediate_size(text),
         quantization=hf.quantization(text),
+        mamba_state=mamba_state(text),
+        quant_extra=tuple((k, str(text[k])) for k in hf.QUANT_EXTRA_KEYS if text.get(k) is not None),
         source=source,
     )
 
 
 def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
     """Add the vision / audio towers: their weights, shape and the tokens one item becomes."""
-    towers = hf.encoder_configs(config)
-    encoder = sum(hf.encoder_parameters(tower, spec.hidden_size) for _, tower in towers)
+    towers = towers_of.encoder_configs(config)
+    encoder = sum(towers_of.encoder_parameters(tower, spec.hidden_size) for _, tower in towers)
     groups = dict(spec.parameter_groups)
     given = text.get("num_parameters")
     total = int(given) if given else spec.num_parameters + encoder
@@ -118,7 +136,7 @@ def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
     if not towers:
         return replace(spec, num_parameters=total, parameter_groups=tuple(groups.items()))
     modality, tower = towers[0]
-    layers, hidden, intermediate = hf.encoder_shape(tower)
+    layers, hidden, intermediate = towers_of.encoder_shape(tower)
     return replace(
         spec,
         num_parameters=total,
@@ -126,8 +144,9 @@ def _with_encoders(spec: ModelSpec, config: dict, text: dict) -> ModelSpec:
         encoder_layers=layers,
         encoder_hidden_size=hidden,
         encoder_intermediate_size=intermediate,
-        mm_tokens_per_item=max(hf.encoder_tokens_per_item(config, m, t) for m, t in towers),
+        mm_tokens_per_item=max(towers_of.encoder_tokens_per_item(config, m, t) for m, t in towers),
         modalities=tuple(m for m, _ in towers),
+        encoder_patches_per_token=towers_of.patches_per_token(tower),
     )
 
 

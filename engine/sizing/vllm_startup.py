@@ -1,11 +1,9 @@
-"""One vLLM release's start-up: its scheduler defaults, budget and KV rules, and its checks in the order
-it runs them, each failing with that release's own message."""
+"""One vLLM release's start-up checks in the order it runs them, each failing with that release's own
+message, and the lines it logs once its KV cache is sized (its rules are in release_rules.py)."""
 
 from dataclasses import dataclass
 
 from kvtool.engine.sizing import defaults, messages
-from kvtool.engine.sizing.kv_cache import KVRules
-from kvtool.engine.sizing.memory_budget import V0_SAMPLER_BYTES_PER_LOGIT, V033_BUDGET, BudgetRules
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.engine.sizing.vllm_versions import VllmRelease
 
@@ -17,83 +15,6 @@ class StartupCheck:
     message: str = ""  # vLLM's error for this release when it fails
 
 
-def scheduler_limits(
-    release: VllmRelease,
-    v0: bool,
-    total_bytes: int,
-    gpu_name: str,
-    gpu_arch: str | None,
-    max_model_len: int,
-    chunked_off: bool = False,
-    multimodal: bool = False,
-) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) `vllm serve` picks when neither is given."""
-    if v0:
-        return _v0_batched_tokens(release, max_model_len, chunked_off, multimodal), defaults.V0_MAX_NUM_SEQS
-    name = gpu_name.lower()
-    if not release.reached("large_gpu_tier_by_memory"):  # 0.8.0-0.8.4 look at the name
-        large = "h100" in name or "h200" in name
-        seqs = defaults.V1_EARLY_MAX_NUM_SEQS if large or release.version < (0, 8, 4) else 256
-        return (8192 if large else 2048), seqs
-    if total_bytes >= 160 * GiB and release.reached("huge_gpu_tier"):
-        return defaults.HUGE_GPU_SCHEDULER_LIMITS["server"]
-    small = "a100" in name and release.reached("a100_small_tier")
-    small = small or (gpu_arch == "sm121" and release.reached("gb10_small_tier"))
-    if total_bytes >= 70 * GiB and not small:
-        return defaults.LARGE_GPU_SCHEDULER_LIMITS["server"]
-    return defaults.SMALL_GPU_SCHEDULER_LIMITS["server"]
-
-
-def v0_chunked_prefill(release: VllmRelease, max_model_len: int, sliding: bool, mla: bool, multimodal: bool) -> bool:
-    """V0 turns chunked prefill on by itself above 32k context (0.5.3+), not for sliding-window, MLA or
-    multimodal models."""
-    if not release.reached("chunked_prefill_auto") or sliding:
-        return False
-    if (mla or multimodal) and release.version >= (0, 6, 0):
-        return False
-    return max_model_len > defaults.V0_CHUNKED_PREFILL_ABOVE
-
-
-def _v0_batched_tokens(release: VllmRelease, max_model_len: int, chunked_off: bool, multimodal: bool) -> int:
-    if not chunked_off:
-        return next(
-            size for start, size in sorted(defaults.V0_CHUNK_SIZES.items(), reverse=True) if release.version >= start
-        )
-    floor = defaults.V0_MULTIMODAL_MIN_BATCHED_TOKENS if multimodal and release.version >= (0, 6, 3) else 0
-    return max(max_model_len, defaults.V0_UNCHUNKED_MIN_BATCHED_TOKENS, floor)
-
-
-def budget_rules(release: VllmRelease, v0: bool) -> BudgetRules:
-    """How the release measures what is not KV cache."""
-    measures_total_minus_free = (
-        (release.reached("peak_all_processes") and not release.reached("peak_since_init"))
-        or release.version[:3] == (0, 6, 4)
-        or (not v0 and not release.reached("free_memory_check"))
-    )
-    return BudgetRules(
-        ceil_request=release.reached("requested_ceil"),
-        logits_for_every_token=not v0 and release.version < (0, 7, 3),
-        sampler_bytes_per_logit=V0_SAMPLER_BYTES_PER_LOGIT if v0 else V033_BUDGET.sampler_bytes_per_logit,
-        charge_non_torch=release.reached("peak_all_processes"),
-        charge_nccl=not release.reached("nccl_not_charged") and release.reached("peak_all_processes"),
-        charge_other_processes=measures_total_minus_free,
-        subtract_cudagraphs=not v0 and release.reached("cudagraph_subtracted"),
-    )
-
-
-def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KVRules:
-    batches = 0 if v0 else release.sliding_in_flight_batches(pp)
-    if mixed_sliding and release.mixed_sliding_as_full():
-        batches = 0
-    return KVRules(
-        sliding_batches=batches,
-        null_block_in_check=release.reached("null_block_in_check"),
-        tokens_from_concurrency=not v0 and release.reached("tokens_from_concurrency"),
-        v0_check=v0,
-        v0_length_check=release.reached("max_seq_len_check"),
-    )
-
-
 def cpu_swap_blocks(v0: bool, block_bytes: int) -> int:
     """V0 allocates swap_space (4 GiB) of CPU blocks; V1 none."""
     return defaults.SWAP_SPACE_BYTES // block_bytes if v0 and block_bytes else 0
@@ -103,7 +24,8 @@ def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: in
     """vLLM's checks in its order: free memory (V1 0.9.1+, before loading), weights, KV memory, one request."""
     checks = []
     no_gpu = gpu.source == "kv-cache-memory"  # a KV budget given outright: no device to load onto
-    if not v0 and release.reached("free_memory_check") and gpu.free_bytes is not None and not no_gpu:
+    checks_free = release.reached("free_memory_check") and not release.reached("extensible_kv_cache")
+    if not v0 and checks_free and gpu.free_bytes is not None and not no_gpu:
         checks.append(
             StartupCheck(
                 "free_memory", gpu.free_bytes >= budget.requested_bytes, _free_memory_message(release, gpu, budget)

@@ -8,11 +8,17 @@ the budget, KV-cache and start-up rules of that release.
 import re
 from dataclasses import dataclass
 
-from kvtool.engine.sizing.defaults import DEFAULT_GPU_MEMORY_UTILIZATION, LEGACY_GPU_MEMORY_UTILIZATION
+from kvtool.engine.sizing.defaults import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    EXTENSIBLE_GPU_MEMORY_UTILIZATION,
+    LEGACY_GPU_MEMORY_UTILIZATION,
+)
 from kvtool.errors import UsageError
 
-OLDEST, NEWEST = (0, 2, 0), (0, 33, 0)
-NEWEST_NAME = "0.33"
+OLDEST, NEWEST = (0, 2, 0), (0, 34, 0)
+NEWEST_NAME = "0.34"
+# The release plan predicts unless told: the one kvtool's server, messages and diagnosis follow.
+DEFAULT_RELEASE, DEFAULT_RELEASE_NAME = (0, 33, 0), "0.33"
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,11 @@ BOUNDARIES = (
     Boundary("chunked_prefill_auto", (0, 5, 3), "V0 turns chunked prefill on when max_model_len > 32768"),
     Boundary("limit_mm_per_prompt", (0, 5, 5), "--limit-mm-per-prompt exists"),
     Boundary("v0_concurrency_log", (0, 6, 3), "V0 logs 'Maximum concurrency for L tokens per request'"),
+    Boundary(
+        "v0_baseline_snapshot",
+        (0, 6, 5),
+        "V0 charges the non-torch increase since a baseline snapshot (0.6.4: total - free - torch allocated)",
+    ),
     Boundary("chunked_prefill_2048", (0, 6, 5), "V0 chunked prefill defaults to 2048 batched tokens"),
     Boundary("v1_default", (0, 8, 0), "the V1 engine is the default (V0 stays for unsupported settings)"),
     Boundary("sampler_warmup", (0, 8, 0), "V1 warms the sampler up on max_num_seqs rows inside the profile"),
@@ -51,6 +62,12 @@ BOUNDARIES = (
     Boundary("json_cli_args", (0, 9, 1), "dict flags (--limit-mm-per-prompt) take JSON, not key=value"),
     Boundary("hybrid_kv_manager", (0, 9, 1), "models mixing full and sliding layers keep their windows"),
     Boundary("a100_small_tier", (0, 9, 0), "A100s stay on the small scheduler tier"),
+    Boundary(
+        "capture_sizes_by_max_num_seqs",
+        (0, 10, 0),
+        "CUDA graphs are captured up to min(2 x max_num_seqs, 512) tokens (512 before)",
+    ),
+    Boundary("v1_hybrid_models", (0, 10, 2), "mamba / linear-attention models run on V1 (V0 from 0.8 to 0.10.1)"),
     Boundary("mla_cutlass_128_blackwell", (0, 10, 0), "MLA on Blackwell uses block size 128 (CUTLASS MLA)"),
     Boundary("v1_only", (0, 11, 0), "V0 is gone"),
     Boundary(
@@ -59,21 +76,53 @@ BOUNDARIES = (
         "the memory baseline is taken after NCCL init: its buffers are not charged to the KV budget",
     ),
     Boundary("kv_cache_dtype_bfloat16", (0, 11, 0), "--kv-cache-dtype bfloat16"),
+    Boundary("full_and_piecewise", (0, 11, 0), "FULL CUDA graphs for decode batches beside the PIECEWISE ones"),
+    Boundary(
+        "flashinfer_sampler_opt_in",
+        (0, 12, 0),
+        "the sampler warm-up sorts in PyTorch unless VLLM_USE_FLASHINFER_SAMPLER=1 (FlashInfer when installed before)",
+    ),
+    Boundary("capture_sizes_step_16", (0, 12, 0), "CUDA graph sizes step by 16 from 256 tokens (by 8 before)"),
     Boundary("conserving_memory_url", (0, 13, 0), "start-up errors name the conserving-memory page"),
     Boundary("requested_ceil", (0, 14, 0), "requested memory = ceil(total x utilization); messages use format_gib"),
+    Boundary(
+        "whole_model_kv_check",
+        (0, 14, 0),
+        "pipeline stages: the start-up check takes the whole model's KV against the smallest stage's memory",
+    ),
+    Boundary("per_stage_kv_check", (0, 17, 0), "pipeline stages: each stage checks its own layers again"),
+    Boundary("triton_top_k_top_p", (0, 17, 0), "the sampler warm-up masks top-k / top-p in place (Triton, >= 8 rows)"),
     Boundary(
         "mla_block_by_backend", (0, 18, 0), "MLA block = the chosen backend's preferred size (Hopper 16, Blackwell 32)"
     ),
     Boundary("kv_cache_dtype_float16", (0, 18, 0), "--kv-cache-dtype float16"),
     Boundary("swap_space_removed", (0, 18, 0), "--swap-space is gone"),
+    Boundary(
+        "kv_group_size_heuristic",
+        (0, 18, 0),
+        "layer kinds are grouped by the largest kind's count when it is under 1.5 x the smallest's",
+    ),
     Boundary("cudagraph_subtracted", (0, 20, 0), "CUDA-graph memory is estimated and subtracted by default"),
     Boundary("utilization_092", (0, 20, 0), "gpu_memory_utilization defaults to 0.92"),
     Boundary("tokens_from_concurrency", (0, 20, 1), "'GPU KV cache size' = int(max_concurrency x max_model_len)"),
+    Boundary("flashinfer_sampler_default", (0, 21, 0), "the sampler warm-up uses FlashInfer by default again"),
     Boundary("cpu_backend_note", (0, 22, 0), "start-up errors mention the CPU backend"),
     Boundary("async_window", (0, 26, 0), "sliding layers reserve W - 1 + 2 x B tokens (two steps in flight)"),
     Boundary("huge_gpu_tier", (0, 28, 0), "GPUs of 160 GiB and more get 16384 / 1024"),
+    Boundary(
+        "mamba_align_mode",
+        (0, 28, 0),
+        "prefix caching is on for hybrid models: each mamba group keeps 2 state blocks per request ('align')",
+    ),
+    Boundary("capture_1024_blackwell", (0, 28, 0), "CUDA graphs up to 1024 tokens on data-centre Blackwell"),
     Boundary("null_block_in_check", (0, 29, 0), "the start-up check keeps one block for the null block"),
     Boundary("gb10_small_tier", (0, 33, 0), "GB10 (SM 12.1) stays on the small scheduler tier"),
+    Boundary(
+        "extensible_kv_cache",
+        (0, 34, 0),
+        "the KV cache is sized after warmup from measured memory: utilization defaults to 1.0 and "
+        "max(1 GiB, 0.75 x the transient peak) of the device stays free; no free-memory check",
+    ),
 )
 _BY_NAME = {b.name: b for b in BOUNDARIES}
 
@@ -101,18 +150,18 @@ def default_gpu_memory_utilization(vllm_version: str | None = None) -> float:
     """The default of the release a log names, in any version string a log may carry (unknown ones get the
     newest default)."""
     version = version_tuple(vllm_version) if vllm_version else None
-    return VllmRelease(version or NEWEST).default_gpu_memory_utilization
+    return VllmRelease(version or DEFAULT_RELEASE).default_gpu_memory_utilization
 
 
 @dataclass(frozen=True)
 class VllmRelease:
     """One release; `reached(name)` says whether a boundary of BOUNDARIES applies to it."""
 
-    version: tuple[int, int, int] = NEWEST
+    version: tuple[int, int, int] = DEFAULT_RELEASE
 
     @classmethod
     def parse(cls, text: str | None) -> "VllmRelease":
-        return cls(parse_version(text) if text else NEWEST)
+        return cls(parse_version(text) if text else DEFAULT_RELEASE)
 
     @property
     def name(self) -> str:
@@ -123,20 +172,26 @@ class VllmRelease:
 
     @property
     def default_gpu_memory_utilization(self) -> float:
-        """vLLM's default gpu_memory_utilization: 0.92 from 0.20.0, 0.90 in every release before."""
+        """vLLM's default gpu_memory_utilization: 0.90 before 0.20.0, 0.92 from it, 1.0 with the extensible KV
+        cache of 0.34 (config/cache.py resolved_gpu_memory_utilization)."""
+        if self.reached("extensible_kv_cache"):
+            return EXTENSIBLE_GPU_MEMORY_UTILIZATION
         if self.reached("utilization_092"):
             return DEFAULT_GPU_MEMORY_UTILIZATION
         return LEGACY_GPU_MEMORY_UTILIZATION
 
-    def uses_v0(self, kv_cache_dtype: str = "auto", compute_capability: float | None = None) -> bool:
+    def uses_v0(
+        self, kv_cache_dtype: str = "auto", compute_capability: float | None = None, stateful: bool = False
+    ) -> bool:
         """V0 before 0.8; up to 0.10.2 also for settings V1 did not support yet (an fp8 KV cache until
-        0.8.5, GPUs below compute capability 8.0)."""
+        0.8.5, GPUs below compute capability 8.0, mamba / linear-attention layers until 0.10.2)."""
         if not self.reached("v1_default"):
             return True
         if self.reached("v1_only"):
             return False
         old_gpu = compute_capability is not None and compute_capability < 8.0
-        return old_gpu or (kv_cache_dtype != "auto" and not self.reached("v1_fp8_kv"))
+        unsupported = stateful and not self.reached("v1_hybrid_models")
+        return old_gpu or unsupported or (kv_cache_dtype != "auto" and not self.reached("v1_fp8_kv"))
 
     def kv_cache_dtypes(self) -> tuple[str, ...]:
         """The `--kv-cache-dtype` choices of the plain (not model-specific) kinds."""

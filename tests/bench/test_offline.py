@@ -52,6 +52,8 @@ def test_offline_cli_writes_json(smollm2_dir, tmp_path):
         "--ignore-eos",
         "--dtype",
         "float32",
+        "--max-model-len",
+        "256",
         "--json",
         str(out),
     ]

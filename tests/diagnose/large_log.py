@@ -31,7 +31,7 @@ OOM = (
     "of which 1.10 GiB is free. Of the allocated memory 75.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved "
     "by PyTorch but unallocated.\n"
 )
-PLANTED_CATEGORIES = ["request_too_long", "kv_cache_near_full", "cuda_oom_runtime"]
+PLANTED_CATEGORIES = ["request_too_long", "preemption", "cuda_oom_runtime"]
 
 
 def _busy_lines(rng: random.Random) -> list[str]:

@@ -18,7 +18,7 @@ RELEASES = (
     "0.8.4 0.8.5 0.8.5.post1 0.9.0 0.9.0.1 0.9.1 0.9.2 0.10.0 0.10.1 0.10.1.1 0.10.2 0.11.0 0.11.1 0.11.2 0.12.0 "
     "0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1 0.18.0 0.18.1 0.19.0 0.19.1 0.20.0 0.20.1 0.20.2 "
     "0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 "
-    "0.33.0"
+    "0.33.0 0.34.0"
 ).split()
 PREFIX = "(APIServer pid=1) ERROR 05-01 14:39:06 [core.py:1131] "
 VARIANTS = ("one line", "wrapped at 60", "wrapped at 80", "prefixed", "quoted", "JSON body", "JSON log line")
@@ -34,6 +34,7 @@ TEXT_VALUES = {
     "derived_key": "max_position_embeddings",
     "requested_model": "meta-llama/Llama-3.1-8B",
     "aliases": "smollm2",
+    "mm_placeholders": "{'image': 16384}",
     "qualifier": "at least ",
     "url_sentence": " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
     "prefix": "",
@@ -95,6 +96,10 @@ def values(seed: int) -> dict:
         derived=131072,
         total_tokens=2 * limit + 1808 + 2 * seed,
         tried_gib="2.00",
+        prompt_limit=limit,
+        profiling_seq_len=limit // 256,
+        mm_worst_case_tokens=limit + 16384,
+        max_num_scheduled_tokens=-1024 - seed,
         **TEXT_VALUES,
     )
 
@@ -113,8 +118,8 @@ def render(wording: Wording, seed: int) -> tuple[str, dict]:
 
 
 def in_range(versions: str) -> list[str]:
-    if versions == "kvtool":
-        return ["kvtool"]
+    if not versions[0].isdigit():  # kvtool's own, or a server's in front of vLLM
+        return [versions]
     found = []
     for part in versions.split(", "):
         first, _, last = part.partition("-")
@@ -131,7 +136,7 @@ def releases_of(wording: Wording, per_wording: int = 3) -> list[str]:
 
 
 def variant(text: str, name: str, release: str, category: str) -> str:
-    if category == "request_too_long" and release != "kvtool" and _at_least(release, "0.14.0"):
+    if category == "request_too_long" and release in RELEASES and _at_least(release, "0.14.0"):
         text += " (parameter=max_tokens, value=5000)"  # VLLMValidationError's suffix, 0.14 onwards
     wrapped = {"wrapped at 60": 60, "wrapped at 80": 80, "prefixed": 80, "quoted": 75, "JSON log line": 60}.get(name)
     lines = textwrap.wrap(text, wrapped, break_on_hyphens=False) if wrapped else [text]

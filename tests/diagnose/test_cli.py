@@ -36,6 +36,18 @@ def test_stdin_and_json_follow_the_contract():
     assert all("flag" in fix or "param" in fix for fix in finding["fixes"])
 
 
+def test_the_other_cause_a_text_allows_is_shown_under_the_main_one():
+    result = invoke(
+        input="WARNING 10-10 20:41:04 scheduler.py:1090] Input prompt (3000 tokens) is too long and exceeds limit of 2048\n"
+    )
+    assert result.exit_code == 0, result.output
+    main, other = result.output.index("request_too_long"), result.output.index("Or batched_tokens_lt_model_len")
+    assert main < other and "--max-num-batched-tokens 3072" in result.output[other:]
+    finding = json.loads(invoke("--json", input="RuntimeError: CUDA error: out of memory\n").output)["findings"][0]
+    assert finding["stage"] == "unknown"
+    assert finding["alternatives"][0]["category"] == "cuda_oom_runtime" and finding["alternatives"][0]["fixes"]
+
+
 def test_dash_reads_stdin():
     result = invoke("-", "--json", input=(CORPUS / "e1_v033_prompt_alone.log").read_text())
     assert result.exit_code == 0

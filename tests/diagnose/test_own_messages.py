@@ -6,6 +6,7 @@ import textwrap
 import pytest
 
 from kvtool.engine.diagnosis import diagnose_text, wordings
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
 from kvtool.engine.sizing import messages
 
 # template name -> (values it is formatted with, the category diagnose must name)
@@ -33,6 +34,7 @@ CASES = {
     ),
     "MODEL_NOT_FOUND": (dict(requested_model="llama-3-8b", aliases="smollm2"), "model_not_found"),
     "MAX_TOKENS_BELOW_ONE": (dict(max_tokens=-3), "request_too_long"),
+    "TRUNCATE_PROMPT_TOKENS_TOO_LARGE": (dict(truncate_prompt_tokens=9000, max_input_tokens=8192), "request_too_long"),
     "NO_MEMORY_FOR_CACHE": (dict(url=messages.CONSERVING_MEMORY_URL), "no_cache_blocks"),
     "KV_CACHE_TOO_SMALL": (
         dict(
@@ -80,17 +82,6 @@ CASES = {
         "cuda_oom_startup",
     ),
 }
-MEMORY_AND_LENGTH_CATEGORIES = {
-    "request_too_long",
-    "max_tokens_default_truncation",
-    "kv_cache_too_small_at_startup",
-    "no_cache_blocks",
-    "gpu_memory_held_by_others",
-    "cuda_oom_startup",
-    "cuda_oom_runtime",
-    "preemption",
-    "batched_tokens_lt_model_len",
-}
 # Not failures: diagnose reads them for context only.
 LOG_LINES = {"KV_CACHE_SIZE_LOG", "V0_BLOCKS_LOG", "CONCURRENCY_LOG", "KV_TOKENS_LOG"}
 # Request validation outside memory and length (a bad temperature, an unknown token id): a 400 that names
@@ -127,11 +118,20 @@ NOT_MEMORY_OR_LENGTH = {
     "REPETITION_PENALTY_NOT_POSITIVE",
     "LOGPROBS_NEGATIVE",
     "LOGPROBS_OVER_MAX",
+    "PROMPT_LOGPROBS_NEGATIVE",
+    "PROMPT_LOGPROBS_OVER_MAX",
+    "LOGPROB_TOKEN_IDS_TOO_MANY",
+    "LOGPROB_TOKEN_IDS_OUT_OF_VOCAB",
+    "LOGPROB_TOKEN_IDS_LOGPROBS_MISMATCH",
+    "FIELD_NOT_POSITIVE_OR_MINUS_ONE",
     "SEED_RANGE",
     "TEXT_NOT_ENCODABLE",
     "FIELD_NOT_SUPPORTED",
     "REQUEST_FAILED_IN_STEP",
     "NO_CHAT_TEMPLATE",
+    "TOOL_DEFS_NOT_OBJECT",
+    "TOOL_DEFS_CONFLICT",
+    "UNEXPECTED_TEMPLATE_KWARGS",
 }
 
 

@@ -2,6 +2,7 @@
 quoted in Markdown, inside JSON or a Python repr, with the first characters cut off."""
 
 import json
+import textwrap
 
 import pytest
 
@@ -164,3 +165,76 @@ def test_two_messages_on_one_joined_line_are_both_read():
 def test_odd_input_never_raises(data):
     for finding in diagnose_text(data).findings:
         finding.to_dict()
+
+
+KV_LINE = (
+    "ValueError: To serve at least one request with the model's max seq len (131072), (16.00 GiB KV cache is needed, "
+    "which is larger than the available KV cache memory (9.63 GiB). Based on the available memory, the estimated "
+    "maximum model length is 78848. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+    "initializing the engine."
+)
+KV_NUMBERS = dict(max_model_len=131072, kv_needed_gib=16.0, kv_available_gib=9.63, estimated_max_model_len=78848)
+
+
+def hard_wrapped(text: str, width: int) -> str:
+    return "".join(text[i : i + width] + "\n" for i in range(0, len(text), width))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        hard_wrapped(PREFIX + KV_LINE, 140),  # a terminal's fixed width, cut mid-word and mid-number
+        hard_wrapped(PREFIX + KV_LINE, 136) * 2,
+        "\n\n".join(PREFIX + line for line in textwrap.wrap(KV_LINE, 90)),  # double spacing
+        KV_LINE.replace(", which is larger", ",<br>which is larger").replace("Based on", "<br/>Based on"),
+        "(APIServer pid=1) INFO 05-01 14:39:00 [api_server.py:1] vLLM API server version 0.20.0" + PREFIX + KV_LINE,
+        KV_LINE.replace("model's", "model\u2019s").replace("`", "\u201c"),
+    ],
+    ids=["hard wrap 140", "hard wrap 136 twice", "double spacing", "html br", "lost line breaks", "curly quotes"],
+)
+def test_paste_layouts_are_undone(text):
+    findings = diagnose_text(text).findings
+    assert [f.category for f in findings] == ["kv_cache_too_small_at_startup"]
+    assert {name: findings[0].numbers[name] for name in KV_NUMBERS} == KV_NUMBERS
+
+
+def test_the_evidence_keeps_the_quotes_as_pasted():
+    [finding] = diagnose_text(KV_LINE.replace("model's", "model\u2019s")).findings
+    assert "model\u2019s" in finding.evidence
+
+
+def test_a_soft_wrap_of_equal_lines_is_not_a_hard_wrap():
+    text = "\n".join(PREFIX + line for line in CONTEXT_MESSAGE.splitlines()) + "\n"
+    [finding] = diagnose_text(text * 3).findings
+    assert finding.numbers["requested_tokens"] == 122946
+
+
+@pytest.mark.parametrize(
+    "text, numbers",
+    [
+        (
+            "ValueError: The model's max seq len (32768) is larger than ... KV cache (20944). Try increasing",
+            dict(max_model_len=32768, kv_cache_tokens=20944),
+        ),
+        (
+            "This model's maximum context length is 8192 tokens. However, you requested \u2026 (9000 in the messages, "
+            "1000 in the completion).",
+            dict(max_model_len=8192, prompt_tokens=9000, max_tokens=1000),
+        ),
+    ],
+)
+def test_a_message_with_words_left_out_is_read_from_the_words_around_its_numbers(text, numbers):
+    [finding] = diagnose_text(text).findings
+    assert {name: finding.numbers[name] for name in numbers} == numbers
+
+
+def test_an_elision_in_prose_with_numbers_is_not_a_message():
+    assert not diagnose_text("We tried 4096 tokens ... and then 8192 tokens, with max seq len unchanged.").findings
+
+
+def test_a_message_cut_at_the_end_of_a_sentence_or_after_its_last_number():
+    cut = "ValueError: To serve at least one request with the model's max seq len (1048576),\n9.8 GiB KV cache is needed, which is larger than the available KV cache memory (4.81 GiB).\n"
+    [finding] = diagnose_text(cut).findings
+    assert (finding.numbers["kv_needed_gib"], finding.numbers["kv_available_gib"]) == (9.8, 4.81)
+    [finding] = diagnose_text(KV_LINE.split(". Try")[0].removesuffix(".")).findings
+    assert finding.numbers["estimated_max_model_len"] == 78848

@@ -120,3 +120,22 @@ def test_stopping_once_every_line_is_kept_gives_the_stretches_every_anchor_gives
         for anchor, refinements in ANCHORS.items():
             windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
         assert reader.line_spans(chunk, ANCHORS) == widening.merged(sorted(spans), chunk)
+
+
+def test_a_sign_of_serving_before_a_hit_does_not_stop_the_hits_widening():
+    chunk = b"the end of a wrapped message\nPOST /v1/chat/completions 200\nanother line\nthe KV line\n"
+    spans, windows = set(), 0
+    for anchor, refinements in {b"POST /v1/": None, b"KV": ()}.items():
+        windows = reader._add_hits(spans, chunk, anchor, refinements, windows)
+    assert widening.merged(sorted(spans), chunk) == [(0, len(chunk))]
+    assert widening.keeps_every_line(spans, chunk)
+
+
+def test_what_people_write_is_looked_for_in_the_first_chunk_only():
+    prose = b"the answers are truncated, max_tokens is not set\n\n"
+    filler = b"".join(b"an ordinary line %d\n" % i for i in range(120_000))  # more than one chunk
+    anchors, first = {b"KV": ()}, {b"runcat": ()}
+    found = [text for text, _ in candidate_lines(io.BytesIO(filler + prose), anchors, first)]
+    assert prose.decode().strip() not in found
+    found = [text for text, _ in candidate_lines(io.BytesIO(prose + filler), anchors, first)]
+    assert prose.decode().strip() in found

@@ -52,7 +52,7 @@ def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
         plan = Plan.of(masked(line))
         matching = {p.regex.pattern for p in PATTERNS if any(p.read_all(line))}
         assert matching <= {p.regex.pattern for p in plan.patterns}, line
-        assert plan.facts == bool(facts_in(line)), line
+        assert facts_in(line, plan.facts) == facts_in(line), line
         by_line = dataclasses.replace(plan, matches=None, settled=False)  # every regex run on the line itself
         assert Scanner._observations_in(plan, line, line) == Scanner._observations_in(by_line, line, line), line
         tracker, direct = stage.StageTracker(), stage.StageTracker()

@@ -79,7 +79,18 @@ def test_a_server_that_served_requests_fails_at_run_time():
     assert any("while serving" in note for note in finding.notes)
 
 
-def test_no_sign_at_all_is_read_as_start_up_and_says_so():
+def test_no_sign_at_all_is_stage_unknown_with_the_fixes_of_both():
     finding = only_oom(OOM)
-    assert finding.stage == "startup" and finding.stage_evidence is None
-    assert any("No sign" in note for note in finding.notes)
+    assert finding.stage == "unknown" and finding.stage_evidence is None
+    assert any("stage is unknown" in note for note in finding.notes)
+    assert finding.fixes[0].flag == "--max-num-batched-tokens"  # the start-up fixes first
+    [serving] = finding.alternatives
+    assert serving.category == "cuda_oom_runtime" and serving.fixes[0].flag == "--gpu-memory-utilization"
+    assert finding.to_dict()["alternatives"][0]["category"] == "cuda_oom_runtime"
+
+
+def test_a_dummy_run_is_start_up_unless_a_data_parallel_rank_runs_it_while_serving():
+    assert only_oom(frames("profile_run", "_dummy_run") + W + OOM + "\n").stage == "startup"
+    assert only_oom(frames("_dummy_run") + W + OOM + "\n").stage == "startup"
+    finding = only_oom(frames("execute_dummy_batch", "_dummy_run") + W + OOM + "\n")
+    assert (finding.category, finding.stage) == ("cuda_oom_runtime", "runtime")

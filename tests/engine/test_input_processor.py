@@ -59,7 +59,7 @@ def test_sampling_params_name_the_field_out_of_range(params, field):
             [1, 2],
             dict(logprobs=21),
             "logprobs",
-            "Requested sample logprobs of 21, which is greater than max allowed: 20",
+            "Requested sample logprobs of 21, which is greater than max allowed: 20 (parameter=logprobs, value=21)",
         ),
         ([], {}, "prompt", "The decoder prompt cannot be empty"),
     ],

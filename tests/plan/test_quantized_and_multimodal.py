@@ -128,9 +128,11 @@ def test_a_vision_tower_is_counted_and_profiled(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(QWEN_VL))
     base = ["plan", "--model", str(tmp_path), "--gpu", "H100-80GB", "--max-model-len", "32768", "--json"]
     report = json.loads(runner.invoke(app, base).stdout)
-    # one item of 16384 tokens fits the max(8192, 16384) budget: 65536 patches through the tower, 16384 outputs kept
-    patches, per_patch = 16384 * 4, 4 * 1280 + 2 * 3420
-    assert report["memory"]["encoder_bytes"] == (patches * per_patch + 16384 * 3584) * 2
+    # one item of 16384 tokens fits the max(8192, 16384) budget: 65536 patches through the tower; its 16384
+    # outputs stay alive through the text forward: the peak is max(tower, text peak + outputs)
+    tower, outputs = 16384 * 4 * (4 * 1280 + 2 * 3420) * 2, 16384 * 3584 * 2
+    text = report["memory"]["activation_bytes"]
+    assert report["memory"]["encoder_bytes"] == max(tower, text + outputs) - text == outputs
     text_only = json.loads(runner.invoke(app, [*base, "--limit-mm-per-prompt", "image=0"]).stdout)
     assert text_only["memory"]["encoder_bytes"] == 0
     assert "--limit-mm-per-prompt '{\"image\":0}'" in text_only["recommendations"]["vllm_serve"]

@@ -22,12 +22,30 @@ from kvtool.engine.discovery.models import resolve_model_spec
 GiB, MiB = 1 << 30, 1 << 20
 LLAMA = resolve_model_spec("llama3.1-8b")
 W = LLAMA.num_parameters * 2  # bf16 weights
-A = 2 * (4 * 4096 + (32 + 2 * 8) * 128 + 2 * 14336)  # activation bytes per profiled token (plan's estimate)
-A_TP2 = 2 * (4 * 4096 + (32 + 2 * 8) * 128 // 2 + 2 * 14336 // 2)
-S = 128256 * 4 * 2  # V1 sampler warm-up: fp32 logits and softmax per sequence
-S0 = 128256 * 32  # V0 sampler inside the profile: the sort path of _apply_top_k_top_p, 32 bytes per logit
-N = 256 * MiB  # non-torch memory (plan's estimate)
-G = 32 * 8 * MiB + 512 * A  # CUDA graphs (plan's estimate)
+VOCAB, HIDDEN = 128256, 4096
+# the profile forward per token (plan's estimate): residual and normed input, then the larger of q/k/v and
+# the gate-up output with its activation
+A = 2 * (2 * 4096 + max((32 + 2 * 8) * 128, 3 * 14336))
+A_TP2 = 2 * (2 * 4096 + max((32 + 2 * 8) * 128 // 2, 3 * 14336 // 2))
+
+
+def peak(tokens: int, rows: int, bytes_per_logit: int, forward: int = A) -> int:
+    """The profile's peak: the forward, or the hidden states kept plus the sampler, whichever is larger."""
+    return max(tokens * forward, tokens * HIDDEN * 2 + rows * VOCAB * bytes_per_logit)
+
+
+V0_SORT, FLASHINFER = 38, 14  # sampler bytes per logit: V0's sort path; FlashInfer (V1 0.8 - 0.11, 0.21+)
+N_V0, N_V1, CONTEXT = 50 * MiB, 20 * MiB, 450 * MiB  # non-torch memory (plan's estimates)
+
+
+def graphs(piecewise: int, full: int) -> int:
+    """plan's CUDA-graph estimate for Llama-3.1-8B: 0.1 GiB, and 0.25 MiB per captured piece (33 per
+    PIECEWISE size: 32 layers + 1, one per FULL size)."""
+    return int(GiB // 10 + (piecewise * 33 + full) * MiB // 4)
+
+
+G = graphs(51, 51)  # 0.12+: 1, 2, 4, 8..248 by 8, 256..512 by 16 (min(2 x 1024, 512)); FULL up to 1024 seqs
+G_B200 = graphs(83, 83)  # 0.28+ on Blackwell: up to 1024 tokens
 BLOCK = 16 * 131072  # Llama-3.1-8B, 16 tokens x 128 KiB
 H100 = int(79.1 * GiB)
 
@@ -49,7 +67,7 @@ ROWS = [
         "0.2.0",
         "worker/worker.py profile_num_available_blocks: total x util - torch max_memory_allocated",
         ("--gpu-mem", "80GiB", "--max-model-len", "4096"),
-        int(80 * GiB * 0.9) - W - (4096 * A + 256 * S0),
+        int(80 * GiB * 0.9) - W - peak(4096, 256, V0_SORT),
         4096,
         num_cpu_blocks=2048,
     ),
@@ -57,7 +75,7 @@ ROWS = [
         "0.5.2",
         "worker/worker.py determine_num_available_blocks: init free - free after a max_model_len profile",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W - (32768 * A + 256 * S0) - N,
+        int(80 * GiB * 0.9) - W - peak(32768, 256, V0_SORT) - N_V0,
         32768,
         num_cpu_blocks=2048,
     ),
@@ -65,22 +83,22 @@ ROWS = [
         "0.6.3",
         "engine/arg_utils.py: chunked prefill on above 32k, 512-token profile batch",
         ("--gpu-mem", "80GiB", "--max-model-len", "131072"),
-        int(80 * GiB * 0.9) - W - (512 * A + 256 * S0) - N,
+        int(80 * GiB * 0.9) - W - peak(512, 256, V0_SORT) - N_V0,
         512,
         num_cpu_blocks=2048,
     ),
     Row(
         "0.8.5",
-        "v1/worker/gpu_worker.py determine_available_memory: total x util - (torch peak + non-torch)",
+        "v1/worker/gpu_worker.py determine_available_memory: total x util - (torch peak + total - free - torch)",
         ("--gpu", "H100-80GB", "--max-model-len", "32768"),
-        int(H100 * 0.9) - W - (8192 * A + 1024 * S) - N,
+        int(H100 * 0.9) - W - peak(8192, 1024, FLASHINFER) - CONTEXT,
         8192,
     ),
     Row(
         "0.11.0",
         "v1/worker/gpu_worker.py: baseline after NCCL init, so TP 2 charges no communicator memory",
         ("--gpu-mem", "80GiB", "--tp", "2", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W // 2 - (8192 * A_TP2 + 1024 * S) - N,
+        int(80 * GiB * 0.9) - W // 2 - peak(8192, 1024, FLASHINFER, A_TP2) - N_V1,
         8192,
         block_bytes=BLOCK // 2,
     ),
@@ -88,14 +106,14 @@ ROWS = [
         "0.20.0",
         "v1/worker/gpu_worker.py: ceil(total x 0.92) - non-KV - CUDA graph estimate",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        math.ceil(80 * GiB * 0.92) - W - (8192 * A + 1024 * S) - N - G,
+        math.ceil(80 * GiB * 0.92) - W - peak(8192, 1024, 14) - N_V1 - G,
         8192,
     ),
     Row(
         "0.20.1",
         "v1/core/kv_cache_utils.py: logged tokens = int(max_concurrency x max_model_len)",
         ("--gpu-mem", "80GiB", "--max-model-len", "30000"),
-        math.ceil(80 * GiB * 0.92) - W - (8192 * A + 1024 * S) - N - G,
+        math.ceil(80 * GiB * 0.92) - W - peak(8192, 1024, 14) - N_V1 - G,
         8192,
         tokens_from_concurrency=True,
     ),
@@ -103,7 +121,7 @@ ROWS = [
         "0.28.0",
         "engine/arg_utils.py get_batch_defaults: 16384 / 1024 on GPUs of 160 GiB and more",
         ("--gpu", "B200", "--max-model-len", "32768"),
-        math.ceil(int(178.4 * GiB) * 0.92) - W - (16384 * A + 1024 * S) - N - G,
+        math.ceil(int(178.4 * GiB) * 0.92) - W - peak(16384, 1024, FLASHINFER) - N_V1 - G_B200,
         16384,
         tokens_from_concurrency=True,
     ),
@@ -111,7 +129,7 @@ ROWS = [
         "0.33.0",
         "v1/worker/gpu_worker.py + v1/core/kv_cache_utils.py (newest release)",
         ("--gpu", "H100-80GB", "--max-model-len", "131072"),
-        math.ceil(H100 * 0.92) - W - (8192 * A + 1024 * S) - N - G,
+        math.ceil(H100 * 0.92) - W - peak(8192, 1024, FLASHINFER) - N_V1 - G,
         8192,
         tokens_from_concurrency=True,
     ),

@@ -140,6 +140,6 @@ def test_malformed_body_is_a_400_naming_the_field(kvtool_server):
     )
     assert reply.status_code == 400
     error = reply.json()["error"]
-    assert error["param"] == "max_tokens" and "max_tokens" in error["message"]
+    assert error["param"] == "body.max_tokens" and "'loc': 'body.max_tokens'" in error["message"]
     missing = httpx.post(f"{kvtool_server}/v1/completions", json={"max_tokens": 3})
     assert missing.status_code == 400 and missing.json()["error"]["param"] == "prompt"

@@ -32,6 +32,16 @@ def run_kvtool(*args: str, path: str | None = None, env: dict | None = None) -> 
     return subprocess.run([sys.executable, "-m", "kvtool", *args], capture_output=True, text=True, env=env, timeout=60)
 
 
+def serve_with_fake_vllm(tmp_path, *args: str) -> list[str]:
+    """The command line `kvtool serve --backend vllm ARGS` execs, as a `vllm` on PATH that echoes it sees it."""
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text('#!/bin/sh\necho "vllm $*"\n')
+    fake_vllm.chmod(0o755)
+    result = run_kvtool("serve", "--backend", "vllm", *args, path=f"{tmp_path}:{os.environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
 def test_backend_vllm_execs_vllm_serve_with_the_profiles_flags(tmp_path):
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text('#!/bin/sh\necho "vllm $* --key-from-env $VLLM_API_KEY"\n')
@@ -61,15 +71,36 @@ def test_backend_vllm_execs_vllm_serve_with_the_profiles_flags(tmp_path):
     assert flags["--key-from-env"] == "sekret" and "--api-key" not in flags  # not visible in `ps`
 
 
+def test_backend_vllm_passes_the_flags_that_change_answers(tmp_path):
+    argv = serve_with_fake_vllm(
+        tmp_path, "--max-logprobs", "-1", "--enable-prompt-tokens-details", "--return-tokens-as-token-ids"
+    )
+    assert argv[argv.index("--max-logprobs") + 1] == "-1"
+    assert {"--enable-prompt-tokens-details", "--return-tokens-as-token-ids"} <= set(argv)
+    assert "--enable-force-include-usage" not in argv
+
+
+def test_a_max_logprobs_below_minus_one_is_one_line():
+    result = run_kvtool("serve", "--max-logprobs", "-2")
+    assert result.returncode == 2 and "max_logprobs must be -1 (the vocabulary) or at least 0, got -2." in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("given, passed", [("8k", "8000"), ("8K", "8192"), ("auto", "-1"), ("-1", "-1")])
 def test_backend_vllm_passes_max_model_len_as_vllm_reads_it(tmp_path, given, passed):
+    argv = serve_with_fake_vllm(tmp_path, "--max-model-len", given)
+    assert argv[argv.index("--max-model-len") + 1] == passed
+
+
+def test_backend_vllm_passes_trust_request_chat_template_on_as_a_switch(tmp_path):
     fake_vllm = tmp_path / "vllm"
     fake_vllm.write_text('#!/bin/sh\necho "vllm $*"\n')
     fake_vllm.chmod(0o755)
-    result = run_kvtool("serve", "--backend", "vllm", "--max-model-len", given, path=f"{tmp_path}:{os.environ['PATH']}")
-    assert result.returncode == 0, result.stderr
-    argv = result.stdout.split()
-    assert argv[argv.index("--max-model-len") + 1] == passed
+    path = f"{tmp_path}:{os.environ['PATH']}"
+    trusted = run_kvtool("serve", "--backend", "vllm", "--trust-request-chat-template", path=path)
+    assert trusted.returncode == 0, trusted.stderr
+    assert trusted.stdout.split()[-1] == "--trust-request-chat-template"
+    assert "--trust-request-chat-template" not in run_kvtool("serve", "--backend", "vllm", path=path).stdout
 
 
 def test_backend_vllm_refuses_a_profile_the_model_cannot_run(tmp_path):

@@ -7,15 +7,12 @@ sampler of its engine can be wrapped to raise for requests whose x-request-id ho
 import concurrent.futures
 import http.client
 import json
-import socket
-import threading
 import time
 
 import httpx
 import openai
 import pytest
 import torch
-import uvicorn
 
 from kvtool.engine.runtime.async_llm import AsyncLLM
 from kvtool.engine.runtime.config import EngineConfig
@@ -41,7 +38,7 @@ class Fault:
 
 
 @pytest.fixture(scope="module")
-def faulty_server(smollm2_dir):
+def faulty_server(smollm2_dir, in_process_server):
     engine = AsyncLLM.from_config(
         EngineConfig(
             model=str(smollm2_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20, max_num_seqs=8
@@ -49,21 +46,9 @@ def faulty_server(smollm2_dir):
     )
     runner = engine.engine.model_runner
     runner.sampler = fault = Fault(runner.sampler)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            build_app(engine, ServerSettings("smollm2", 512)), host="127.0.0.1", port=port, log_level="warning"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", fault
-    server.should_exit = True
-    thread.join(60)
+    server = in_process_server(build_app(engine, ServerSettings("smollm2", 512)))
+    yield server.base_url, fault
+    server.stop()
 
 
 def _stream(base_url: str, prompt: str) -> int:

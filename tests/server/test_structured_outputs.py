@@ -81,7 +81,7 @@ def test_structured_outputs_choice_regex_and_grammar(client):
 @pytest.mark.parametrize(
     "body, param, words",
     [
-        ({"response_format": {"type": "yaml"}}, "response_format.type", "response_format.type"),
+        ({"response_format": {"type": "yaml"}}, "body.response_format.type", "body.response_format.type"),
         (
             {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}},
             None,
@@ -90,10 +90,15 @@ def test_structured_outputs_choice_regex_and_grammar(client):
         ({"structured_outputs": {"regex": "a("}}, None, "Failed to transform regex into a grammar"),
         (
             {"structured_outputs": {"choice": ["a"], "regex": "b"}},
+            None,  # chat's check names no parameter (completions' names structured_outputs)
+            "You can only use one kind of constraints for structured outputs ('json', 'regex' or 'choice').",
+        ),
+        (
+            {"structured_outputs": {"choice": ["a"], "grammar": "root ::= x"}},
             "structured_outputs",
             "You can only use one kind of structured outputs constraint",
         ),
-        ({"use_beam_search": True}, "use_beam_search", "'use_beam_search' is not supported"),
+        ({"priority": 1}, "priority", "'priority' is not supported"),
         ({"logit_bias": {"99999999": 5}}, "logit_bias", "in logit_bias contain out-of-vocab token ids"),
     ],
 )

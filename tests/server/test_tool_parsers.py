@@ -46,11 +46,37 @@ def test_llama3_json_reads_one_or_several_calls():
     assert Llama3JsonToolParser().extract("Hello there").content == "Hello there"
 
 
-def test_a_forced_call_cut_short_by_max_tokens_comes_back_as_text():
+def test_a_forced_call_cut_short_by_max_tokens_is_dropped():
     from kvtool.engine.server.tools import ToolPlan
 
-    plan = ToolPlan("required", [])
-    whole = plan.extract('[{"name": "f", "parameters": {"a": 1}}]')
+    required = ToolPlan("required", [])
+    whole = required.extract('[{"name": "f", "parameters": {"a": 1}}]')
     assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == [("f", {"a": 1})]
-    cut = plan.extract('[{"name": "f", "param')
-    assert cut.tool_calls == [] and cut.content == '[{"name": "f", "param'
+    cut = required.extract('[{"name": "f", "param', "length")
+    assert cut.tool_calls == [] and cut.content == ""
+    named = ToolPlan("named", [], "f")
+    assert named.extract('{"a": 1}', "stop").tool_calls[0].arguments == '{"a": 1}'
+    assert named.extract('{"a": ', "length").tool_calls == [] and named.extract("  ", "stop").tool_calls == []
+
+
+def test_a_streamed_reply_sends_content_as_it_comes_and_each_call_whole_at_the_end():
+    from kvtool.engine.server.tool_stream import ToolCallStream
+    from kvtool.engine.server.tools import ToolPlan
+
+    stream = ToolCallStream(ToolPlan("auto", [], parser=HermesToolParser()), parallel_tool_calls=True)
+    pieces = ["Let me ", "check.<tool", '_call>{"name": "f", ', '"arguments": {"x": 1}}</tool_call>']
+    deltas = [stream.deltas(piece, None) for piece in pieces] + [stream.deltas("", "stop")]
+    assert deltas[:3] == [[{"content": "Let me "}], [{"content": "check."}], []]
+    call = deltas[-1][0]["tool_calls"][0]
+    assert call["index"] == 0 and call["function"] == {"name": "f", "arguments": '{"x": 1}'}
+
+
+def test_a_streamed_named_call_cut_by_max_tokens_ends_without_a_call():
+    from kvtool.engine.server.tool_stream import ToolCallStream
+    from kvtool.engine.server.tools import ToolPlan, finish_reason
+
+    stream = ToolCallStream(ToolPlan("named", [], "f"), parallel_tool_calls=True)
+    first = stream.deltas('{"a": ', None)
+    assert first[0]["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"a": '}  # sent as it comes
+    stream.deltas('"b', "length")
+    assert stream.extracted.tool_calls == [] and finish_reason(stream.plan, stream.extracted, "length") == "length"

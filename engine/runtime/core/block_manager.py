@@ -59,9 +59,10 @@ class BlockManager:
     def get_computed_blocks(self, seq: Sequence) -> list[int]:
         """Block ids of the cached full blocks that start this sequence (never its last token).
 
-        Counts one prefix-cache query of len(seq) tokens and its hits, as vLLM does.
+        Counts one prefix-cache query of len(seq) tokens and its hits, as vLLM does. A request whose prompt
+        logprobs are asked for skips the lookup (its every prompt position must be computed), as in vLLM.
         """
-        if not self.enable_prefix_caching:
+        if not self.enable_prefix_caching or seq.params.skip_reading_prefix_cache:
             return []
         hits = []
         max_blocks = (len(seq) - 1) // self.block_size

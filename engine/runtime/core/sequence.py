@@ -39,6 +39,7 @@ class Sequence:
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
         self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at admission
+        self.num_scored_prompt_rows = 0  # prompt positions whose logprobs are computed (prompt_logprobs requests)
         self.block_tables: list[list[int]] = []  # one per KV cache group, made by the block manager
         self.block_hashes: list[int] = []  # chained hashes of this sequence's full blocks
         self.arrival_time = arrival_time if arrival_time is not None else time.monotonic()
@@ -67,6 +68,15 @@ class Sequence:
     @property
     def last_token_id(self) -> int:
         return self.token_ids[-1]
+
+    @property
+    def scores_prompt(self) -> bool:
+        """Its prompt logprobs are asked for and not all computed yet (once per request: sequence 0 scores)."""
+        return (
+            self.params.prompt_logprobs is not None
+            and self.index == 0
+            and self.num_scored_prompt_rows < self.num_prompt_tokens - 1
+        )
 
     @property
     def num_uncomputed_tokens(self) -> int:

@@ -26,6 +26,7 @@ from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
+from kvtool.engine.runtime.worker.prompt_logprobs import PromptRows, mark_scored, prompt_rows, score_prompts
 from kvtool.engine.runtime.worker.sampler import Sampler
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION, default_cpu_threads
 from kvtool.kernels import cpu_ops, get_ops
@@ -43,6 +44,7 @@ class ModelInput:
     meta: AttentionMetadata
     logits_indices: torch.Tensor
     sample_seqs: list[Sequence]
+    prompt_rows: list[PromptRows]
     inputs_embeds: torch.Tensor | None = None  # the first layer's input, when prompt embeddings replace some rows
 
 
@@ -50,6 +52,7 @@ class ModelInput:
 class ModelRunnerOutput:
     sampled: dict[int, int]  # seq_id -> new token
     logprobs: dict[int, dict]  # seq_id -> {token_id: Logprob}, for requests that asked
+    prompt_logprobs: dict[str, tuple[int, list[dict]]]  # request id -> (first position, {token_id: Logprob} each)
 
 
 NUMPY_DTYPES = {torch.long: numpy.int64, torch.int32: numpy.int32}
@@ -161,23 +164,30 @@ class ModelRunner:
         if self.config.enable_prompt_embeds:
             embed = self.model.model.embed_input_ids
             batch.inputs_embeds = step_inputs_embeds(embed, scheduled.seqs, scheduled.num_new_tokens, batch.input_ids)
-        logits = self._logits(batch)
-        if logits is None:
-            return ModelRunnerOutput({}, {})
-        result = self.sampler(logits, batch.sample_seqs)
-        ids = [seq.seq_id for seq in batch.sample_seqs]
-        logprobs = {i: lp for i, lp in zip(ids, result.logprobs) if lp is not None}
-        return ModelRunnerOutput(dict(zip(ids, result.token_ids)), logprobs)
+        hidden, prompt_logprobs = None, {}
+        if batch.prompt_rows:  # the hidden states of every row, not only of the sampled ones
+            hidden = self.run_model(batch.input_ids, batch.positions, batch.meta, batch.inputs_embeds)
+            prompt_logprobs = score_prompts(self.model, hidden, batch.prompt_rows, self._tensor)
+        logits = self._logits(batch, hidden)
+        output = ModelRunnerOutput({}, {}, prompt_logprobs)
+        if logits is not None:
+            result = self.sampler(logits, batch.sample_seqs)
+            ids = [seq.seq_id for seq in batch.sample_seqs]
+            output.sampled = dict(zip(ids, result.token_ids))
+            output.logprobs = {i: lp for i, lp in zip(ids, result.logprobs) if lp is not None}
+        mark_scored(batch.prompt_rows)  # once the step cannot fail any more
+        return output
 
-    def _logits(self, batch: ModelInput) -> torch.Tensor | None:
+    def _logits(self, batch: ModelInput, hidden: torch.Tensor | None = None) -> torch.Tensor | None:
         """The logits of the sampled rows (None where none is), in one call with the layers where the model can."""
         # one index per sampled sequence, each past the last: as many as rows means every row, in order
         every_row = len(batch.logits_indices) == len(batch.input_ids)
-        if every_row and batch.inputs_embeds is None:
+        if every_row and hidden is None and batch.inputs_embeds is None:
             logits = self.model.decode_logits(batch.input_ids, batch.positions, batch.meta)
             if logits is not None:
                 return logits
-        hidden = self.run_model(batch.input_ids, batch.positions, batch.meta, batch.inputs_embeds)
+        if hidden is None:
+            hidden = self.run_model(batch.input_ids, batch.positions, batch.meta, batch.inputs_embeds)
         if not batch.sample_seqs:
             return None
         return self.model.compute_logits(hidden if every_row else hidden[batch.logits_indices])
@@ -190,9 +200,11 @@ class ModelRunner:
         return self.model(input_ids, positions, meta, inputs_embeds)
 
     def prepare_inputs(self, scheduled: SchedulerOutput) -> ModelInput:
-        input_ids, positions, slots, logits_indices, sample_seqs = [], [], [], [], []
+        input_ids, positions, slots, logits_indices, sample_seqs, scored = [], [], [], [], [], []
         for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
             start, end = seq.num_computed_tokens, seq.num_computed_tokens + num_new
+            if rows := prompt_rows(seq, start, end, len(input_ids)):
+                scored.append(rows)
             input_ids.extend(seq.token_ids[start:end])
             positions.extend(range(start, end))
             slots.extend(self._slots(seq.block_table, start, end))
@@ -210,6 +222,7 @@ class ModelRunner:
             meta,
             self._tensor(logits_indices, torch.long),
             sample_seqs,
+            scored,
         )
 
     def _group_metadata(self, scheduled: SchedulerOutput, meta: AttentionMetadata, group: int) -> AttentionMetadata:

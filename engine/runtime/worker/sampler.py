@@ -22,6 +22,34 @@ class SamplerOutput:
     logprobs: list[dict[int, Logprob] | None]
 
 
+@dataclass
+class LogprobsTensors:
+    """Per scored position (vLLM's shape): the target token then the top k, their logprobs, the target's rank."""
+
+    token_ids: torch.Tensor  # [positions, 1 + k]
+    logprobs: torch.Tensor  # [positions, 1 + k]
+    ranks: torch.Tensor  # [positions]
+
+    def to_dicts(self) -> list[dict[int, Logprob]]:
+        """Token id -> Logprob per position, the target first (a top-k entry equal to it keeps that place)."""
+        result = []
+        for ids, values, rank in zip(self.token_ids.tolist(), self.logprobs.tolist(), self.ranks.tolist()):
+            entry = {ids[0]: Logprob(values[0], rank)}
+            for top_rank, (token_id, value) in enumerate(zip(ids[1:], values[1:]), start=1):
+                entry.setdefault(token_id, Logprob(value, top_rank))
+            result.append(entry)
+        return result
+
+
+def gather_logprobs(logprobs: torch.Tensor, num: int, targets: torch.Tensor) -> LogprobsTensors:
+    """Rows of logprobs -> each row's target and top `num` (-1: the whole vocabulary, ranked)."""
+    num = logprobs.shape[-1] if num == -1 else num
+    chosen = logprobs.gather(-1, targets[:, None])
+    ranks = (logprobs > chosen).sum(-1) + 1
+    top_values, top_ids = logprobs.topk(num, dim=-1)
+    return LogprobsTensors(torch.cat([targets[:, None], top_ids], -1), torch.cat([chosen, top_values], -1), ranks)
+
+
 class Sampler:
     def __init__(self, eos_token_ids: set[int], seed: int, device):
         self.eos_token_ids = sorted(eos_token_ids)
@@ -30,7 +58,7 @@ class Sampler:
 
     def __call__(self, logits: torch.Tensor, seqs: list[Sequence]) -> SamplerOutput:
         logits = apply_grammar_bitmask(logits, seqs)
-        raw_logprobs = logits.log_softmax(-1) if any(s.params.logprobs is not None for s in seqs) else None
+        raw_logprobs = logits.log_softmax(-1) if any(s.params.num_logprobs is not None for s in seqs) else None
         logits = apply_request_rules(logits, seqs)
         logits = self._apply_penalties(logits, seqs)
         logits = self._mask_stops_before_min_tokens(logits, seqs)
@@ -84,7 +112,7 @@ class Sampler:
         if raw_logprobs is None:
             return [None] * len(seqs)
         return [
-            None if s.params.logprobs is None else _top_logprobs(raw_logprobs[i], token_ids[i], s.params.logprobs)
+            None if s.params.num_logprobs is None else _sample_logprobs(raw_logprobs[i], token_ids[i], s.params)
             for i, s in enumerate(seqs)
         ]
 
@@ -139,11 +167,12 @@ def _min_p(probs, seqs):
     return probs.masked_fill(probs < threshold, 0.0)
 
 
-def _top_logprobs(row: torch.Tensor, token_id: int, num: int) -> dict[int, Logprob]:
-    chosen = row[token_id]
-    result = {token_id: Logprob(float(chosen), int((row > chosen).sum()) + 1)}
-    if num > 0:
-        values, ids = row.topk(num)
-        for rank, (value, tid) in enumerate(zip(values.tolist(), ids.tolist()), start=1):
-            result.setdefault(tid, Logprob(value, rank))
-    return result
+def _sample_logprobs(row: torch.Tensor, token_id: int, params) -> dict[int, Logprob]:
+    """The sampled token first, then its top `logprobs`, or exactly the `logprob_token_ids` (ranked 1.. in the
+    order listed, as vLLM ranks them)."""
+    target = torch.tensor([token_id], device=row.device)
+    if not params.logprob_token_ids:
+        return gather_logprobs(row[None], params.logprobs, target).to_dicts()[0]
+    ids = torch.tensor([token_id, *params.logprob_token_ids], device=row.device)
+    rank = (row > row[token_id]).sum(-1, keepdim=True) + 1
+    return LogprobsTensors(ids[None], row[ids][None], rank).to_dicts()[0]

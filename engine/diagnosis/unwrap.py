@@ -1,0 +1,82 @@
+"""A paste's layout undone over a whole stretch, before its lines are cut from their prefixes.
+
+- Hard wraps at a fixed width (a terminal or an editor that cuts mid-word: every wrapped line exactly as long,
+  the space at the cut kept at the end of one piece or the start of the next) are joined back with nothing
+  between the pieces. A width counts as a hard wrap when it is a spike (its lines outnumber those one to three
+  characters shorter SPIKE times over: a soft wrap at spaces leaves lines of every length just under its width)
+  and at least two lines of it go on in a line with no prefix of its own.
+- A double-spaced paste (a blank line after every line, as some web pages copy) loses its blank lines, which
+  would otherwise end every paragraph.
+"""
+
+import heapq
+import re
+from collections import Counter
+
+from kvtool.engine.diagnosis.normalize import strip_prefix
+
+HARD_WRAP_MIN = 100  # hard wraps are at least this wide
+SPIKE = 3
+MAX_WIDTHS = 4  # the longest line lengths looked at (a paste may hold a few unwrapped long lines)
+CHECKED = 8  # lines of a width looked at for pieces that go on
+DOUBLE_SPACED = 0.4  # blank lines after at least this share of line breaks
+# a paste's layout is the same all through: it is read from the start of a stretch
+SAMPLE_CHARS, SAMPLE_LINES = 16 << 10, 2048
+_BLANK_LINE = re.compile(r"\n[ \t]*(?=\n)")
+
+
+def undoubled(text: str) -> str:
+    """The text without its blank lines, where nearly every line is followed by one."""
+    sample = text[:SAMPLE_CHARS]
+    if sample.count("\n\n") < DOUBLE_SPACED * sample.count("\n"):
+        return text
+    return _BLANK_LINE.sub("", text)
+
+
+def hard_wrap_widths(lines: list[str]) -> set[int]:
+    lengths = list(map(len, lines))
+    counts = Counter(lengths)
+    widths = set()
+    for width in heapq.nlargest(MAX_WIDTHS, counts):
+        if width < HARD_WRAP_MIN:
+            break
+        count = counts[width]
+        spike = count >= 2 and count > SPIKE * max(counts[width - less] for less in (1, 2, 3))
+        if spike and _go_on(lines, lengths, width):
+            widths.add(width)
+    return widths
+
+
+def _go_on(lines: list[str], lengths: list[int], width: int) -> bool:
+    """Whether two of the first CHECKED lines of this width go on in the next line (each is found in C: a log
+    whose lines of one length are records, not pieces, costs a few checks)."""
+    going_on, at = 0, -1
+    for _ in range(CHECKED):
+        try:
+            at = lengths.index(width, at + 1)
+        except ValueError:
+            break
+        going_on += at + 1 < len(lines) and _goes_on(lines[at + 1])
+        if going_on >= 2:
+            return True
+    return False
+
+
+def unwrapped(lines: list[str]) -> list[str]:
+    """The lines with each hard-wrapped one joined to the rest of it."""
+    widths = hard_wrap_widths(lines[:SAMPLE_LINES])
+    if not widths:
+        return lines
+    cut = {i for i, line in enumerate(lines[:-1]) if len(line) in widths and _goes_on(lines[i + 1])}
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if i - 1 in cut and out:
+            out[-1] += line
+        else:
+            out.append(line)
+    return out
+
+
+def _goes_on(line: str) -> bool:
+    """Whether a line is the rest of the one before: it has no prefix of its own."""
+    return bool(line) and not strip_prefix(line)[0].strip()

@@ -1,0 +1,103 @@
+"""The real reports of reports/reports.jsonl: each gets its cause as the first finding (or, where the report
+itself is ambiguous, among that finding's alternatives) with its numbers, and the reports whose cause is
+neither memory nor length get no memory or length finding."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvtool.engine.diagnosis import diagnose_text
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
+
+REPORTS = [json.loads(line) for line in (Path(__file__).parent / "reports" / "reports.jsonl").open()]
+# a report's name for a number -> (kvtool's names for it, the factor from the report's unit to kvtool's)
+NAMES = {
+    "alloc_mib": (("tried_to_allocate_gib",), 1 / 1024),
+    "free_mib": (("free_gib",), 1 / 1024),
+    "reserved_unallocated_mib": (("reserved_unallocated_gib",), 1 / 1024),
+    "gpu_total_gib": (("total_gib",), 1),
+    "in_use_gib": (("this_process_gib",), 1),
+    "torch_alloc_gib": (("allocated_gib",), 1),
+    "kv_tokens": (("kv_cache_tokens",), 1),
+    "shortfall_tokens": (("kv_shortfall_tokens",), 1),
+    "shortfall_gib": (("kv_shortfall_gib", "shortfall_gib"), 1),
+    "max_feasible_utilization": (("max_gpu_memory_utilization",), 1),
+    "total_num_cumulative_preemption": (("num_preemptions",), 1),
+    "running_reqs": (("num_running",), 1),
+    "pending_reqs": (("num_waiting",), 1),
+    "gpu_kv_cache_usage_pct": (("kv_cache_usage_percent",), 1),
+    "prefix_cache_hit_rate_pct": (("prefix_cache_hit_rate_percent",), 1),
+    "completion_tokens": (("max_tokens",), 1),  # the output a request asked for
+    "max_allowed_completion_tokens": (("largest_max_tokens",), 1),
+    "max_tokens_reported": (("max_tokens",), 1),
+}
+# numbers that may come from the launch command or the surrounding lines: the log's context (None: not read)
+FROM_CONTEXT = {"gpu_memory_utilization": "gpu_memory_utilization", "pipeline_parallel_size": None, "priority": None}
+# utilization kvtool rounds down to two decimals (what is safe to pass), the report does not
+ROUNDED_DOWN = {"max_feasible_utilization"}
+# reports whose text allows two causes: the report's is among the first finding's alternatives
+AMBIGUOUS: set[str] = set()
+
+
+def first_finding(report: dict):
+    diagnosis = diagnose_text(report["log"])
+    return diagnosis, [f for f in diagnosis.findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=[report["id"][:60] for report in REPORTS])
+def test_a_real_report_gets_its_cause(report):
+    diagnosis, found = first_finding(report)
+    if report["category"] == "other":
+        assert not found, [f.category for f in found]
+        return
+    assert found, "no memory or length cause found"
+    causes = [found[0].category] + ([a.category for a in found[0].alternatives] if report["id"] in AMBIGUOUS else [])
+    assert report["category"] in causes
+
+
+@pytest.mark.parametrize(
+    "report", [r for r in REPORTS if r["numbers"] and r["category"] != "other"], ids=lambda report: report["id"][:60]
+)
+def test_a_real_report_gets_its_numbers(report):
+    diagnosis, found = first_finding(report)
+    numbers = {name: value for finding in reversed(found) for name, value in finding.numbers.items()}
+    numbers.update(found[0].numbers)  # the first finding's reading wins
+    for name, value in report["numbers"].items():
+        if name in FROM_CONTEXT and name not in numbers:
+            if FROM_CONTEXT[name]:
+                assert getattr(diagnosis.context, FROM_CONTEXT[name]) == value, name
+            continue
+        if name == "second_max_model_len":  # a second message in the same post
+            assert value in [f.numbers.get("max_model_len") for f in found], name
+            continue
+        names, factor = NAMES.get(name, ((name,), 1))
+        read = next((numbers[key] for key in names if key in numbers), None)
+        assert read is not None, f"{name} not found in {sorted(numbers)}"
+        tolerance = 0.01 if name in ROUNDED_DOWN else 1e-3
+        assert read == pytest.approx(value * factor, rel=2e-3, abs=tolerance), name
+
+
+def test_the_v0_prompt_limit_report_names_both_limits():
+    [report] = [r for r in REPORTS if r["id"].startswith("r-07")]
+    _, [finding] = first_finding(report)
+    assert [a.category for a in finding.alternatives] == ["batched_tokens_lt_model_len"]
+    assert finding.alternatives[0].fixes[0].flag == "--max-num-batched-tokens"
+
+
+def test_the_fixes_the_threads_reached_are_among_the_fixes():
+    """Where a thread reached a flag, kvtool's fixes for the report include it."""
+    expected = {
+        "r-10": "--max-num-batched-tokens",  # the profiling batch's activation peak
+        "r-41": "--enforce-eager",
+        "r-37": "--max-num-batched-tokens",
+        "r-18": "--gpu-memory-utilization",
+        "r-29": "max_tokens",
+        "r-13": "--gpu-memory-utilization",
+    }
+    for report in REPORTS:
+        key = report["id"][:4]
+        if key in expected:
+            _, found = first_finding(report)
+            knobs = {fix.flag or fix.param for fix in found[0].fixes}
+            assert expected[key] in knobs, (key, knobs)
