@@ -39,7 +39,7 @@ def test_a_seed_beyond_64_bits_is_pydantics_error_as_vllm_words_it(http, seed, k
 
 def test_every_route_reports_at_most_ten_errors_with_long_inputs_cut(http):
     bad = {"prompt": "Hi", "temperature": "t" * 300, "n": 0, "top_p": 0, "top_k": -9, "min_p": 5, "seed": "s"}
-    bad |= {"presence_penalty": 9, "frequency_penalty": 9, "stream": "no", "max_tokens": 0, "echo": 1, "user": 5}
+    bad |= {"presence_penalty": 9, "frequency_penalty": 9, "stream": "no", "logprobs": "x", "echo": 1, "user": 5}
     error = error_of(http.post("/v1/completions", json=bad))
     lines = error["message"].splitlines()
     assert lines[0] == "12 validation errors:" and len(lines) == 12 and lines[-1] == "  ...and 2 more errors"
