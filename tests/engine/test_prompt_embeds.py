@@ -16,6 +16,7 @@ from kvtool.engine.runtime.prompt_embeds import (
     EmbedsSpan,
     block_key,
 )
+from kvtool.engine.runtime.truncation import Truncation
 from kvtool.errors import InvalidRequestError
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
@@ -58,6 +59,17 @@ def test_rows_within_token_ids_answer_as_the_ids_they_replace(llm, embeddings):
     spliced = [PLACEHOLDER_TOKEN_ID if 5 <= i < 13 else token for i, token in enumerate(ids)]
     prompt = EmbedsPrompt(spliced, (EmbedsSpan(5, embeddings(ids[5:13])),))
     assert output_ids(llm, prompt) == output_ids(llm, ids)
+
+
+def test_truncation_keeps_the_rows_of_the_positions_it_keeps(llm, embeddings):
+    ids = token_ids(5)
+    spliced = [PLACEHOLDER_TOKEN_ID if 5 <= i < 13 else token for i, token in enumerate(ids)]
+    prompt = EmbedsPrompt(spliced, (EmbedsSpan(5, embeddings(ids[5:13])),))
+    kept = llm.engine.input_processor.process(prompt, GREEDY, truncation=Truncation(12, "left"))
+    assert kept.prompt_token_ids == spliced[-12:]
+    [span] = kept.prompt_embeds
+    assert span.start == 0 and torch.equal(span.rows, embeddings(ids[9:13]))
+    assert output_ids(llm, EmbedsPrompt(kept.prompt_token_ids, kept.prompt_embeds)) == output_ids(llm, ids[-12:])
 
 
 def test_the_prefix_cache_matches_equal_rows_and_never_placeholder_ids_alone(llm, embeddings):

@@ -86,12 +86,15 @@ def test_invocations_refuses_a_body_of_neither_kind_and_what_is_not_json(kvtool_
 
 def test_the_batch_route_answers_each_conversation_as_the_chat_route_does(kvtool_server):
     conversations = [QUESTION, [{"role": "user", "content": "Name a colour."}]]
-    body = {"messages": conversations, "max_tokens": 6, **GREEDY}
+    body = {"messages": conversations, "max_tokens": 6, "return_token_ids": True, **GREEDY}
     batch = post(kvtool_server, "/v1/chat/completions/batch", body).json()
     singles = [post(kvtool_server, "/v1/chat/completions", {**body, "messages": chat}).json() for chat in conversations]
     assert [choice["index"] for choice in batch["choices"]] == [0, 1]
     for choice, single in zip(batch["choices"], singles):
         assert choice["message"] == single["choices"][0]["message"]
+        assert choice["token_ids"] == single["choices"][0]["token_ids"]
+    # one answer for several prompts: vLLM's batch answer leaves the prompt's own fields unset
+    assert batch["prompt_token_ids"] is None and singles[0]["prompt_token_ids"]
     for key in ("prompt_tokens", "completion_tokens"):
         assert batch["usage"][key] == sum(single["usage"][key] for single in singles)
 
@@ -111,6 +114,8 @@ def test_a_batch_schema_constrains_every_answer(kvtool_server):
         ({"n": 2}, "n", "Batch chat completions do not support `n > 1`. Please set `n` to 1. (parameter=n, value=2)"),
         ({"use_beam_search": True}, "use_beam_search", "do not support beam search"),
         ({"stream": True}, "stream", "do not support streaming"),
+        ({"logprob_token_ids": [1]}, "logprob_token_ids", "when using `logprob_token_ids`, `logprobs` must be set"),
+        ({"kv_transfer_params": {"prompt_token_ids": [1]}}, "kv_transfer_params.prompt_token_ids", "pre-tokenized"),
         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "do not support tools"),
     ],
 )
