@@ -10,14 +10,16 @@ from rich.console import Console
 
 from kvtool.cli import engine_options as flags
 from kvtool.cli import output_options as output_flags
+from kvtool.cli import server_options as server_flags
 from kvtool.cli.engine_options import ENGINE, MODEL
+from kvtool.cli.server_options import REQUESTS, SERVER
 from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.errors import StartupError
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
-PROFILE, REQUESTS, SERVER = "Profile", "Requests", "Server"
+PROFILE = "Profile"
 
 
 class Backend(str, Enum):
@@ -105,12 +107,9 @@ def serve(
     trust_request_chat_template: TrustRequestChatTemplate = False,
     host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
-    api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="KVTOOL_API_KEY", help="Require `Authorization: Bearer KEY` on /v1 routes.", rich_help_panel=SERVER
-        ),
-    ] = None,
+    uds: server_flags.Uds = None,
+    root_path: server_flags.RootPath = None,
+    api_key: server_flags.ApiKey = None,
     served_model_name: Annotated[
         str | None, typer.Option(help="Model id clients send \\[default: the model's name].", rich_help_panel=SERVER)
     ] = None,
@@ -120,6 +119,8 @@ def serve(
             help="embedded: kvtool's engine; vllm: exec `vllm serve` with the same settings.", rich_help_panel=SERVER
         ),
     ] = Backend.embedded,
+    enable_server_load_tracking: server_flags.EnableServerLoadTracking = False,
+    enable_prompt_embeds: server_flags.EnablePromptEmbeds = False,
 ) -> None:
     """Start an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /metrics."""
     for name, value in defaults.CPU_OMP_ENVIRONMENT.items():
@@ -132,7 +133,10 @@ def serve(
         model=model,
         host=host,
         port=port,
+        uds=uds,
+        root_path=root_path,
         api_key=api_key,
+        enable_server_load_tracking=enable_server_load_tracking,
         served_model_name=served_model_name,
         default_max_tokens=default_max_tokens,
         tool_call_parser=ToolCallParser(tool_call_parser).value,
@@ -157,6 +161,7 @@ def serve(
             seed=seed,
             threads=threads,
             overflow=overflow.value if overflow else None,
+            enable_prompt_embeds=enable_prompt_embeds or None,
             max_logprobs=max_logprobs,
         ),
     )
@@ -217,7 +222,5 @@ def _render_ready(plan, engine, settings) -> None:
         )
     )
     key = " (API key required)" if settings.api_key else ""
-    console.print(
-        f"  serving {settings.model_name!r} at http://{plan.request.host}:{plan.request.port}/v1{key}; "
-        "metrics at /metrics. Ctrl-C stops."
-    )
+    where = plan.request.api_url
+    console.print(f"  serving {settings.model_name!r} at {where}{key}; metrics at /metrics. Ctrl-C stops.")

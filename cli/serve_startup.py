@@ -39,13 +39,23 @@ class ServeRequest:
     model: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
+    uds: str | None = None  # a unix socket path: served there instead of host:port
+    root_path: str | None = None
     api_key: str | None = None
+    enable_server_load_tracking: bool = False
     served_model_name: str | None = None
     default_max_tokens: int | None = None
     tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
     output: OutputOptions = field(default_factory=OutputOptions)
     trust_request_chat_template: bool = False
     engine_overrides: dict = field(default_factory=dict)
+
+    @property
+    def api_url(self) -> str:
+        """Where clients reach the API, for the start-up line."""
+        if self.uds:
+            return f"/v1 on the unix socket {self.uds}"
+        return f"http://{self.host}:{self.port}{self.root_path or ''}/v1"
 
     def load_profile(self) -> WorkloadProfile | None:
         return load_profile(self.profile) if self.profile else None
@@ -82,6 +92,11 @@ def vllm_argv(request: ServeRequest) -> list[str]:
     settings = vllm_engine_settings(profile) if profile else {}
     settings |= {k: v for k, v in request.engine_overrides.items() if k in VLLM_FLAG_KEYS and v is not None}
     settings |= {"host": request.host, "port": request.port, "served_model_name": request.served_model_name}
+    settings |= {"uds": request.uds, "root_path": request.root_path}
+    settings |= {
+        "enable_server_load_tracking": request.enable_server_load_tracking,
+        "enable_prompt_embeds": bool(request.engine_overrides.get("enable_prompt_embeds")),
+    }
     model = request.model or (profile.model if profile else None) or DEFAULT_HF_MODEL
     if shutil.which("vllm") is None:
         raise KvtoolError(
@@ -101,6 +116,8 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
         overflow=plan.engine_config.overflow,
         default_max_tokens=plan.serve_plan.default_max_tokens,
         tool_call_parser=plan.request.tool_call_parser,
+        root_path=plan.request.root_path,
+        enable_server_load_tracking=plan.request.enable_server_load_tracking,
         output=plan.request.output,
         trust_request_chat_template=plan.request.trust_request_chat_template,
     )
@@ -121,4 +138,5 @@ async def _run(plan: StartupPlan, on_ready) -> None:
     settings = server_settings(plan, engine)
     on_ready(engine, settings)
     configure_logging()
-    await serve_engine(engine, settings, plan.request.host, plan.request.port)
+    request = plan.request
+    await serve_engine(engine, settings, request.host, request.port, request.uds)

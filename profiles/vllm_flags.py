@@ -60,7 +60,9 @@ def vllm_serve_argv(model: str, settings: dict) -> list[str]:
     check_settings_for_model(model, settings)
     argv = ["vllm", "serve", model]
     for key, value in settings.items():
-        if value is not None:
+        if value is True:  # a switch: the flag alone
+            argv.append(f"--{key.replace('_', '-')}")
+        elif value is not None and value is not False:
             argv += [f"--{key.replace('_', '-')}", str(value)]
     return argv
 

@@ -39,6 +39,7 @@ class EngineConfig:
     max_logprobs: int = defaults.MAX_LOGPROBS  # the most (prompt) logprobs a request may ask for; -1: the vocabulary
     tensor_parallel_size: int = 1
     threads: int | None = None  # CPU threads for torch and the C kernels; None: defaults.default_cpu_threads()
+    enable_prompt_embeds: bool = False  # requests may give embeddings for prompt positions (vLLM's flag)
 
     def __post_init__(self):
         _check_choice("dtype", self.dtype, defaults.DTYPES)

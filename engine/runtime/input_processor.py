@@ -15,20 +15,14 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from kvtool.engine.runtime.config import SamplingParams
+from kvtool.engine.runtime.prompt_embeds import PARAM as EMBEDS_PARAM
+from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt, EmbedsShape, EmbedsSpan
+from kvtool.engine.runtime.token_checks import check_logprobs, check_named_token_ids
+from kvtool.engine.runtime.truncation import Truncation, cut
 from kvtool.engine.sizing import messages as msg
-from kvtool.engine.sizing.defaults import MAX_LOGPROB_TOKEN_IDS, MAX_LOGPROBS
+from kvtool.engine.sizing.defaults import MAX_LOGPROBS
 from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
 from kvtool.errors import InvalidRequestError, UsageError
-
-TRUNCATE = "truncate_prompt_tokens"
-
-
-@dataclass(frozen=True)
-class Truncation:
-    """vLLM's truncate_prompt_tokens and truncation_side: keep `tokens` prompt tokens (-1: max_model_len - 1)."""
-
-    tokens: int
-    side: str | None = None  # "left" keeps the last ones, "right" the first ones; None: the tokenizer's side
 
 
 @dataclass
@@ -40,6 +34,7 @@ class ProcessedRequest:
     params: SamplingParams
     max_tokens: MaxTokens  # what it runs with, after the overflow policy, and what it asked for
     arrival_time: float
+    prompt_embeds: tuple[EmbedsSpan, ...] = ()  # rows that stand in for some prompt positions' embeddings
 
 
 class InputProcessor:
@@ -51,19 +46,21 @@ class InputProcessor:
         overflow: str = "reject",
         stop_token_ids=frozenset(),
         max_logprobs: int = MAX_LOGPROBS,
+        embeds_shape: EmbedsShape | None = None,
     ):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
         self.overflow = overflow
         self.max_logprobs = vocab_size if max_logprobs == -1 else max_logprobs
+        self.embeds_shape = embeds_shape  # what prompt_embeds must be; None without --enable-prompt-embeds
         self.stop_token_ids = set(stop_token_ids)  # end the grammar's output as they end free generation
         self._grammar_compiler = None
         self._grammar_lock = threading.Lock()  # the server's threads and the step thread may all ask first
 
     def process(
         self,
-        prompt: str | list[int],
+        prompt: str | list[int] | EmbedsPrompt,
         params: SamplingParams,
         *,
         max_tokens_param: str = "max_tokens",
@@ -79,10 +76,12 @@ class InputProcessor:
         self.check_params(params)
         requested = params.max_tokens
         check_max_tokens(requested, self.max_model_len, max_tokens_param)  # named after the field the client sent
-        if truncation is not None:
+        if isinstance(prompt, str) and truncation is not None:
             text, ids = self.truncated(prompt, truncation, requested, add_special_tokens)
         else:
-            if isinstance(prompt, str) and self.tokenizer is not None:
+            if truncation is not None:  # token ids, or embeddings with their rows
+                prompt = cut(prompt, truncation.kept(self.max_model_len, requested), truncation.side_of(self.tokenizer))
+            elif isinstance(prompt, str) and self.tokenizer is not None:
                 check_prompt_characters(
                     len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token
                 )
@@ -90,36 +89,23 @@ class InputProcessor:
         max_tokens = decide_max_tokens(
             len(ids), self.max_model_len, requested, default_max_tokens, self.overflow, text is not None
         )
-        return ProcessedRequest(text, ids, params, max_tokens, time.monotonic())
+        spans = prompt.spans if isinstance(prompt, EmbedsPrompt) else ()
+        return ProcessedRequest(text, ids, params, max_tokens, time.monotonic(), spans)
 
     def truncated(
-        self, prompt: str | list[int], truncation: Truncation, requested: int | None, add_special_tokens: bool
-    ) -> tuple[str | None, list[int]]:
-        """The prompt cut to `truncation.tokens` tokens, as vLLM 0.33's renderer cuts it (vllm/renderers/params.py).
+        self, prompt: str, truncation: Truncation, requested: int | None, add_special_tokens: bool
+    ) -> tuple[str, list[int]]:
+        """A text prompt's tokens, cut as vLLM 0.33's renderer cuts them (vllm/renderers/params.py).
 
         Without a side the tokenizer truncates on its own side (keeping its special tokens); with one, the whole
         text is tokenized (a text past max_model_len x the longest token is first cut to that, from that side)
         and the tokens are sliced.
         """
-        keep = self.kept_tokens(truncation.tokens, requested)
-        side = truncation.side or getattr(self.tokenizer, "truncation_side", None) or "right"
-        if not isinstance(prompt, str):
-            return self.tokenize(prompt[max(len(prompt) - keep, 0) :] if side == "left" else prompt[:keep])
+        keep, side = truncation.kept(self.max_model_len, requested), truncation.side_of(self.tokenizer)
         if truncation.side is not None and self.tokenizer is not None:
-            max_chars = self.max_model_len * self.max_chars_per_token
-            prompt = prompt[-max_chars:] if side == "left" else prompt[:max_chars]
+            prompt = cut(prompt, self.max_model_len * self.max_chars_per_token, side)
         ids = self.encode(prompt, "prompt", add_special_tokens, None if truncation.side else keep)
-        return prompt, self.non_empty(ids[max(len(ids) - keep, 0) :] if side == "left" else ids[:keep])
-
-    def kept_tokens(self, truncate_prompt_tokens: int, requested: int | None) -> int:
-        if truncate_prompt_tokens > self.max_model_len:
-            message = msg.TRUNCATE_PROMPT_TOKENS_TOO_LARGE.format(
-                truncate_prompt_tokens=truncate_prompt_tokens, max_input_tokens=self.max_model_len
-            )
-            raise InvalidRequestError(msg.with_parameter(message, TRUNCATE, truncate_prompt_tokens), TRUNCATE)
-        if truncate_prompt_tokens == -1:  # the whole context but the one token to generate
-            return self.max_model_len if requested == 0 else self.max_model_len - 1
-        return truncate_prompt_tokens
+        return prompt, self.non_empty(cut(ids, keep, side))
 
     @staticmethod
     def non_empty(ids: list[int], param: str = "prompt") -> list[int]:
@@ -153,11 +139,14 @@ class InputProcessor:
             self.grammar_compiler.compile(params.structured_outputs)
 
     def tokenize(
-        self, prompt: str | list[int], param: str = "prompt", add_special_tokens: bool = True
+        self, prompt: str | list[int] | EmbedsPrompt, param: str = "prompt", add_special_tokens: bool = True
     ) -> tuple[str | None, list[int]]:
         if isinstance(prompt, str):
             ids = self.encode(prompt, param, add_special_tokens)
             text = prompt
+        elif isinstance(prompt, EmbedsPrompt):
+            self.check_prompt_embeds_enabled()
+            text, ids = None, list(prompt.prompt_token_ids)
         else:
             text, ids = None, list(prompt)
             self.check_token_ids(ids, param)
@@ -175,6 +164,16 @@ class InputProcessor:
         check_text(text, param)
         truncation = {} if max_length is None else {"truncation": True, "max_length": max_length}
         return self.tokenizer.encode(text, add_special_tokens=add_special_tokens, **truncation)
+
+    def check_prompt_embeds_enabled(self) -> None:
+        if self.embeds_shape is None:
+            raise InvalidRequestError(msg.with_parameter(msg.PROMPT_EMBEDS_DISABLED, EMBEDS_PARAM), EMBEDS_PARAM)
+
+    def load_prompt_embeds(self, data: str):
+        """A `prompt_embeds` payload (base64 of a torch-saved tensor) as rows in the model's dtype; a 400 when the
+        server does not take embeddings or the payload is not a (num_tokens, hidden_size) float tensor."""
+        self.check_prompt_embeds_enabled()
+        return self.embeds_shape.load(data)
 
     def render_chat(self, conversation: list[dict], add_generation_prompt: bool = True, **template_kwargs) -> str:
         """A conversation as the tokenizer's chat template writes it; kwargs reach the template (tools, documents)."""
@@ -207,51 +206,13 @@ class InputProcessor:
 
     def check_params(self, params: SamplingParams) -> None:
         """What SamplingParams cannot check alone: bounds that depend on the model, then the request's grammar."""
-        self.check_named_token_ids(params)
-        self.check_logprobs(params)
+        check_named_token_ids(params, self.vocab_size)
+        check_logprobs(params, self.vocab_size, self.max_logprobs)
         for stop in params.stop:
             check_text(stop, "stop")
         if params.bad_words and params.bad_words_token_ids is None:
             params.bad_words_token_ids = bad_words_token_ids(self.tokenizer, params.bad_words)
         self.compile_constraint(params)
-
-    def check_logprobs(self, params: SamplingParams) -> None:
-        """vLLM 0.33's bounds: max_logprobs for sample and prompt logprobs (-1: the vocabulary), logprob_token_ids."""
-        for name, template, asked in (
-            ("logprobs", msg.LOGPROBS_OVER_MAX, params.logprobs),
-            ("prompt_logprobs", msg.PROMPT_LOGPROBS_OVER_MAX, params.prompt_logprobs),
-        ):
-            value = self.vocab_size if asked == -1 else asked
-            if value and value > self.max_logprobs:
-                message = template.format(value=value, max_logprobs=self.max_logprobs)
-                raise InvalidRequestError(msg.with_parameter(message, name, value), name)
-        if params.logprob_token_ids is not None:
-            self._check_logprob_token_ids(params.logprob_token_ids, params.logprobs)
-
-    def _check_logprob_token_ids(self, token_ids: list[int], logprobs: int | None) -> None:
-        count, name = len(token_ids), "logprob_token_ids"
-        invalid = [t for t in token_ids if not 0 <= t < self.vocab_size]
-        if count > MAX_LOGPROB_TOKEN_IDS:
-            message = msg.LOGPROB_TOKEN_IDS_TOO_MANY.format(value=count, max_ids=MAX_LOGPROB_TOKEN_IDS)
-        elif invalid:
-            message = msg.LOGPROB_TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, vocab_size=self.vocab_size)
-        elif logprobs is not None and logprobs != count:
-            message = msg.LOGPROB_TOKEN_IDS_LOGPROBS_MISMATCH.format(logprobs=logprobs, value=count)
-        else:
-            return
-        raise InvalidRequestError(msg.with_parameter(message, name, invalid or count), name)
-
-    def check_named_token_ids(self, params: SamplingParams) -> None:
-        """vLLM 0.33's checks (with its parameter suffix) of the token ids a request names."""
-        for name, ids in (("stop_token_ids", params.stop_token_ids), ("logit_bias", list(params.logit_bias or {}))):
-            invalid = [t for t in ids if not 0 <= t < self.vocab_size]
-            if invalid:
-                message = msg.TOKEN_IDS_OUT_OF_VOCAB.format(token_ids=invalid, param=name, vocab_size=self.vocab_size)
-                raise InvalidRequestError(msg.with_parameter(message, name, invalid), name)
-        invalid = [t for t in params.allowed_token_ids or [] if not 0 <= t < self.vocab_size]
-        if invalid:
-            message = msg.with_parameter(msg.ALLOWED_TOKEN_IDS_OUT_OF_VOCAB, "allowed_token_ids", invalid)
-            raise InvalidRequestError(message, "allowed_token_ids")
 
 
 def check_text(text: str, param: str) -> None:

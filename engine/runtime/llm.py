@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
 from kvtool.engine.runtime.llm_engine import LLMEngine
 from kvtool.engine.runtime.outputs import RequestOutput
+from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt
 
-Prompt = str | list[int]
+Prompt = str | list[int] | EmbedsPrompt  # an EmbedsPrompt needs enable_prompt_embeds=True
 
 
 class LLM:
@@ -58,7 +59,7 @@ class LLM:
 
 
 def _as_prompt_list(prompts) -> list[Prompt]:
-    if isinstance(prompts, str):
+    if isinstance(prompts, (str, EmbedsPrompt)):
         return [prompts]
     prompts = list(prompts)
     if prompts and isinstance(prompts[0], int):

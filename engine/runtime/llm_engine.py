@@ -12,6 +12,7 @@ from kvtool.engine.runtime.exceptions import EngineDeadError, is_engine_fatal
 from kvtool.engine.runtime.input_processor import InputProcessor, ProcessedRequest
 from kvtool.engine.runtime.output_processor import OutputProcessor
 from kvtool.engine.runtime.outputs import RequestOutput
+from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt, EmbedsShape
 from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
 from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, resolve_quantization, torch_dtype
 from kvtool.engine.runtime.worker.model_runner import ModelRunner, ModelRunnerOutput
@@ -42,6 +43,7 @@ class LLMEngine:
             self.model_runner.kv_cache_layout.sliding_windows,
         )
         self.scheduler = Scheduler(self.config, block_manager, eos)
+        embeds = EmbedsShape(hf_config.hidden_size, dtype) if self.config.enable_prompt_embeds else None
         self.input_processor = InputProcessor(
             self.tokenizer,
             self.spec.vocab_size,
@@ -49,6 +51,7 @@ class LLMEngine:
             self.config.overflow,
             stop_token_ids=eos,
             max_logprobs=self.config.max_logprobs,
+            embeds_shape=embeds,
         )
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}
@@ -63,7 +66,10 @@ class LLMEngine:
         return plan
 
     def add_request(
-        self, request_id: str, prompt: str | list[int] | ProcessedRequest, params: SamplingParams | None = None
+        self,
+        request_id: str,
+        prompt: str | list[int] | EmbedsPrompt | ProcessedRequest,
+        params: SamplingParams | None = None,
     ) -> None:
         """Queue a request: a prompt (processed here) or one the InputProcessor already checked.
 
@@ -74,7 +80,15 @@ class LLMEngine:
         request = prompt if isinstance(prompt, ProcessedRequest) else self.input_processor.process(prompt, params)
         params = request.params
         seqs = [
-            Sequence(request_id, request.prompt_token_ids, params, request.max_tokens.value, i, request.arrival_time)
+            Sequence(
+                request_id,
+                request.prompt_token_ids,
+                params,
+                request.max_tokens.value,
+                i,
+                request.arrival_time,
+                request.prompt_embeds,
+            )
             for i in range(params.n)
         ]
         if params.structured_outputs is not None:

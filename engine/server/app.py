@@ -10,23 +10,29 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from kvtool import __version__
-from kvtool.engine.server.chat import create_chat_completion, requested_template
+from kvtool.engine.server.chat import create_chat_completion
+from kvtool.engine.server.chat_prompt import requested_template
+from kvtool.engine.server.chat_protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.decisions import add_decisions_route
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
-from kvtool.engine.server.protocol import ChatCompletionRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest
+from kvtool.engine.server.protocol import CompletionRequest, DetokenizeRequest
 from kvtool.engine.server.responses import (
     ChatCompletionResponse,
     CompletionResponse,
     DetokenizeResponse,
     ModelList,
+    ServerLoadResponse,
     TokenizeResponse,
     VersionResponse,
 )
 from kvtool.engine.server.responses_api import add_responses_routes
+from kvtool.engine.server.sagemaker import install_sagemaker
+from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState
+from kvtool.engine.sizing.defaults import VLLM_API_VERSION
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -42,6 +48,7 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     engine.add_step_listener(metrics.observe_step)
     state = ServerState(engine, settings, metrics)
     app = FastAPI(title="kvtool", version=__version__, lifespan=lifespan)
+    app.root_path = settings.root_path or ""  # routing strips it from paths that carry it (vLLM sets it so)
     app.state.server = state
     install_error_handlers(app)
     _add_routes(app, state)
@@ -49,8 +56,10 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     add_decisions_route(app, state)
     install_openapi(app, settings.model_name, engine.input_processor.vocab_size, settings.max_model_len)
     app.add_middleware(ContainErrors)
+    if settings.enable_server_load_tracking:
+        app.add_middleware(ServerLoad, state=state)
     app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
-    return app
+    return install_sagemaker(app, state)  # last: a customer's middlewares wrap the rest, as in vLLM
 
 
 def _add_routes(app: FastAPI, state: ServerState) -> None:
@@ -64,11 +73,17 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     )
     async def health() -> Response:
         """200 while the engine runs; 503 once it is dead (as vLLM's EngineDeadError)."""
-        return Response(status_code=503 if state.engine.errored else 200)
+        return Response(status_code=state.health_status())
 
     @app.get("/version", response_model=VersionResponse)
     async def version() -> dict:
-        return {"version": __version__}
+        """The vLLM release whose API this server follows, and kvtool's own version."""
+        return {"version": VLLM_API_VERSION, "kvtool_version": __version__}
+
+    @app.get("/load", response_model=ServerLoadResponse)
+    async def load() -> dict:
+        """Generation requests in flight (always 0 without --enable-server-load-tracking), as vLLM's /load."""
+        return {"server_load": state.server_load}
 
     @app.get("/v1/models", response_model=ModelList)
     async def models() -> dict:
@@ -94,6 +109,15 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
     )
     async def chat_completions(body: ChatCompletionRequest, raw_request: Request):
         return await create_chat_completion(state, body, raw_request)
+
+    @app.post(
+        "/v1/chat/completions/batch",
+        response_model=None,
+        responses={200: {"model": ChatCompletionResponse, "description": "One choice per conversation"}},
+    )
+    async def batch_chat_completions(body: BatchChatCompletionRequest, raw_request: Request):
+        """`messages` holds several conversations, answered together: choice i answers conversation i."""
+        return await create_chat_completion(state, body, raw_request, body.messages)
 
     @app.post("/tokenize", response_model=TokenizeResponse)
     async def tokenize(body: TokenizeRequest) -> dict:
@@ -146,7 +170,8 @@ class ApiKeyAndRequestId:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.api_key and scope["path"].startswith("/v1") and not self._authorized(headers.get("authorization", "")):
+        guarded = route_path(scope).startswith("/v1")
+        if self.api_key and guarded and not self._authorized(headers.get("authorization", "")):
             body = error_body(
                 "Unauthorized: send the server's API key as `Authorization: Bearer <key>`.", "AuthenticationError", 401
             )

@@ -10,9 +10,11 @@ from __future__ import annotations
 from fastapi import Request
 
 from kvtool.engine.runtime.outputs import CompletionOutput, RequestOutput
+from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 from kvtool.engine.server.beam_search import check_beam_search
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
+from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.job import GenerationJob
 from kvtool.engine.server.logprobs import completion_logprobs, completion_top_limit, prompt_logprobs_body
@@ -20,6 +22,7 @@ from kvtool.engine.server.protocol import CompletionRequest
 from kvtool.engine.server.request_fields import NOT_IMPLEMENTED_COMPLETIONS, check_request_fields
 from kvtool.engine.server.serving import ServerState, process_prompts, warn_if_default_truncated
 from kvtool.engine.server.token_fields import check_completion_fields
+from kvtool.engine.sizing import messages
 
 
 class CompletionJob(GenerationJob):
@@ -33,7 +36,9 @@ class CompletionJob(GenerationJob):
         header_id: str | None,
         constraint: StructuredOutputsParams | None,
     ):
-        self.prompts = body.prompts()
+        processor = state.engine.input_processor
+        embeds = [EmbedsPrompt.of_rows(processor.load_prompt_embeds(data)) for data in body.embeds_payloads()]
+        self.prompts = embeds + body.prompts()  # the embeddings' choices first, as vLLM answers them
         self.defaulted = not body.max_tokens_given()
         processed = process_prompts(
             state,
@@ -118,9 +123,22 @@ class CompletionJob(GenerationJob):
             )
 
 
+def check_prompt_embeds_fields(body: CompletionRequest) -> None:
+    """What vLLM refuses beside embeddings, in its order (before it looks at the fields it does not know)."""
+    if not body.embeds_payloads():
+        return
+    if getattr(body, "suffix", None) is not None:
+        raise APIError(messages.PROMPT_EMBEDS_WITH_SUFFIX, param="suffix")
+    if body.echo:
+        raise APIError(messages.PROMPT_EMBEDS_WITH_ECHO)
+    if body.prompt_logprobs is not None:
+        raise APIError(messages.PROMPT_EMBEDS_WITH_PROMPT_LOGPROBS)
+
+
 async def create_completion(state: ServerState, body: CompletionRequest, raw_request: Request):
     check_completion_fields(body)
     state.check_model(body.model)
+    check_prompt_embeds_fields(body)
     check_request_fields(body, NOT_IMPLEMENTED_COMPLETIONS)
     check_beam_search(body, streams=False)
     constraint = structured_outputs_params(body.structured_outputs, body.response_format)

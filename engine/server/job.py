@@ -22,6 +22,7 @@ from kvtool.engine.server.beam_search import beam_search_finals, beam_search_out
 from kvtool.engine.server.errors import stream_error_body
 from kvtool.engine.server.generation import EngineRequest, final_outputs, merged_outputs
 from kvtool.engine.server.logprobs import TokenNames
+from kvtool.engine.server.orca import FORMAT_HEADER, endpoint_load_metrics
 from kvtool.engine.server.serving import ServerState, clamp_headers, make_requests, request_id
 from kvtool.engine.server.usage import request_metrics, running_usage, usage, without_nulls
 
@@ -189,7 +190,8 @@ class GenerationJob:
             await asyncio.gather(answer, return_exceptions=True)
         if answer.cancelled():
             return Response(status_code=CLIENT_CLOSED_REQUEST)
-        return JSONResponse(answer.result(), headers=self.headers())
+        load_report = endpoint_load_metrics(raw_request.headers.get(FORMAT_HEADER), self.state.engine.stats())
+        return JSONResponse(answer.result(), headers=self.headers() | load_report)
 
 
 async def client_left(raw_request: Request) -> None:

@@ -55,11 +55,12 @@ def configure_logging() -> None:
     logger.propagate = False
 
 
-async def serve_engine(engine, settings: ServerSettings, host: str, port: int) -> None:
-    """Serve until a signal; the app's shutdown aborts what is left and stops the engine."""
+async def serve_engine(engine, settings: ServerSettings, host: str, port: int, uds: str | None = None) -> None:
+    """Serve on host:port, or on the unix socket `uds`, until a signal; the app's shutdown aborts what is left
+    and stops the engine."""
     app = build_app(engine, settings)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="info", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS
+        app, host=host, port=port, uds=uds, log_level="info", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS
     )
     server = KvtoolServer(config, app.state.server.abort_all)
     await server.serve()

@@ -1,4 +1,5 @@
-"""Request bodies of the OpenAI-compatible API, with vLLM's extra sampling fields and defaults."""
+"""Request bodies of the OpenAI-compatible API, with vLLM's extra sampling fields and defaults (the bodies that
+carry chat messages are in chat_protocol.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
-from kvtool.engine.runtime.input_processor import Truncation
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
+from kvtool.engine.runtime.truncation import Truncation
 from kvtool.engine.server import body_checks
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX
 
@@ -79,7 +80,7 @@ class StructuredOutputsField(StrictModel):
     structural_tag: str | None = None
 
 
-class _SamplingFields(StrictModel):
+class SamplingFields(StrictModel):
     """Fields shared by completions and chat; names, defaults and ranges as vLLM's SamplingParams checks them.
 
     Extra fields are kept (as vLLM keeps them) so that request_fields.py can refuse the ones kvtool
@@ -167,12 +168,13 @@ class _SamplingFields(StrictModel):
         )
 
 
-class CompletionRequest(_SamplingFields):
-    prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] = Field(min_length=1)
+class CompletionRequest(SamplingFields):
+    prompt: NonEmptyText | TokenIds | list[NonEmptyText] | list[TokenIds] | None = Field(None, min_length=1)
     max_tokens: int | None = Field(DEFAULT_MAX_TOKENS, json_schema_extra=MAX_MODEL_LEN_BOUND)  # 0 with echo: score
     logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
     echo: bool = False
     add_special_tokens: bool = True
+    prompt_embeds: str | list[str] | None = None  # base64 of torch-saved (num_tokens, hidden_size) tensors
 
     _raw_completion_checks = model_validator(mode="before")(body_checks.completion_body)
 
@@ -189,108 +191,14 @@ class CompletionRequest(_SamplingFields):
 
     def prompts(self) -> list[str] | list[list[int]]:
         """The batch of prompts: a string or a token list is a batch of one."""
-        if isinstance(self.prompt, str) or (self.prompt and isinstance(self.prompt[0], int)):
+        if self.prompt is None:
+            return []
+        if isinstance(self.prompt, str) or isinstance(self.prompt[0], int):
             return [self.prompt]
         return list(self.prompt)
 
-
-class TextPart(StrictModel):
-    type: Literal["text"]
-    text: str
-
-
-class FunctionDefinition(StrictModel):
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
-
-
-class Tool(StrictModel):
-    type: Literal["function"] = "function"
-    function: FunctionDefinition
-
-
-class NamedFunction(StrictModel):
-    name: str
-
-
-class NamedToolChoice(StrictModel):
-    type: Literal["function"] = "function"
-    function: NamedFunction
-
-
-class ChatMessage(StrictModel):
-    model_config = ConfigDict(strict=True, extra="allow")
-
-    role: str  # OpenAI's roles or any other: vLLM passes a custom role to the chat template
-    content: str | list[TextPart] | None = None
-    name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-
-    def text(self) -> str:
-        return self.content if not isinstance(self.content, list) else "".join(p.text for p in self.content)
-
-    def has_non_text_content(self) -> bool:
-        return isinstance(self.content, list) and any(part.type != "text" for part in self.content)
-
-    def as_template_message(self) -> dict:
-        message = {"role": self.role, "content": self.text() or ""}
-        for key in ("name", "tool_calls", "tool_call_id"):
-            if getattr(self, key) is not None:
-                message[key] = getattr(self, key)
-        return message
-
-
-class ChatCompletionRequest(_SamplingFields):
-    constraint_param: ClassVar[str | None] = None
-
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    max_completion_tokens: int | None = Field(None, ge=1, json_schema_extra=MAX_MODEL_LEN_BOUND)
-    logprobs: bool = False
-    top_logprobs: int | None = None  # -1: the vocabulary; at most the server's --max-logprobs
-    add_generation_prompt: bool = True
-    continue_final_message: bool = False
-    add_special_tokens: bool = False
-    echo: bool = False
-    chat_template: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
-    documents: list[dict[str, str]] | None = None
-    tools: list[Tool] | None = None
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
-    parallel_tool_calls: bool | None = True
-
-    _raw_chat_checks = model_validator(mode="before")(body_checks.chat_body)
-
-    def requested_max_tokens(self) -> tuple[int | None, str]:
-        """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
-        if self.max_completion_tokens is not None:
-            return self.max_completion_tokens, "max_completion_tokens"
-        return self.max_tokens, "max_tokens"
-
-    def num_logprobs(self) -> int | None:
-        return (self.top_logprobs or 0) if self.logprobs else None
-
-    def prompt_logprobs_asked(self) -> int | None:
-        """vLLM: a chat `echo` scores the prompt with `top_logprobs` logprobs."""
-        return (self.top_logprobs or 0) if self.prompt_logprobs is None and self.echo else self.prompt_logprobs
-
-
-class TokenizeRequest(StrictModel):
-    """vLLM's two /tokenize bodies in one: {"prompt"} or {"messages"} (add_special_tokens: True / False)."""
-
-    model: ServedModel = None
-    prompt: str | None = None
-    messages: list[ChatMessage] | None = Field(None, min_length=1)
-    add_special_tokens: bool | None = None
-    add_generation_prompt: bool = True
-    continue_final_message: bool = False
-    return_token_strs: bool | None = False
-    tools: list[Tool] | None = None
-    chat_template: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    def embeds_payloads(self) -> list[str]:
+        return [self.prompt_embeds] if isinstance(self.prompt_embeds, str) else list(self.prompt_embeds or [])
 
 
 class DetokenizeRequest(StrictModel):

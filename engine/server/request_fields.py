@@ -43,7 +43,7 @@ NOT_IMPLEMENTED_CHAT = {
     "mm_processor_kwargs": None,
     "return_prompt_text": None,
 }
-NOT_IMPLEMENTED_COMPLETIONS = {**NOT_IMPLEMENTED, "suffix": None, "prompt_embeds": None}
+NOT_IMPLEMENTED_COMPLETIONS = {**NOT_IMPLEMENTED, "suffix": None}
 # vLLM 0.33's ResponsesRequest fields (vllm/entrypoints/openai/responses/protocol.py) kvtool does not implement
 NOT_IMPLEMENTED_RESPONSES = {
     "truncation": "disabled",

@@ -141,4 +141,9 @@ class ModelList(BaseModel):
 
 
 class VersionResponse(BaseModel):
-    version: str
+    version: str  # the vLLM release whose API this server follows
+    kvtool_version: str
+
+
+class ServerLoadResponse(BaseModel):
+    server_load: int

@@ -8,7 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from kvtool.engine.runtime.input_processor import ProcessedRequest, Truncation
+from kvtool.engine.runtime.input_processor import ProcessedRequest
+from kvtool.engine.runtime.truncation import Truncation
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
@@ -37,6 +38,8 @@ class ServerSettings:
     overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
     tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
+    root_path: str | None = None  # a path-routing proxy's prefix: routes answer under it and without it
+    enable_server_load_tracking: bool = False  # count generation requests in flight for GET /load
     output: OutputOptions = field(default_factory=OutputOptions)
     trust_request_chat_template: bool = False  # a request's own `chat_template` is used (vLLM's flag)
 
@@ -48,10 +51,15 @@ class ServerState:
     metrics: ServerMetrics
     started: int = field(default_factory=lambda: int(time.time()))
     active_request_ids: set[str] = field(default_factory=set)
+    server_load: int = 0  # generation requests in flight, counted with --enable-server-load-tracking
 
     async def abort_all(self) -> None:
         for request_id in list(self.active_request_ids):
             await self.engine.abort(request_id)
+
+    def health_status(self) -> int:
+        """200 while the engine runs; 503 once it is dead (as vLLM's EngineDeadError)."""
+        return HTTPStatus.SERVICE_UNAVAILABLE if self.engine.errored else HTTPStatus.OK
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.settings.model_name:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from kvtool.engine.server.chat_protocol import ChatCompletionRequest, NamedToolChoice
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.protocol import ChatCompletionRequest, NamedToolChoice
 from kvtool.engine.server.tool_parsers import TOOL_PARSERS, ExtractedToolCalls, ToolCall
 from kvtool.engine.sizing import messages
 

@@ -26,6 +26,16 @@ DEFAULT_OVERFLOW = "clamp"  # vLLM 0.32+; "reject" is the <= 0.31 behaviour
 TOOL_CALL_PARSERS = ("hermes", "llama3_json")
 DEFAULT_TOOL_CALL_PARSER = "hermes"  # the <tool_call> JSON of Qwen, SmolLM and Hermes chat templates
 
+# The vLLM release whose OpenAI-compatible API `kvtool serve` follows: GET /version answers it.
+VLLM_API_VERSION = "0.33.0"
+# Where `kvtool serve` reads its API key when --api-key is not given, first found wins: kvtool's, then vLLM's.
+API_KEY_ENVIRONMENT = ("KVTOOL_API_KEY", "VLLM_API_KEY")
+
+# prompt_embeds limits, vLLM's environment variables and defaults: the largest dense tensor one payload may declare
+# (0 or less: no limit), and the most entries a completions `prompt_embeds` list may hold.
+MAX_EMBED_DECODE_BYTES = ("VLLM_MAX_EMBED_DECODE_BYTES", 2 << 30)
+MAX_COMPLETION_PROMPTS = ("VLLM_MAX_COMPLETION_PROMPTS", 1024)
+
 LOAD_FORMATS = ("auto", "dummy")
 ENGINE_QUANTIZATIONS = ("gguf",)  # the embedded engine's --quantization: GGUF weights kept quantized (CPU)
 DEFAULT_MODEL = "smollm2"

@@ -348,3 +348,55 @@ BF16_EMULATED_NOTE = (
 QUANTIZATION_NEEDS_GGUF = "--quantization gguf needs a .gguf model file, got {model!r}."
 QUANTIZATION_NEEDS_CPU = "--quantization gguf runs on the CPU only; the device is {device}."
 QUANTIZATION_DTYPE = "--quantization gguf computes in float32; --dtype {dtype} asks for dequantized weights."
+
+# POST /v1/chat/completions/batch (vllm/entrypoints/openai/chat_completion/protocol.py BatchChatCompletionRequest).
+BATCH_BEAM_SEARCH = "Batch chat completions do not support beam search. Please set `use_beam_search` to False."
+BATCH_PROMPT_TOKEN_IDS = (
+    "Batch chat completions do not support `kv_transfer_params['prompt_token_ids']`: one pre-tokenized prompt "
+    "cannot serve several conversations."
+)
+BATCH_N = "Batch chat completions do not support `n > 1`. Please set `n` to 1."
+# kvtool's own: vLLM's batch model has no `stream` or `tools` and drops them; kvtool refuses what it cannot honour.
+BATCH_STREAM = "Batch chat completions do not support streaming. Please set `stream` to False."
+BATCH_TOOLS = "Batch chat completions do not support tools. Please leave `tools` out."
+
+# Prompt embeddings (vllm/renderers/embed_utils.py, base.py, online_renderer.py, chat_utils/chat_message.py,
+# vllm/utils/sparse_utils.py, completion/protocol.py); the server adds the " (parameter=prompt_embeds)" suffix.
+PROMPT_EMBEDS_DISABLED = "You must set `--enable-prompt-embeds` to input `prompt_embeds`."
+PROMPT_EMBEDS_NOT_BASE64 = "`prompt_embeds` is not valid base64: {reason}"  # kvtool's own (vLLM: pybase64's words)
+PROMPT_EMBEDS_NOT_LOADED = "`prompt_embeds` could not be deserialized as a torch tensor: {reason}"
+PROMPT_EMBEDS_NOT_TENSOR = "`prompt_embeds` payload did not deserialize to a torch.Tensor."
+PROMPT_EMBEDS_TOO_LARGE = (
+    "`prompt_embeds` declares shape {shape}, which would allocate {num_bytes} bytes ({mib:.0f} MiB) once densified, "
+    "exceeding the {limit} byte limit. Set VLLM_MAX_EMBED_DECODE_BYTES to increase this limit."
+)
+PROMPT_EMBEDS_NOT_2D = "`prompt_embeds` must be a 2D tensor of shape (num_tokens, hidden_size); got shape {shape}."
+PROMPT_EMBEDS_HIDDEN_SIZE = "`prompt_embeds` hidden_size {got} does not match the model's hidden_size {expected}."
+PROMPT_EMBEDS_NOT_FLOAT = (
+    "`prompt_embeds` dtype {dtype} is not a floating-point type, cannot safely cast to the model's dtype {expected}."
+)
+PROMPT_EMBEDS_TOO_MANY = (
+    "prompt_embeds list length {count} exceeds the maximum allowed count of {limit}. To increase this limit, set the "
+    "VLLM_MAX_COMPLETION_PROMPTS environment variable."
+)
+PROMPT_EMBEDS_WITH_ECHO = "Echo is unsupported with prompt embeds."
+PROMPT_EMBEDS_WITH_PROMPT_LOGPROBS = "prompt_logprobs is not compatible with prompt embeds."
+PROMPT_EMBEDS_WITH_SUFFIX = "suffix is not supported with prompt_embeds"
+PROMPT_EMBEDS_PART_WITHOUT_DATA = (
+    "prompt_embeds content part requires a non-empty `data` field with base64-encoded tensor bytes."
+)
+PROMPT_EMBEDS_PLACEHOLDER_IN_TEXT = (
+    "Text content may not contain the reserved placeholder {token!r}. This placeholder is used internally to mark "
+    "`prompt_embeds` splice positions in the tokenized prompt."
+)
+PROMPT_EMBEDS_PLACEHOLDER_REPEATED = (
+    "Chat template rendered prompt_embeds placeholder {marker!r} {count} times; each placeholder must appear at most "
+    "once."
+)
+CONTENT_PART_MISSING_TYPE = "Missing 'type' field in multimodal part."
+CONTENT_PART_UNSUPPORTED = "Unsupported chat content part type: {part_type!r}. Supported types: {supported}."
+# kvtool's own: a media part vLLM reads needs a multimodal model; the embedded engine runs text-only models.
+CONTENT_PART_NEEDS_MULTIMODAL = (
+    "Chat content part type {part_type!r} needs a multimodal model; kvtool's embedded engine serves text-only "
+    "models. Send text (or prompt_embeds) parts, or serve a multimodal model with --backend vllm."
+)

@@ -27,8 +27,8 @@ def test_refuses_to_start_with_vllms_message_and_the_safe_length(smollm2_dir):
     assert f"restart with --max-model-len {safe}, or raise --kv-cache-memory" in output
 
 
-def run_kvtool(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": path} if path else None
+def run_kvtool(*args: str, path: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **({"PATH": path} if path else {}), **(env or {})}
     return subprocess.run([sys.executable, "-m", "kvtool", *args], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -134,3 +134,45 @@ def test_an_unknown_tool_call_parser_is_refused_with_the_choices():
     result = CliRunner().invoke(app, ["serve", "--tool-call-parser", "pythonic"])
     assert result.exit_code == 2
     assert "hermes" in result.output and "llama3_json" in result.output
+
+
+def fake_vllm_on_path(tmp_path) -> str:
+    """A `vllm` that prints its argv and the key it got from the environment."""
+    fake_vllm = tmp_path / "vllm"
+    fake_vllm.write_text('#!/bin/sh\necho "vllm $* --key-from-env $VLLM_API_KEY"\n')
+    fake_vllm.chmod(0o755)
+    return f"{tmp_path}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize(
+    "environment, key",
+    [({"VLLM_API_KEY": "vllms"}, "vllms"), ({"VLLM_API_KEY": "vllms", "KVTOOL_API_KEY": "kvtools"}, "kvtools")],
+)
+def test_the_api_key_is_kvtools_variable_else_vllms(tmp_path, environment, key):
+    clean = {name: "" for name in ("KVTOOL_API_KEY", "VLLM_API_KEY")}
+    result = run_kvtool("serve", "--backend", "vllm", path=fake_vllm_on_path(tmp_path), env={**clean, **environment})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == key
+
+
+def test_backend_vllm_passes_the_server_flags_on(tmp_path):
+    socket = tmp_path / "vllm.sock"
+    flags = ["--root-path", "/llm/", "--uds", str(socket), "--enable-server-load-tracking", "--enable-prompt-embeds"]
+    result = run_kvtool("serve", "--backend", "vllm", *flags, path=fake_vllm_on_path(tmp_path))
+    assert result.returncode == 0, result.stderr
+    argv = result.stdout.split()
+    assert argv[argv.index("--root-path") + 1] == "/llm" and argv[argv.index("--uds") + 1] == str(socket)
+    assert "--enable-server-load-tracking" in argv and "--enable-prompt-embeds" in argv
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--root-path", "llm"], "--root-path must start with '/', got 'llm'. Use --root-path /llm."),
+        (["--uds", "/no/such/folder/kvtool.sock"], "--uds /no/such/folder/kvtool.sock: the folder /no/such/folder"),
+    ],
+)
+def test_a_bad_root_path_or_socket_path_is_one_line_before_loading(flags, message):
+    result = CliRunner().invoke(app, ["serve", *flags])
+    assert result.exit_code == ExitCode.USAGE
+    assert message in " ".join(result.output.split()) and result.output.count("\n") == 1

@@ -1,8 +1,9 @@
 """The KV cache pool: blocks of block_size tokens, ref counts, a free queue and the prefix cache.
 
 As in vLLM v1, block 0 is a null block that is never handed out (padding in block tables points at
-it), only full blocks are cached, a cached block is found by the chained hash of its tokens and
-every block before it, and a freed block keeps its hash until it is reused (LRU eviction).
+it), only full blocks are cached, a cached block is found by the chained hash of its tokens (and of
+the prompt embeddings it holds, if any) and every block before it, and a freed block keeps its hash
+until it is reused (LRU eviction).
 
 A sequence holds one block table per KV cache group (see kv_cache_groups.py). In a sliding-window
 group, the blocks whose tokens every future query has left behind are freed before each
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.runtime.prompt_embeds import block_key
 
 NULL_BLOCK = 0
 
@@ -25,7 +27,7 @@ class Block:
     block_id: int
     ref_count: int = 0
     block_hash: int | None = None
-    token_ids: tuple[int, ...] = ()
+    token_ids: tuple = ()  # what the block holds: its token ids (and an embeddings digest, see _block_tokens)
 
 
 class BlockManager:
@@ -150,8 +152,12 @@ class BlockManager:
             seq.block_hashes.append(hash((parent, tokens)))
         return seq.block_hashes[:num_blocks]
 
-    def _block_tokens(self, seq: Sequence, i: int) -> tuple[int, ...]:
-        return tuple(seq.token_ids[i * self.block_size : (i + 1) * self.block_size])
+    def _block_tokens(self, seq: Sequence, i: int) -> tuple:
+        """The block's token ids; a block that holds prompt embeddings adds their digest (its ids are placeholders)."""
+        start, end = i * self.block_size, (i + 1) * self.block_size
+        tokens = tuple(seq.token_ids[start:end])
+        key = block_key(seq.prompt_embeds, start, end) if seq.prompt_embeds and start < seq.num_prompt_tokens else None
+        return tokens if key is None else (*tokens, key)
 
     def _blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)

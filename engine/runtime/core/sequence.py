@@ -26,6 +26,7 @@ class Sequence:
         max_tokens: int,
         index: int = 0,
         arrival_time: float | None = None,
+        prompt_embeds: tuple = (),
     ):
         self.seq_id = next(Sequence._ids)
         self.request_id = request_id
@@ -34,6 +35,7 @@ class Sequence:
         self.max_tokens = max_tokens
         self.token_ids = list(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
+        self.prompt_embeds = prompt_embeds  # EmbedsSpans: rows that replace some prompt positions' embeddings
         self.status = SequenceStatus.WAITING
         self.num_computed_tokens = 0
         self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at admission

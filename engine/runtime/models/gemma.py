@@ -74,9 +74,12 @@ class GemmaModel(LlamaModel):
         super().__init__(config, ops, cos_sin_caches, layer_class)
         self.embed_scale = config.hidden_size**0.5
 
-    def forward(self, input_ids, positions, meta):
+    def embed_input_ids(self, input_ids):
         x = self.embed_tokens(input_ids)
-        x, residual = x * torch.tensor(self.embed_scale, dtype=x.dtype), None
+        return x * torch.tensor(self.embed_scale, dtype=x.dtype)
+
+    def forward(self, input_ids, positions, meta, inputs_embeds=None):
+        x, residual = self.embed_input_ids(input_ids) if inputs_embeds is None else inputs_embeds, None
         for layer in self.layers:
             x, residual = layer(positions, x, residual, meta)
         return x + residual

@@ -128,8 +128,12 @@ class LlamaModel(nn.Module):
         self.norm = norm_class(config.hidden_size, config.rms_norm_eps, ops)
         self.fused_decode = None  # set by the model runner where every layer can run in one C call
 
-    def forward(self, input_ids, positions, meta):
-        x, residual = self.embed_tokens(input_ids), None
+    def embed_input_ids(self, input_ids):
+        """What the first layer takes for these token ids (a client's prompt embeddings replace it)."""
+        return self.embed_tokens(input_ids)
+
+    def forward(self, input_ids, positions, meta, inputs_embeds=None):
+        x, residual = self.embed_input_ids(input_ids) if inputs_embeds is None else inputs_embeds, None
         if self.fused_decode is not None and self.fused_decode.applies(x, meta):
             return self.fused_decode(x, positions, meta)
         for layer in self.layers:
@@ -162,8 +166,8 @@ class LlamaForCausalLM(nn.Module):
         if self.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
-        return self.model(input_ids, positions, meta)
+    def forward(self, input_ids, positions, meta: AttentionMetadata, inputs_embeds=None) -> torch.Tensor:
+        return self.model(input_ids, positions, meta, inputs_embeds)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.model.norm(hidden)).float()

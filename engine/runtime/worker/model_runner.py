@@ -4,46 +4,34 @@ Hooks for the GPU path: `available_kv_bytes()` sizes the KV cache, and `run_mode
 forward a CUDA-graph runner can capture and replace for decode batches.
 """
 
-import dataclasses
 import logging
 import os
 from dataclasses import dataclass
 
-import numpy
 import torch
 
 from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
-from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
+from kvtool.engine.runtime.prompt_embeds import step_inputs_embeds
 from kvtool.engine.runtime.worker.cpu_malloc import keep_freed_memory
 from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
+from kvtool.engine.runtime.worker.input_batch import InputBatch, ModelInput
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
-from kvtool.engine.runtime.worker.prompt_logprobs import PromptRows, mark_scored, prompt_rows, score_prompts
+from kvtool.engine.runtime.worker.prompt_logprobs import mark_scored, score_prompts
 from kvtool.engine.runtime.worker.sampler import Sampler
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION, default_cpu_threads
 from kvtool.kernels import cpu_ops, get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
 logger = logging.getLogger("kvtool.engine")
-CPU_DECODE_GROUP = 8
 FP8_KV_DTYPES = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
-
-
-@dataclass
-class ModelInput:
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    meta: AttentionMetadata
-    logits_indices: torch.Tensor
-    sample_seqs: list[Sequence]
-    prompt_rows: list[PromptRows]
 
 
 @dataclass
@@ -51,9 +39,6 @@ class ModelRunnerOutput:
     sampled: dict[int, int]  # seq_id -> new token
     logprobs: dict[int, dict]  # seq_id -> {token_id: Logprob}, for requests that asked
     prompt_logprobs: dict[str, tuple[int, list[dict]]]  # request id -> (first position, {token_id: Logprob} each)
-
-
-NUMPY_DTYPES = {torch.long: numpy.int64, torch.int32: numpy.int32}
 
 
 class ModelRunner:
@@ -96,6 +81,7 @@ class ModelRunner:
         self.kv_cache_layout = kv_cache_layout(
             [sliding_window(hf_config, i) for i in range(hf_config.num_hidden_layers)]
         )
+        self.input_batch = InputBatch(self.block_size, device, self.ops.backend, self.kv_cache_layout)
 
     @property
     def kv_cache_dtype(self) -> torch.dtype:
@@ -158,11 +144,14 @@ class ModelRunner:
     def execute(self, scheduled: SchedulerOutput) -> ModelRunnerOutput:
         if self.cpu_threads is not None:
             self.cpu_threads.update()
-        batch = self.prepare_inputs(scheduled)
+        batch = self.input_batch.prepare(scheduled)
+        if self.config.enable_prompt_embeds:
+            embed = self.model.model.embed_input_ids
+            batch.inputs_embeds = step_inputs_embeds(embed, scheduled.seqs, scheduled.num_new_tokens, batch.input_ids)
         hidden, prompt_logprobs = None, {}
         if batch.prompt_rows:  # the hidden states of every row, not only of the sampled ones
-            hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
-            prompt_logprobs = score_prompts(self.model, hidden, batch.prompt_rows, self._tensor)
+            hidden = self.run_model(batch.input_ids, batch.positions, batch.meta, batch.inputs_embeds)
+            prompt_logprobs = score_prompts(self.model, hidden, batch.prompt_rows, self.input_batch.tensor)
         logits = self._logits(batch, hidden)
         output = ModelRunnerOutput({}, {}, prompt_logprobs)
         if logits is not None:
@@ -177,109 +166,22 @@ class ModelRunner:
         """The logits of the sampled rows (None where none is), in one call with the layers where the model can."""
         # one index per sampled sequence, each past the last: as many as rows means every row, in order
         every_row = len(batch.logits_indices) == len(batch.input_ids)
-        if every_row and hidden is None:
+        if every_row and hidden is None and batch.inputs_embeds is None:
             logits = self.model.decode_logits(batch.input_ids, batch.positions, batch.meta)
             if logits is not None:
                 return logits
         if hidden is None:
-            hidden = self.run_model(batch.input_ids, batch.positions, batch.meta)
+            hidden = self.run_model(batch.input_ids, batch.positions, batch.meta, batch.inputs_embeds)
         if not batch.sample_seqs:
             return None
         return self.model.compute_logits(hidden if every_row else hidden[batch.logits_indices])
 
-    def run_model(self, input_ids, positions, meta: AttentionMetadata) -> torch.Tensor:
-        if self.graph_runner is not None:
+    def run_model(self, input_ids, positions, meta: AttentionMetadata, inputs_embeds=None) -> torch.Tensor:
+        if self.graph_runner is not None and inputs_embeds is None:
             hidden = self.graph_runner.run(input_ids, positions, meta)
             if hidden is not None:
                 return hidden
-        return self.model(input_ids, positions, meta)
-
-    def prepare_inputs(self, scheduled: SchedulerOutput) -> ModelInput:
-        input_ids, positions, slots, logits_indices, sample_seqs, scored = [], [], [], [], [], []
-        for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
-            start, end = seq.num_computed_tokens, seq.num_computed_tokens + num_new
-            if rows := prompt_rows(seq, start, end, len(input_ids)):
-                scored.append(rows)
-            input_ids.extend(seq.token_ids[start:end])
-            positions.extend(range(start, end))
-            slots.extend(self._slots(seq.block_table, start, end))
-            if end == len(seq):
-                logits_indices.append(len(input_ids) - 1)
-                sample_seqs.append(seq)
-        meta = self._attention_metadata(scheduled, slots)
-        if self.kv_cache_layout.num_groups > 1:
-            meta.group_metadata = tuple(
-                self._group_metadata(scheduled, meta, g) for g in range(1, self.kv_cache_layout.num_groups)
-            )
-        return ModelInput(
-            self._tensor(input_ids, torch.long),
-            self._tensor(positions, torch.long),
-            meta,
-            self._tensor(logits_indices, torch.long),
-            sample_seqs,
-            scored,
-        )
-
-    def _group_metadata(self, scheduled: SchedulerOutput, meta: AttentionMetadata, group: int) -> AttentionMetadata:
-        """Slots and block tables of another KV cache group; lengths and chunks are the step's."""
-        slots = []
-        for seq, num_new in zip(scheduled.seqs, scheduled.num_new_tokens):
-            slots.extend(
-                self._slots(seq.block_tables[group], seq.num_computed_tokens, seq.num_computed_tokens + num_new)
-            )
-        nd = scheduled.num_decodes
-        tables = [seq.block_tables[group] for seq in scheduled.seqs]
-        return dataclasses.replace(
-            meta,
-            slot_mapping=self._tensor(slots, torch.long),
-            decode_block_tables=self._block_tables(tables[:nd]),
-            prefill_block_tables=self._block_tables(tables[nd:]),
-        )
-
-    def _slots(self, block_table: list[int], start: int, end: int) -> list[int]:
-        bs = self.block_size
-        if end - start == 1:
-            return [block_table[start // bs] * bs + start % bs]
-        return [block_table[p // bs] * bs + p % bs for p in range(start, end)]
-
-    def _attention_metadata(self, scheduled: SchedulerOutput, slots: list[int]) -> AttentionMetadata:
-        nd = scheduled.num_decodes
-        decodes, prefills = scheduled.seqs[:nd], scheduled.seqs[nd:]
-        chunk_lens = scheduled.num_new_tokens[nd:]
-        cu_seqlens = [0]
-        for n in chunk_lens:
-            cu_seqlens.append(cu_seqlens[-1] + n)
-        return AttentionMetadata(
-            slot_mapping=self._tensor(slots, torch.long),
-            num_decodes=nd,
-            decode_splits=self._decode_splits(nd),
-            decode_block_tables=self._block_tables([s.block_table for s in decodes]),
-            decode_context_lens=self._tensor([s.num_computed_tokens + 1 for s in decodes], torch.int32),
-            prefill_block_tables=self._block_tables([s.block_table for s in prefills]),
-            prefill_cu_seqlens_q=self._tensor(cu_seqlens, torch.int32),
-            prefill_context_lens=self._tensor(
-                [s.num_computed_tokens + n for s, n in zip(prefills, chunk_lens)], torch.int32
-            ),
-        )
-
-    def _decode_splits(self, num_decodes: int) -> list[int]:
-        """For the torch reference, up to 4 length groups so that short contexts are not padded to the longest."""
-        if self.ops.backend != "torch" or num_decodes <= CPU_DECODE_GROUP:
-            return [0, num_decodes]
-        size = max(CPU_DECODE_GROUP, -(-num_decodes // 4))
-        return list(range(0, num_decodes, size)) + [num_decodes]
-
-    def _block_tables(self, tables: list[list[int]]) -> torch.Tensor:
-        width = max((len(t) for t in tables), default=0)
-        rows = [t + [0] * (width - len(t)) for t in tables]
-        return self._tensor(rows, torch.int32).view(len(tables), width)
-
-    def _tensor(self, data, dtype) -> torch.Tensor:
-        """A host tensor copied to the device; pinned on CUDA so that the copy is truly asynchronous."""
-        if self.device.type == "cpu":  # numpy's array: none of torch.tensor's ops to run cold after a step
-            return torch.from_numpy(numpy.array(data, dtype=NUMPY_DTYPES[dtype]))
-        pinned = self.device.type == "cuda"
-        return torch.tensor(data, dtype=dtype, pin_memory=pinned).to(self.device, non_blocking=True)
+        return self.model(input_ids, positions, meta, inputs_embeds)
 
 
 def _available_ram() -> int:
