@@ -63,7 +63,7 @@ class ResponsesJob(ChatJob):
     id_prefix = "resp"
 
     def __init__(self, state: ServerState, turn: Turn, header_id: str | None, tools, constraint):
-        super().__init__(state, turn.chat, header_id, tools, constraint)
+        super().__init__(state, turn.chat, header_id, tools, constraint, [turn.chat.messages])
         self.turn, self.request = turn, turn.request
         self.tool_stream = ToolCallStream(tools, turn.chat.parallel_tool_calls)
         self.pending_logprobs: list[dict] = []  # of tokens whose text is not sent yet

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvtool.engine.server.chat_protocol import NamedToolChoice, Tool
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.protocol import NamedToolChoice, Tool
 from kvtool.engine.sizing import messages
 
 NAMESPACE_SEPARATOR = "__"
