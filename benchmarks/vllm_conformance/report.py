@@ -13,6 +13,7 @@ from pathlib import Path
 
 from verdicts import GAPS, VERDICTS
 
+MAX_REASON = 240  # characters of a failure reason in the summary (an unclassified one carries its error)
 INTERNALS = "n/a (vLLM internals): never talks to a server; a unit test of vLLM's own code"
 OTHER_TOOL_FORMAT = (
     "n/a (another model's tool-call format): run.py runs tests/tool_use in its hermes configuration only, "
@@ -92,8 +93,36 @@ def render(result_files: list[Path]) -> str:
         "",
         "vLLM flags the tests pass that kvtool lacks: " + (", ".join(f"`{f}`" for f in missing_flags(rows)) or "none"),
         "",
+        *by_file(judged),
+        "",
+        *by_reason(judged),
+        "",
         "| test | result | reason |",
         "|---|---|---|",
     ]
     lines += [f"| `{cell(r['nodeid'])}` | {result} | {cell(reason)} |" for r, result, reason in judged]
     return "\n".join(lines) + "\n"
+
+
+def by_file(judged: list[tuple[dict, str, str]]) -> list[str]:
+    """Pass / fail / n/a counts per test file."""
+    counts: dict[str, Counter] = {}
+    for record, result, _ in judged:
+        counts.setdefault(record["nodeid"].split("::")[0], Counter())[result] += 1
+    lines = ["| test file | pass | fail | n/a |", "|---|---:|---:|---:|"]
+    return lines + [f"| `{name}` | {c['pass']} | {c['fail']} | {c['n/a']} |" for name, c in sorted(counts.items())]
+
+
+def by_reason(judged: list[tuple[dict, str, str]]) -> list[str]:
+    """Each failure's reason, and each kind of n/a, with how many tests it covers."""
+    fails = Counter(reason for _, result, reason in judged if result == "fail")
+    kinds = Counter(_kind(reason) for _, result, reason in judged if result == "n/a")
+    lines = ["| result | why | tests |", "|---|---|---:|"]
+    lines += [f"| fail | {cell(reason)[:MAX_REASON]} | {n} |" for reason, n in fails.most_common()]
+    return lines + [f"| n/a | {cell(kind)} | {n} |" for kind, n in kinds.most_common()]
+
+
+def _kind(reason: str) -> str:
+    """The kind an n/a reason names: its parenthesis (vLLM internals, another model's text, ...)."""
+    match = re.match(r"n/a \(([^)]*)\)", reason)
+    return match.group(1) if match else reason

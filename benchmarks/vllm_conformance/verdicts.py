@@ -43,8 +43,6 @@ GAPS: dict[str, str] = {
     "(and OpenAI) drop a truncated call",
     "iteration-tokens": "`vllm:iteration_tokens_total` counts one token short per request (the prefill "
     "step leaves out the token it samples)",
-    "logprobs-false": "completions `logprobs: false` is refused (kvtool's request types do not coerce); "
-    "vLLM reads it as 0",
 }
 
 LORA = "n/a (vLLM internals: LoRA adapters): the model name is a LoRA adapter kvtool cannot load"
@@ -227,7 +225,6 @@ VERDICTS: list[tuple[str, str, str]] = [
     ),
     ("*responses/test_namespace_tool_separator.py", "n/a", AUTO_CALL),
     ("tests/entrypoints/serve/sagemaker/test_sagemaker_lora_adapters.py", "n/a", LORA),
-    ("tests/entrypoints/serve/sagemaker/test_sagemaker_stateful_sessions.py::test_session", "fail", "logprobs-false"),
     ("tests/tool_use/mistral/*", "n/a", MISTRAL),
     (
         "tests/tool_use/test_chat_completions.py::test_response_format_with_tool_choice_required",

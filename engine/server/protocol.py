@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN, SamplingParams
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
@@ -177,6 +177,12 @@ class CompletionRequest(SamplingFields):
     prompt_embeds: str | list[str] | None = None  # base64 of torch-saved (num_tokens, hidden_size) tensors
 
     _raw_completion_checks = model_validator(mode="before")(body_checks.completion_body)
+
+    @field_validator("logprobs", mode="before")
+    @classmethod
+    def _logprobs_as_vllm_reads_a_bool(cls, value):
+        """vLLM's request types coerce: `logprobs: false` is 0 there (SageMaker clients send it)."""
+        return int(value) if isinstance(value, bool) else value
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
