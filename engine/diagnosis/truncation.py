@@ -10,6 +10,7 @@ import re
 
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import compile_
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS
 
 FINISH_REASON_LENGTH = compile_(r"""finish_reason['"]?\s*[:=]\s*['"]?length\b""")
 SAMPLING_PARAMS_CALL = re.compile(r"\bSamplingParams\(")
@@ -17,7 +18,6 @@ MAX_CALL_LINES = 20  # a call spread over more lines than this is not followed
 SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
 PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
 PAIRING_LINES = 40  # how far apart the two may be
-DEFAULT_MAX_TOKENS = 16  # SamplingParams.max_tokens
 # A line with none of these (and no call still open) leaves both trackers as they were.
 GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "finish_reason",
