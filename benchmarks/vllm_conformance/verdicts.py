@@ -159,8 +159,12 @@ VERDICTS: list[tuple[str, str, str]] = [
     ("*completion/test_completion.py::test_single_completion", "fail", "prompt-tokens-details"),
     ("*completion/test_completion.py::test_zero_logprobs", "fail", "zero-logprobs"),
     ("*test_completion_with_prompt_embeds.py::*opt125m-lora*", "n/a", LORA),
-    ("*test_completion_with_prompt_embeds.py::test_completions_with_prompt_embeds", "fail", "null-fields"),
-    ("*test_completion_with_prompt_embeds.py::*_logprobs_and_prompt_embeds[*-0]", "fail", "zero-logprobs"),
+    (
+        "*test_completion_with_prompt_embeds.py::test_completions_with_prompt_embeds",
+        "n/a",
+        "n/a (another model's text): SmolLM2 answers one of the two embedded prompts with EOS at once (an empty "
+        "text), where opt-125m writes at least one token",
+    ),
     (
         "*test_completion_with_prompt_embeds.py::test_completions_with_logprobs_and_prompt_embeds",
         "n/a",

@@ -39,6 +39,12 @@ ServedModel = Annotated[str | None, Field(json_schema_extra={MODEL_MARK: True})]
 PromptTokensKept = Annotated[int, Field(ge=-1, le=INT64_MAX, json_schema_extra=MAX_MODEL_LEN_BOUND)]
 
 
+def count_from_bool(cls, value):
+    """vLLM's request types coerce a bool where a logprob count goes (`logprobs: false` is 0, `true` 1);
+    clients send them so (SageMaker's, vLLM's own tests)."""
+    return int(value) if isinstance(value, bool) else value
+
+
 class StrictModel(BaseModel):
     """No coercion: "yes" is not a bool and false is not a token id (OpenAI's API refuses both)."""
 
@@ -129,6 +135,7 @@ class SamplingFields(StrictModel):
     kv_transfer_params: dict[str, Any] | None = None
 
     _raw_body_checks = model_validator(mode="before")(body_checks.sampling_body)
+    _prompt_logprobs_bool = field_validator("prompt_logprobs", mode="before")(count_from_bool)
 
     def usage_in_stream(self, force: bool = False) -> tuple[bool, bool]:
         """(a final usage chunk, usage so far in every chunk): as stream_options ask, or both when the server forces."""
@@ -178,11 +185,7 @@ class CompletionRequest(SamplingFields):
 
     _raw_completion_checks = model_validator(mode="before")(body_checks.completion_body)
 
-    @field_validator("logprobs", mode="before")
-    @classmethod
-    def _logprobs_as_vllm_reads_a_bool(cls, value):
-        """vLLM's request types coerce: `logprobs: false` is 0 there (SageMaker clients send it)."""
-        return int(value) if isinstance(value, bool) else value
+    _logprobs_bool = field_validator("logprobs", mode="before")(count_from_bool)
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set

@@ -75,13 +75,15 @@ def test_logprobs_0_gives_the_sampled_token_alone(client):
     assert [list(top) for top in logprobs.top_logprobs] == [[token] for token in logprobs.tokens]
 
 
-def test_completions_logprobs_false_reads_as_0_and_true_as_1_as_in_vllm(kvtool_server):
+def test_a_logprob_count_sent_as_a_bool_reads_as_0_or_1_as_in_vllm(kvtool_server):
     body = {"model": "smollm2", "prompt": [0, 0, 0], "max_tokens": 2, **GREEDY}
     as_false = post(kvtool_server, "completions", {**body, "logprobs": False}).json()["choices"][0]["logprobs"]
     as_zero = post(kvtool_server, "completions", {**body, "logprobs": 0}).json()["choices"][0]["logprobs"]
     as_true = post(kvtool_server, "completions", {**body, "logprobs": True}).json()["choices"][0]["logprobs"]
     as_one = post(kvtool_server, "completions", {**body, "logprobs": 1}).json()["choices"][0]["logprobs"]
     assert as_false == as_zero and as_true == as_one and as_false["tokens"] == as_true["tokens"]
+    scored = [post(kvtool_server, "completions", {**body, "prompt_logprobs": n}).json() for n in (True, 1)]
+    assert scored[0]["choices"][0]["prompt_logprobs"] == scored[1]["choices"][0]["prompt_logprobs"] is not None
 
 
 def test_prompt_logprobs_on_both_routes(client, kvtool_server):
