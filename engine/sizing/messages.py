@@ -4,8 +4,7 @@ Two kinds live here. The memory and length messages that vLLM prints, which the 
 `plan` raise and `kvtool diagnose` reads back (a round-trip test formats every template and diagnoses
 the result). And the request checks vLLM's OpenAI server makes, which the server raises and its tests
 compare answers against. Each block names the vLLM source whose wording it keeps; kvtool's own
-additions say so. Placeholders are str.format fields. A message of kvtool's own that one module raises
-stays beside its raise.
+additions say so. Placeholders are str.format fields.
 """
 
 from kvtool.engine.sizing.units import format_gib
