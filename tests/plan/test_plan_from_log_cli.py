@@ -110,35 +110,28 @@ def test_a_missing_file_is_one_line(tmp_path):
 
 
 PROBE = """
-import sys, time
+import sys
 from kvtool.cli.app import app
 try:
     app({args!r})
 except SystemExit:
     pass
-print("CPU", time.process_time())
 print("HEAVY", sorted(m for m in ("torch", "transformers", "huggingface_hub") if m in sys.modules))
 """
 
 
-def cpu_seconds(args: list[str]) -> tuple[float, str]:
-    """The least CPU of three fresh processes, and what the last one imported."""
-    runs = [
-        subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, timeout=60)
-        for _ in range(3)
-    ]
-    seconds = min(float(line.split()[1]) for run in runs for line in run.stdout.splitlines() if line.startswith("CPU"))
-    return seconds, runs[-1].stdout + runs[-1].stderr
+def imported_heavy(args: list[str]) -> str:
+    """What a fresh process running `kvtool ARGS` imported of the heavy libraries (and its output)."""
+    run = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, timeout=60)
+    return run.stdout + run.stderr
 
 
-def test_from_log_stays_as_cheap_as_a_plan(tmp_path):
-    """No torch, transformers or Hub client, and about a plan's CPU (0.1 s to 0.2 s on a quiet core, most of it
-    Python and Typer starting): reading the log and planning three times cost a few milliseconds."""
+def test_from_log_stays_as_cheap_as_a_plan():
+    """No torch, transformers or Hub client: what makes a command cost seconds instead of a plan's 0.2 s of CPU
+    (reading the log and planning three times cost a few milliseconds; docs/plan.md gives the figures)."""
     log = HERE / "releases" / "0.21.0.log"
-    from_log, output = cpu_seconds(["plan", "--from-log", str(log), "--max-num-seqs", "512", "--json"])
-    plain, _ = cpu_seconds(["plan", "--model", "qwen3-32b", "--gpu", "H100", "--tp", "2", "--json"])
-    assert "HEAVY []" in output, output
-    assert from_log < plain + 0.1 and from_log < 0.5, (from_log, plain)
+    output = imported_heavy(["plan", "--from-log", str(log), "--max-num-seqs", "512", "--json"])
+    assert "HEAVY []" in output and '"from_log"' in output, output
 
 
 TINY_LLAMA = {
