@@ -118,7 +118,7 @@ def by_reason(judged: list[tuple[dict, str, str]]) -> list[str]:
     fails = Counter(reason for _, result, reason in judged if result == "fail")
     kinds = Counter(_kind(reason) for _, result, reason in judged if result == "n/a")
     lines = ["| result | why | tests |", "|---|---|---:|"]
-    lines += [f"| fail | {cell(reason)[:MAX_REASON]} | {n} |" for reason, n in fails.most_common()]
+    lines += [f"| fail | {cell(reason[:MAX_REASON])} | {n} |" for reason, n in fails.most_common()]
     return lines + [f"| n/a | {cell(kind)} | {n} |" for kind, n in kinds.most_common()]
 
 
