@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+import kvtool  # noqa: F401  first: it takes the clone's root off sys.path, where `python -m pytest` put it
+
 # Test modules import the tiny-model builders in families.py (pytest runs with importlib mode).
 sys.path.insert(0, os.path.dirname(__file__))
 

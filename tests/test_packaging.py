@@ -1,5 +1,7 @@
-"""Every package folder is listed in pyproject.toml, so that a wheel (not only an editable install) has it."""
+"""The package folders: each listed in pyproject.toml, none importable as a top-level package."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,3 +23,23 @@ def test_every_package_folder_is_in_pyproject():
             parts = init.parent.relative_to(ROOT / folder).parts
             name = ".".join((package, *parts))
             assert f'"{name}"' in pyproject, f"{name} is missing from [tool.setuptools] packages"
+
+
+# Run from the clone's root, as `python -m pytest` and `python -m kvtool` are.
+TOP_LEVEL_PROBE = """
+import importlib.util, sys
+import kvtool
+for folder in {folders}:
+    spec = importlib.util.find_spec(folder)
+    print(folder, spec.origin if spec else None)
+"""
+
+
+def test_folders_do_not_shadow_top_level_packages_once_kvtool_is_imported():
+    """transformers imports the `kernels` distribution; the clone's kernels/ must not stand in for it."""
+    probe = TOP_LEVEL_PROBE.format(folders=sorted(set(FOLDERS) - {"kvtool"}))
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    for line in run.stdout.splitlines():
+        folder, origin = line.split(" ", 1)
+        assert not origin.startswith(str(ROOT / folder)), f"{folder} resolves to the clone's folder: {origin}"
