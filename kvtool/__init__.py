@@ -18,7 +18,14 @@ def _hide_source_tree_root() -> None:
     root = Path(__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():
         return
-    sys.path[:] = [entry for entry in sys.path if Path(entry or os.getcwd()).resolve() != root]
+    sys.path[:] = [entry for entry in sys.path if not _names(entry, root)]
+
+
+def _names(entry: str, folder: Path) -> bool:
+    try:  # "" is the working directory, which may have been deleted
+        return Path(entry or os.getcwd()).resolve() == folder
+    except OSError:
+        return False
 
 
 _hide_source_tree_root()

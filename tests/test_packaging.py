@@ -43,3 +43,12 @@ def test_folders_do_not_shadow_top_level_packages_once_kvtool_is_imported():
     for line in run.stdout.splitlines():
         folder, origin = line.split(" ", 1)
         assert not origin.startswith(str(ROOT / folder)), f"{folder} resolves to the clone's folder: {origin}"
+
+
+def test_kvtool_imports_from_a_deleted_working_directory(tmp_path):
+    """A shell left in a removed folder still runs kvtool (sys.path's "" names no folder there)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    probe = f"import os; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); import kvtool; print('imported')"
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "imported", run.stderr
