@@ -120,6 +120,8 @@ def serve(
         ),
     ] = Backend.embedded,
     enable_server_load_tracking: server_flags.EnableServerLoadTracking = False,
+    enable_request_id_headers: server_flags.EnableRequestIdHeaders = False,
+    enable_tokenizer_info_endpoint: server_flags.EnableTokenizerInfoEndpoint = False,
     enable_prompt_embeds: server_flags.EnablePromptEmbeds = False,
 ) -> None:
     """Start an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /v1/models, /metrics."""
@@ -137,6 +139,8 @@ def serve(
         root_path=root_path,
         api_key=api_key,
         enable_server_load_tracking=enable_server_load_tracking,
+        enable_request_id_headers=enable_request_id_headers,
+        enable_tokenizer_info_endpoint=enable_tokenizer_info_endpoint,
         served_model_name=served_model_name,
         default_max_tokens=default_max_tokens,
         tool_call_parser=ToolCallParser(tool_call_parser).value,

@@ -43,6 +43,8 @@ class ServeRequest:
     root_path: str | None = None
     api_key: str | None = None
     enable_server_load_tracking: bool = False
+    enable_request_id_headers: bool = False
+    enable_tokenizer_info_endpoint: bool = False
     served_model_name: str | None = None
     default_max_tokens: int | None = None
     tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
@@ -95,6 +97,8 @@ def vllm_argv(request: ServeRequest) -> list[str]:
     settings |= {"uds": request.uds, "root_path": request.root_path}
     settings |= {
         "enable_server_load_tracking": request.enable_server_load_tracking,
+        "enable_request_id_headers": request.enable_request_id_headers,
+        "enable_tokenizer_info_endpoint": request.enable_tokenizer_info_endpoint,
         "enable_prompt_embeds": bool(request.engine_overrides.get("enable_prompt_embeds")),
     }
     model = request.model or (profile.model if profile else None) or DEFAULT_HF_MODEL
@@ -118,6 +122,8 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
         tool_call_parser=plan.request.tool_call_parser,
         root_path=plan.request.root_path,
         enable_server_load_tracking=plan.request.enable_server_load_tracking,
+        enable_request_id_headers=plan.request.enable_request_id_headers,
+        enable_tokenizer_info_endpoint=plan.request.enable_tokenizer_info_endpoint,
         output=plan.request.output,
         trust_request_chat_template=plan.request.trust_request_chat_template,
     )

@@ -71,6 +71,22 @@ EnableServerLoadTracking = Annotated[
         help="Count the generation requests in flight, answered by GET /load (0 when off).", rich_help_panel=SERVER
     ),
 ]
+EnableRequestIdHeaders = Annotated[
+    bool,
+    typer.Option(
+        help="Put X-Request-Id on every reply: the request's own, else a new uuid4 hex (without the flag, only "
+        "a request's own is sent back).",
+        rich_help_panel=SERVER,
+    ),
+]
+EnableTokenizerInfoEndpoint = Annotated[
+    bool,
+    typer.Option(
+        help="Answer GET /tokenizer_info: the tokenizer's configuration and chat template (off by default: it "
+        "exposes the template).",
+        rich_help_panel=SERVER,
+    ),
+]
 EnablePromptEmbeds = Annotated[
     bool,
     typer.Option(

@@ -25,6 +25,8 @@ KVTOOL_FLAGS = {
     "--uds": "--uds",
     "--enable-server-load-tracking": "--enable-server-load-tracking",
     "--enable-prompt-embeds": "--enable-prompt-embeds",
+    "--enable-request-id-headers": "--enable-request-id-headers",
+    "--enable-tokenizer-info-endpoint": "--enable-tokenizer-info-endpoint",
     "--max-logprobs": "--max-logprobs",
     "--return-tokens-as-token-ids": "--return-tokens-as-token-ids",
     "--enable-prompt-tokens-details": "--enable-prompt-tokens-details",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import uuid
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request, Response
@@ -32,6 +33,7 @@ from kvtool.engine.server.responses_api import add_responses_routes
 from kvtool.engine.server.sagemaker import install_sagemaker
 from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState
+from kvtool.engine.server.tokenizer_info import TokenizerInfoResponse, tokenizer_info
 from kvtool.engine.sizing.defaults import VLLM_API_VERSION
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -58,7 +60,9 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     app.add_middleware(ContainErrors)
     if settings.enable_server_load_tracking:
         app.add_middleware(ServerLoad, state=state)
-    app.add_middleware(ApiKeyAndRequestId, api_key=settings.api_key)
+    app.add_middleware(
+        ApiKeyAndRequestId, api_key=settings.api_key, generate_request_id=settings.enable_request_id_headers
+    )
     return install_sagemaker(app, state)  # last: a customer's middlewares wrap the rest, as in vLLM
 
 
@@ -136,6 +140,13 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         state.check_model(body.model)
         return {"prompt": state.engine.input_processor.detokenize(body.tokens)}
 
+    if state.settings.enable_tokenizer_info_endpoint:
+
+        @app.get("/tokenizer_info", response_model=TokenizerInfoResponse)
+        async def get_tokenizer_info() -> dict:
+            """The tokenizer's configuration and chat template (vLLM's --enable-tokenizer-info-endpoint)."""
+            return tokenizer_info(state.engine.tokenizer)
+
     @app.get(
         "/metrics",
         response_class=Response,
@@ -160,26 +171,33 @@ def _tokenize(processor, body: TokenizeRequest, trust_request_chat_template: boo
     return processor.encode(body.prompt, "prompt", add_special_tokens=body.add_special_tokens is not False)
 
 
-class ApiKeyAndRequestId:
-    """ASGI middleware: a Bearer key on /v1 routes (as vLLM's --api-key), and x-request-id on every reply."""
+GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")  # the paths vLLM's --api-key guards
 
-    def __init__(self, app, api_key: str | None):
-        self.app, self.api_key = app, api_key
+
+class ApiKeyAndRequestId:
+    """ASGI middleware: a Bearer key on the paths vLLM's --api-key guards (never on a CORS preflight), and the
+    request's x-request-id on its reply; with `generate_request_id` (vLLM's --enable-request-id-headers) every
+    reply has one, a new uuid4 hex where the request sent none."""
+
+    def __init__(self, app, api_key: str | None, generate_request_id: bool = False):
+        self.app, self.api_key, self.generate_request_id = app, api_key, generate_request_id
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        guarded = route_path(scope).startswith("/v1")
+        guarded = route_path(scope).startswith(GUARDED_PREFIXES) and scope.get("method") != "OPTIONS"
         if self.api_key and guarded and not self._authorized(headers.get("authorization", "")):
             body = error_body(
                 "Unauthorized: send the server's API key as `Authorization: Bearer <key>`.", "AuthenticationError", 401
             )
             return await JSONResponse(body, status_code=HTTPStatus.UNAUTHORIZED)(scope, receive, send)
-        return await self.app(scope, receive, _with_request_id(send, headers.get("x-request-id")))
+        request_id = headers.get("x-request-id") or (uuid.uuid4().hex if self.generate_request_id else None)
+        return await self.app(scope, receive, _with_request_id(send, request_id))
 
     def _authorized(self, authorization: str) -> bool:
-        return secrets.compare_digest(authorization.encode(), f"Bearer {self.api_key}".encode())
+        scheme, _, key = authorization.partition(" ")
+        return scheme.lower() == "bearer" and secrets.compare_digest(key.encode(), self.api_key.encode())
 
 
 def _with_request_id(send, request_id: str | None):

@@ -42,6 +42,8 @@ class ServerSettings:
     enable_server_load_tracking: bool = False  # count generation requests in flight for GET /load
     output: OutputOptions = field(default_factory=OutputOptions)
     trust_request_chat_template: bool = False  # a request's own `chat_template` is used (vLLM's flag)
+    enable_request_id_headers: bool = False  # every reply carries x-request-id, made up where the request has none
+    enable_tokenizer_info_endpoint: bool = False  # GET /tokenizer_info answers
 
 
 @dataclass

@@ -34,6 +34,11 @@ def test_load_is_0_without_load_tracking(kvtool_server):
     assert httpx.get(f"{kvtool_server}/load").json() == {"server_load": 0}
 
 
+def test_without_their_flags_there_is_no_tokenizer_info_and_no_made_up_request_id(kvtool_server):
+    assert httpx.get(f"{kvtool_server}/tokenizer_info").status_code == 404
+    assert "x-request-id" not in httpx.get(f"{kvtool_server}/health").headers
+
+
 @pytest.mark.parametrize("asked", ["TEXT", "json"])
 def test_a_whole_answer_carries_the_orca_load_report_in_the_format_asked(kvtool_server, asked):
     body = {"prompt": "Hello", "max_tokens": 3}

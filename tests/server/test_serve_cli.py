@@ -157,12 +157,18 @@ def test_the_api_key_is_kvtools_variable_else_vllms(tmp_path, environment, key):
 
 def test_backend_vllm_passes_the_server_flags_on(tmp_path):
     socket = tmp_path / "vllm.sock"
-    flags = ["--root-path", "/llm/", "--uds", str(socket), "--enable-server-load-tracking", "--enable-prompt-embeds"]
+    switches = [
+        "--enable-server-load-tracking",
+        "--enable-prompt-embeds",
+        "--enable-request-id-headers",
+        "--enable-tokenizer-info-endpoint",
+    ]
+    flags = ["--root-path", "/llm/", "--uds", str(socket), *switches]
     result = run_kvtool("serve", "--backend", "vllm", *flags, path=fake_vllm_on_path(tmp_path))
     assert result.returncode == 0, result.stderr
     argv = result.stdout.split()
     assert argv[argv.index("--root-path") + 1] == "/llm" and argv[argv.index("--uds") + 1] == str(socket)
-    assert "--enable-server-load-tracking" in argv and "--enable-prompt-embeds" in argv
+    assert all(switch in argv for switch in switches)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """A real server with vLLM's flags and variables: --root-path, VLLM_API_KEY, --enable-server-load-tracking,
---enable-prompt-embeds, SageMaker's stateful sessions and a model script that overrides GET /ping."""
+--enable-prompt-embeds, --enable-request-id-headers, --enable-tokenizer-info-endpoint, SageMaker's stateful
+sessions and a model script that overrides GET /ping."""
 
 import base64
 import io
@@ -32,6 +33,7 @@ def server(kvtool_server_process, tmp_path_factory):
         server = kvtool_server_process(
             tmp_path_factory.mktemp("server_flags") / "serve.log",
             *("--root-path", "/llm", "--enable-server-load-tracking", "--enable-prompt-embeds"),
+            *("--enable-request-id-headers", "--enable-tokenizer-info-endpoint"),
             *("--max-model-len", "512", "--max-num-seqs", "8", "--kv-cache-memory", "64MiB"),
         )
     yield server.base_url
@@ -68,6 +70,18 @@ def test_routes_answer_under_the_root_path_and_without_it_behind_vllms_key_varia
         assert httpx.get(f"{server}{prefix}/health").status_code == 200
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{server}/llm/v1", api_key="nope", max_retries=0).models.list()
+
+
+@pytest.mark.parametrize("path", ["/v2/embed", "/inference/v1/generate", "/cohere/v2/rerank"])
+def test_the_key_guards_the_paths_vllm_guards_served_or_not(server, path):
+    assert httpx.post(f"{server}{path}", json={}).status_code == 401
+    assert httpx.post(f"{server}{path}", json={}, headers=AUTH).status_code == 404
+
+
+def test_the_key_takes_any_case_of_bearer_and_a_cors_preflight_needs_none(server):
+    assert httpx.get(f"{server}/v1/models", headers={"Authorization": f"bearer {KEY}"}).status_code == 200
+    assert httpx.get(f"{server}/v1/models", headers={"Authorization": KEY}).status_code == 401
+    assert httpx.options(f"{server}/v1/models").status_code != 401
 
 
 def wait_for_load(server: str, expected: int, timeout: float = 30.0) -> None:
@@ -168,3 +182,24 @@ def test_sagemaker_sessions_open_serve_and_close(server):
 def test_a_model_script_answers_get_ping_before_the_default(server):
     assert httpx.get(f"{server}/ping").json() == {"pinged": "by the model's script"}
     assert httpx.post(f"{server}/ping").status_code == 200 and httpx.post(f"{server}/ping").content == b""
+
+
+def test_every_reply_carries_a_request_id_its_own_or_a_new_one(server):
+    made_up = httpx.get(f"{server}/health").headers["x-request-id"]
+    assert len(made_up) == 32 and int(made_up, 16) >= 0
+    assert httpx.get(f"{server}/health").headers["x-request-id"] != made_up
+    assert httpx.get(f"{server}/health", headers={"X-Request-Id": "Custom"}).headers["x-request-id"] == "Custom"
+
+
+def test_tokenizer_info_is_the_tokenizers_configuration_as_json(server, smollm2_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    info = httpx.get(f"{server}/llm/tokenizer_info").json()
+    assert info["tokenizer_class"] == type(tokenizer).__name__
+    assert info["chat_template"] == tokenizer.chat_template
+    assert (info["bos_token"], info["eos_token"]) == (tokenizer.bos_token, tokenizer.eos_token)
+    assert info["added_tokens_decoder"][str(tokenizer.eos_token_id)] == tokenizer.eos_token
+    assert "vocab_file" not in info and "merges_file" not in info
+    tokenized = httpx.post(f"{server}/tokenize", json={"prompt": "Hello world!"}).json()
+    assert info["model_max_length"] >= tokenized["max_model_len"]
