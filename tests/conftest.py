@@ -159,3 +159,16 @@ def kvtool_server_handle(tmp_path_factory, smollm2_dir):
 def kvtool_server(kvtool_server_handle):
     """Base URL of the session's real `kvtool serve`."""
     return kvtool_server_handle.base_url
+
+
+@pytest.fixture(scope="session")
+def fp32_server(tmp_path_factory, smollm2_dir):
+    """Base URL of a `kvtool serve` of SmolLM2 with float32 weights, for answers compared across paths (see
+    greedy_paths.py). The default quantized weights round each layer's input to int8, which can turn a
+    rounding-level difference between two paths into another greedy token."""
+    log = tmp_path_factory.mktemp("fp32_server") / "serve.log"
+    server = KvtoolServerProcess(log, *KVTOOL_SERVER_ARGS, "--dtype", "float32")
+    try:
+        yield server.base_url
+    finally:
+        server.stop()

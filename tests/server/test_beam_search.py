@@ -6,6 +6,7 @@ import time
 import httpx
 import openai
 import pytest
+from greedy_paths import assert_same_greedy_tokens
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvtool.engine.sizing import messages
@@ -33,11 +34,14 @@ def test_n_beams_per_prompt_differ_and_the_same_prompt_gets_the_same_beams(clien
     assert len(texts) == 4 and texts[0] != texts[1] and texts[:2] == texts[2:]
 
 
-def test_one_beam_without_eos_is_greedy_decoding(client):
-    kwargs = dict(model="smollm2", prompt="The history of the river", max_tokens=6, temperature=0.0)
-    greedy = client.completions.create(**kwargs, extra_body={"ignore_eos": True})
-    beam = client.completions.create(**kwargs, extra_body={**BEAM, "ignore_eos": True})
-    assert beam.choices[0].text == greedy.choices[0].text and beam.choices[0].finish_reason == "length"
+def test_one_beam_without_eos_is_greedy_decoding(fp32_server):
+    client = openai.OpenAI(base_url=f"{fp32_server}/v1", api_key="unused", max_retries=0, timeout=300)
+    kwargs = dict(model="smollm2", prompt="The history of the river", max_tokens=6, temperature=0.0, logprobs=2)
+    greedy = client.completions.create(**kwargs, extra_body={"ignore_eos": True}).choices[0]
+    beam = client.completions.create(**kwargs, extra_body={**BEAM, "ignore_eos": True}).choices[0]
+    # each beam step is a prefill of the prompt and the beam so far, where greedy decoding takes decode steps
+    assert_same_greedy_tokens(beam.logprobs.tokens, greedy.logprobs.tokens, greedy.logprobs.top_logprobs)
+    assert beam.finish_reason == "length"
 
 
 def test_beams_come_best_first_with_their_logprobs(client):

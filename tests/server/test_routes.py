@@ -5,6 +5,7 @@ import json
 
 import httpx
 import pytest
+from greedy_paths import assert_same_greedy_tokens
 
 import kvtool
 from kvtool.engine.sizing.defaults import VLLM_API_VERSION
@@ -89,15 +90,24 @@ def test_invocations_refuses_a_body_of_neither_kind_and_what_is_not_json(kvtool_
     assert refusal(session)["message"] == "Invalid payload. stateful sessions not enabled"
 
 
-def test_the_batch_route_answers_each_conversation_as_the_chat_route_does(kvtool_server):
+def test_the_batch_route_answers_each_conversation_as_the_chat_route_does(fp32_server):
     conversations = [QUESTION, [{"role": "user", "content": "Name a colour."}]]
-    body = {"messages": conversations, "max_tokens": 6, "return_token_ids": True, **GREEDY}
-    batch = post(kvtool_server, "/v1/chat/completions/batch", body).json()
-    singles = [post(kvtool_server, "/v1/chat/completions", {**body, "messages": chat}).json() for chat in conversations]
+    body = {
+        "messages": conversations,
+        "max_tokens": 6,
+        "return_token_ids": True,
+        "logprobs": True,
+        "top_logprobs": 2,
+        **GREEDY,
+    }
+    batch = post(fp32_server, "/v1/chat/completions/batch", body).json()
+    singles = [post(fp32_server, "/v1/chat/completions", {**body, "messages": chat}).json() for chat in conversations]
     assert [choice["index"] for choice in batch["choices"]] == [0, 1]
     for choice, single in zip(batch["choices"], singles):
-        assert choice["message"] == single["choices"][0]["message"]
-        assert choice["token_ids"] == single["choices"][0]["token_ids"]
+        steps = single["choices"][0]["logprobs"]["content"]
+        tops = [{top["token"]: top["logprob"] for top in step["top_logprobs"]} for step in steps]
+        tokens = [step["token"] for step in choice["logprobs"]["content"]]
+        assert_same_greedy_tokens(tokens, [step["token"] for step in steps], tops)
     # one answer for several prompts: vLLM's batch answer leaves the prompt's own fields unset
     assert batch["prompt_token_ids"] is None and singles[0]["prompt_token_ids"]
     for key in ("prompt_tokens", "completion_tokens"):
