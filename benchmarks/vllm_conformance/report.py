@@ -28,21 +28,18 @@ def records(results: Path) -> list[dict]:
 
 
 def note_timeout(results: Path, test_file: str, seconds: int) -> None:
+    note_unfinished(results, test_file, f"harness: the file ran past {seconds} s and was stopped", seconds)
+
+
+def note_not_run(results: Path, nodeid: str, why: str) -> None:
+    note_unfinished(results, nodeid, f"harness: not run: {why}", 0)
+
+
+def note_unfinished(results: Path, nodeid: str, message: str, seconds: int) -> None:
+    """A test (or a file) the run stopped or left out, recorded as a failure for VERDICTS to judge."""
+    record = {"nodeid": nodeid, "outcome": "failed", "phase": "run", "message": message, "seconds": seconds}
     with results.open("a") as out:
-        out.write(
-            json.dumps(
-                {
-                    "nodeid": test_file,
-                    "outcome": "failed",
-                    "phase": "run",
-                    "message": f"harness: the file ran past {seconds} s and was stopped",
-                    "seconds": seconds,
-                    "servers": [],
-                    "wants_server": True,
-                }
-            )
-            + "\n"
-        )
+        out.write(json.dumps(record | {"servers": [], "wants_server": True}) + "\n")
 
 
 def matches(pattern: str, nodeid: str) -> bool:

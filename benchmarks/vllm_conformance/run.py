@@ -1,4 +1,4 @@
-"""Run vLLM's own OpenAI-server and tool-use tests, unchanged, against `kvtool serve`.
+"""Run vLLM's own OpenAI-server, serving and tool-use tests, unchanged, against `kvtool serve`.
 
     python benchmarks/vllm_conformance/run.py                      # everything (hours on 2 cores)
     python benchmarks/vllm_conformance/run.py tests/tool_use/test_tool_calls.py   # one file again
@@ -22,10 +22,11 @@ from pathlib import Path
 
 import report
 import setup_env
+import verdicts
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SUITES = ("tests/entrypoints/openai", "tests/tool_use")
+SUITES = ("tests/entrypoints/openai", "tests/entrypoints/serve", "tests/tool_use")
 KVTOOL_MODEL = "smollm2"
 KVTOOL_MODEL_FOLDER = "SmolLM2-135M-Instruct"
 # tests/tool_use runs each test once per model configuration; kvtool's model writes hermes calls.
@@ -45,7 +46,7 @@ PYTEST_ARGS = (
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", help="test files or folders (default: both suites)")
+    parser.add_argument("paths", nargs="*", help="test files or folders (default: every suite)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "kvtool-conformance")
     parser.add_argument("--kvtool", type=Path, default=REPO / ".venv" / "bin" / "kvtool")
     parser.add_argument("--timeout", type=int, default=7200, help="seconds for one pytest process")
@@ -122,6 +123,8 @@ def environment(args: argparse.Namespace, hf_home: Path, folder: Path) -> dict[s
 def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: Path, args) -> None:
     results.unlink(missing_ok=True)
     extra = ["-k", args.keyword] if args.keyword else []
+    left_out = [nodeid for nodeid in verdicts.NOT_RUN if any(nodeid.startswith(path) for path in piece)]
+    extra += [f"--deselect={nodeid}" for nodeid in left_out]
     extra += ["--models", *TOOL_USE_CONFIGS] if piece[0].startswith("tests/tool_use") else []
     command = [python, "-m", "pytest", *PYTEST_ARGS, *piece, *extra]  # --models takes the words after it
     log = results.with_suffix(".log").open("w")
@@ -144,6 +147,8 @@ def run_piece(python: Path, source: Path, piece: list[str], env: dict, results: 
         raise
     finally:
         stop_servers(Path(f"{results}.pids"))
+    for nodeid in left_out:
+        report.note_not_run(results, nodeid, verdicts.NOT_RUN[nodeid])
     name = piece[0] if len(piece) == 1 else f"{Path(piece[0]).parent}/ ({len(piece)} files)"
     print(f"{name}: {time.monotonic() - started:.0f} s, {report.summary(results)}", flush=True)
 

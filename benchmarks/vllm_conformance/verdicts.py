@@ -71,6 +71,10 @@ GREETING = (
     "n/a (another model's text): expects more than 10 characters of output (Qwen3's thinking); SmolLM2 answers "
     '"Hello!"'
 )
+DEV_RPC = (
+    "n/a (vLLM internals): /collective_rpc (dev mode) calls methods of a `--worker-extension-cls` class on vLLM's "
+    "workers"
+)
 POOLING = "n/a (another architecture): /v2/embed needs a pooling model (`--runner pooling`)"
 TRANSLATEGEMMA = "n/a (another architecture): TranslateGemma's language-code content fields and its Spanish"
 
@@ -235,6 +239,8 @@ VERDICTS: list[tuple[str, str, str]] = [
     ),
     ("*responses/test_namespace_tool_separator.py", "n/a", AUTO_CALL),
     ("tests/entrypoints/serve/sagemaker/test_sagemaker_lora_adapters.py", "n/a", LORA),
+    ("tests/entrypoints/serve/lora/*", "n/a", LORA),
+    ("tests/entrypoints/serve/dev/rpc/test_collective_rpc.py", "n/a", DEV_RPC),
     ("tests/tool_use/mistral/*", "n/a", MISTRAL),
     (
         "tests/tool_use/test_chat_completions.py::test_response_format_with_tool_choice_required",
@@ -257,3 +263,12 @@ VERDICTS: list[tuple[str, str, str]] = [
         "than schemathesis's 60 s read timeout",
     ),
 ]
+
+# Tests that are not run: against kvtool they never end, and pytest's per-test limit does not stop them.
+# Each is recorded as a failure that never ran, and VERDICTS judge it.
+NOT_RUN: dict[str, str] = {
+    "tests/entrypoints/serve/lora/test_lora_adapters.py::test_loading_invalid_adapters_does_not_break_others": (
+        "its background task sends LoRA requests in a loop that stops only after the adapter loads, which "
+        "kvtool has no route for; the loop's answers grew the test process past 16 GB in 10 minutes"
+    ),
+}
