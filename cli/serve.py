@@ -137,7 +137,7 @@ def serve(
         port=port,
         uds=uds,
         root_path=root_path,
-        api_key=api_key,
+        api_keys=tuple(api_key or ()),
         enable_server_load_tracking=enable_server_load_tracking,
         enable_request_id_headers=enable_request_id_headers,
         enable_tokenizer_info_endpoint=enable_tokenizer_info_endpoint,
@@ -170,7 +170,7 @@ def serve(
         ),
     )
     if backend is Backend.vllm:
-        _exec_vllm(startup.vllm_argv(request), api_key)
+        _exec_vllm(startup.vllm_argv(request), request.api_keys)
     _serve_embedded(startup.plan_startup(request))
 
 
@@ -190,10 +190,12 @@ def _serve_embedded(plan) -> None:
     console.print("kvtool serve: stopped.")
 
 
-def _exec_vllm(argv: list[str], api_key: str | None) -> None:
+def _exec_vllm(argv: list[str], api_keys: tuple[str, ...]) -> None:
+    """One key travels as VLLM_API_KEY, out of sight of `ps`; VLLM_API_KEY holds one, so several go on the
+    command line, as `vllm serve --api-key A B` takes them."""
     console.print("kvtool serve: exec " + shlex.join(argv))
-    env = {**os.environ, "VLLM_API_KEY": api_key} if api_key else dict(os.environ)
-    os.execvpe(argv[0], argv, env)
+    env = {**os.environ, "VLLM_API_KEY": api_keys[0]} if len(api_keys) == 1 else dict(os.environ)
+    os.execvpe(argv[0], argv + (["--api-key", *api_keys] if len(api_keys) > 1 else []), env)
 
 
 def _render_plan(plan) -> None:
@@ -225,6 +227,6 @@ def _render_ready(plan, engine, settings) -> None:
             info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, plan.device.log_name
         )
     )
-    key = " (API key required)" if settings.api_key else ""
+    key = " (API key required)" if settings.api_keys else ""
     where = plan.request.api_url
     console.print(f"  serving {settings.model_name!r} at {where}{key}; metrics at /metrics. Ctrl-C stops.")

@@ -41,7 +41,7 @@ class ServeRequest:
     port: int = 8000
     uds: str | None = None  # a unix socket path: served there instead of host:port
     root_path: str | None = None
-    api_key: str | None = None
+    api_keys: tuple[str, ...] = ()
     enable_server_load_tracking: bool = False
     enable_request_id_headers: bool = False
     enable_tokenizer_info_endpoint: bool = False
@@ -116,7 +116,7 @@ def server_settings(plan: StartupPlan, engine) -> ServerSettings:
     return ServerSettings(
         model_name=plan.request.served_model_name or engine.model_name,
         max_model_len=engine.config.max_model_len,
-        api_key=plan.request.api_key,
+        api_keys=plan.request.api_keys,
         overflow=plan.engine_config.overflow,
         default_max_tokens=plan.serve_plan.default_max_tokens,
         tool_call_parser=plan.request.tool_call_parser,

@@ -1,7 +1,7 @@
 """`kvtool serve`'s flags for the HTTP server and the API, declared once, under vLLM's names.
 
-The API key is read from `--api-key`, else KVTOOL_API_KEY, else VLLM_API_KEY (the variable `vllm serve`
-reads), so that a deployment written for vLLM keeps its key.
+The API keys are read from `--api-key` (repeated for several), else KVTOOL_API_KEY, else VLLM_API_KEY (the
+variable `vllm serve` reads), so that a deployment written for vLLM keeps its key.
 """
 
 from pathlib import Path
@@ -42,10 +42,11 @@ class SocketPath(ParamType):
 
 
 ApiKey = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         envvar=list(API_KEY_ENVIRONMENT),
-        help="Require `Authorization: Bearer KEY` on /v1 routes; without the flag, KVTOOL_API_KEY, else VLLM_API_KEY.",
+        help="Require `Authorization: Bearer KEY` on /v1 routes; repeat the flag for several keys (any one is "
+        "accepted); without it, KVTOOL_API_KEY, else VLLM_API_KEY (several keys separated by spaces).",
         rich_help_panel=SERVER,
     ),
 ]

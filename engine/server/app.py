@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import secrets
 import uuid
 from http import HTTPStatus
@@ -61,7 +62,7 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     if settings.enable_server_load_tracking:
         app.add_middleware(ServerLoad, state=state)
     app.add_middleware(
-        ApiKeyAndRequestId, api_key=settings.api_key, generate_request_id=settings.enable_request_id_headers
+        ApiKeyAndRequestId, api_keys=settings.api_keys, generate_request_id=settings.enable_request_id_headers
     )
     return install_sagemaker(app, state)  # last: a customer's middlewares wrap the rest, as in vLLM
 
@@ -175,19 +176,20 @@ GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")  # the paths vLLM's -
 
 
 class ApiKeyAndRequestId:
-    """ASGI middleware: a Bearer key on the paths vLLM's --api-key guards (never on a CORS preflight), and the
-    request's x-request-id on its reply; with `generate_request_id` (vLLM's --enable-request-id-headers) every
-    reply has one, a new uuid4 hex where the request sent none."""
+    """ASGI middleware: a Bearer key, any one of `api_keys`, on the paths vLLM's --api-key guards (never on a
+    CORS preflight), and the request's x-request-id on its reply; with `generate_request_id` (vLLM's
+    --enable-request-id-headers) every reply has one, a new uuid4 hex where the request sent none."""
 
-    def __init__(self, app, api_key: str | None, generate_request_id: bool = False):
-        self.app, self.api_key, self.generate_request_id = app, api_key, generate_request_id
+    def __init__(self, app, api_keys: tuple[str, ...] = (), generate_request_id: bool = False):
+        self.app, self.generate_request_id = app, generate_request_id
+        self.key_digests = [hashlib.sha256(key.encode()).digest() for key in api_keys]  # equal lengths to compare
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         guarded = route_path(scope).startswith(GUARDED_PREFIXES) and scope.get("method") != "OPTIONS"
-        if self.api_key and guarded and not self._authorized(headers.get("authorization", "")):
+        if self.key_digests and guarded and not self._authorized(headers.get("authorization", "")):
             body = error_body(
                 "Unauthorized: send the server's API key as `Authorization: Bearer <key>`.", "AuthenticationError", 401
             )
@@ -197,7 +199,9 @@ class ApiKeyAndRequestId:
 
     def _authorized(self, authorization: str) -> bool:
         scheme, _, key = authorization.partition(" ")
-        return scheme.lower() == "bearer" and secrets.compare_digest(key.encode(), self.api_key.encode())
+        digest = hashlib.sha256(key.encode()).digest()
+        matches = [secrets.compare_digest(digest, known) for known in self.key_digests]  # every key, every time
+        return scheme.lower() == "bearer" and any(matches)
 
 
 def _with_request_id(send, request_id: str | None):

@@ -34,7 +34,7 @@ class OutputOptions:
 class ServerSettings:
     model_name: str
     max_model_len: int
-    api_key: str | None = None
+    api_keys: tuple[str, ...] = ()  # any one of them is accepted on the guarded paths
     overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
     tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls

@@ -155,6 +155,16 @@ def test_the_api_key_is_kvtools_variable_else_vllms(tmp_path, environment, key):
     assert result.stdout.split()[-1] == key
 
 
+def test_several_api_keys_go_on_vllms_command_line(tmp_path):
+    clean = {name: "" for name in ("KVTOOL_API_KEY", "VLLM_API_KEY")}
+    keys = ["--api-key", "first", "--api-key", "second"]
+    result = run_kvtool("serve", "--backend", "vllm", *keys, path=fake_vllm_on_path(tmp_path), env=clean)
+    assert result.returncode == 0, result.stderr
+    argv = result.stdout.split()
+    assert argv[argv.index("--api-key") + 1 : argv.index("--api-key") + 3] == ["first", "second"]
+    assert argv[-1] == "--key-from-env"  # VLLM_API_KEY holds one key: it is left empty
+
+
 def test_backend_vllm_passes_the_server_flags_on(tmp_path):
     socket = tmp_path / "vllm.sock"
     switches = [

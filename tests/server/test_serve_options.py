@@ -1,4 +1,4 @@
-"""A second real server: a profile with an API key, a request default and `--overflow reject`; then SIGTERM."""
+"""A second real server: a profile with two API keys, a request default and `--overflow reject`; then SIGTERM."""
 
 import signal
 import threading
@@ -8,7 +8,7 @@ import openai
 import pytest
 
 pytestmark = pytest.mark.slow
-KEY = "sekret"
+KEY, SECOND_KEY = "sekret", "another sekret"
 MAX_MODEL_LEN = 64
 
 
@@ -20,6 +20,8 @@ def server(kvtool_server_process, tmp_path_factory, smollm2_dir):
         "chat-gateway",
         "--api-key",
         KEY,
+        "--api-key",
+        SECOND_KEY,
         "--default-max-tokens",
         "7",
         "--max-model-len",
@@ -47,6 +49,9 @@ def test_the_api_key_is_required_on_v1_routes(server):
     assert caught.value.status_code == 401
     assert httpx.get(f"{base_url}/v1/models").status_code == 401
     assert httpx.get(f"{base_url}/health").status_code == 200  # probes need no key, as in vLLM
+    for key in (KEY, SECOND_KEY):  # any one of the keys, as vLLM's --api-key A B
+        assert httpx.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    assert httpx.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {KEY}x"}).status_code == 401
 
 
 def test_requests_without_max_tokens_get_the_configured_default(client):
