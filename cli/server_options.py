@@ -45,8 +45,9 @@ ApiKey = Annotated[
     list[str] | None,
     typer.Option(
         envvar=list(API_KEY_ENVIRONMENT),
-        help="Require `Authorization: Bearer KEY` on /v1 routes; repeat the flag for several keys (any one is "
-        "accepted); without it, KVTOOL_API_KEY, else VLLM_API_KEY (several keys separated by spaces).",
+        help="Require `Authorization: Bearer KEY` on /v1, /v2, /inference and /cohere routes; repeat the flag for "
+        "several keys (any one is accepted); without it, KVTOOL_API_KEY, else VLLM_API_KEY (several keys separated "
+        "by spaces).",
         rich_help_panel=SERVER,
     ),
 ]

@@ -35,7 +35,7 @@ from kvtool.engine.server.sagemaker import install_sagemaker
 from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState
 from kvtool.engine.server.tokenizer_info import TokenizerInfoResponse, tokenizer_info
-from kvtool.engine.sizing.defaults import VLLM_API_VERSION
+from kvtool.engine.sizing.defaults import API_KEY_GUARDED_PREFIXES, VLLM_API_VERSION
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -172,9 +172,6 @@ def _tokenize(processor, body: TokenizeRequest, trust_request_chat_template: boo
     return processor.encode(body.prompt, "prompt", add_special_tokens=body.add_special_tokens is not False)
 
 
-GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")  # the paths vLLM's --api-key guards
-
-
 class ApiKeyAndRequestId:
     """ASGI middleware: a Bearer key, any one of `api_keys`, on the paths vLLM's --api-key guards (never on a
     CORS preflight), and the request's x-request-id on its reply; with `generate_request_id` (vLLM's
@@ -188,7 +185,7 @@ class ApiKeyAndRequestId:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        guarded = route_path(scope).startswith(GUARDED_PREFIXES) and scope.get("method") != "OPTIONS"
+        guarded = route_path(scope).startswith(API_KEY_GUARDED_PREFIXES) and scope.get("method") != "OPTIONS"
         if self.key_digests and guarded and not self._authorized(headers.get("authorization", "")):
             body = error_body(
                 "Unauthorized: send the server's API key as `Authorization: Bearer <key>`.", "AuthenticationError", 401

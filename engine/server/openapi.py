@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN
 from kvtool.engine.server.protocol import MAX_TOKENS_MARK, MODEL_MARK, SEED_MARK, TOKEN_ID_MARK
+from kvtool.engine.sizing.defaults import API_KEY_GUARDED_PREFIXES
 
 ERROR_STATUSES = {
     "400": "Invalid request",
@@ -53,7 +54,7 @@ def install_openapi(app: FastAPI, model_name: str, vocab_size: int, max_model_le
                 schemas.pop(name, None)
             for path, operations in document["paths"].items():
                 for operation in operations.values():
-                    _declare_errors(operation, path.startswith("/v1"))
+                    _declare_errors(operation, path.startswith(API_KEY_GUARDED_PREFIXES))
             _bound(
                 document,
                 {

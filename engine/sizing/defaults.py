@@ -30,6 +30,8 @@ DEFAULT_TOOL_CALL_PARSER = "hermes"  # the <tool_call> JSON of Qwen, SmolLM and 
 VLLM_API_VERSION = "0.33.0"
 # Where `kvtool serve` reads its API key when --api-key is not given, first found wins: kvtool's, then vLLM's.
 API_KEY_ENVIRONMENT = ("KVTOOL_API_KEY", "VLLM_API_KEY")
+# The path prefixes the API key guards (vLLM's); health checks, /metrics and SageMaker's routes stay open.
+API_KEY_GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 
 # prompt_embeds limits, vLLM's environment variables and defaults: the largest dense tensor one payload may declare
 # (0 or less: no limit), and the most entries a completions `prompt_embeds` list may hold.
