@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from kvtool.cli import engine_options as flags
+from kvtool.cli import plan_performance as performance
 from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
@@ -132,6 +133,12 @@ def plan(
             rich_help_panel=WORKLOAD,
         ),
     ] = None,
+    max_concurrency: performance.MaxConcurrency = None,
+    request_rate: performance.RequestRate = None,
+    num_prompts: performance.NumPrompts = None,
+    slo: performance.SloOption = None,
+    gpu_bandwidth: performance.GpuBandwidth = None,
+    gpu_tflops: performance.GpuTflops = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.", rich_help_panel=OUTPUT)] = False,
     list_models: Annotated[
         bool, typer.Option("--list-models", help="List the model catalog and exit.", rich_help_panel=OUTPUT)
@@ -149,6 +156,8 @@ def plan(
         return
     limits = parse_mm_limits(limit_mm_per_prompt)
     workloads = parse_workloads(workload)
+    served = performance.PerformanceOptions(max_concurrency, request_rate, num_prompts, slo, gpu_bandwidth, gpu_tflops)
+    performance.check_wanted(served, workload)
     settings = {
         "max_model_len": max_model_len,
         "gpu_memory_utilization": gpu_memory_utilization,
@@ -169,11 +178,38 @@ def plan(
         report = _plan_from_log(from_log, given, num_gpus, run, workloads)
     else:
         report = _plan(given, num_gpus, run, workloads)
+    forecast = _forecast(report, workloads, served, gpu) if workload else None
     if as_json:
-        sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
+        payload = report_to_json(report)
+        payload = _forecast_module().add_to_json(payload, forecast) if workload else payload
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         render().print_report(report)
+        _print_forecast(forecast) if workload else None
     raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
+
+
+def _forecast_module():
+    """The forecast's glue, imported only when a workload asks for one: plans without stay as cheap as before."""
+    from kvtool.cli import plan_forecast
+
+    return plan_forecast
+
+
+def _forecast(report, workloads, served, gpu):
+    return _forecast_module().plan_forecast(report, workloads, served, gpu)
+
+
+def _print_forecast(forecast) -> None:
+    from kvtool.cli import performance_render
+
+    console = render().console
+    if forecast is None:
+        console.print(_forecast_module().NOT_STARTED)
+        return
+    console.print(performance_render.forecast_table(forecast))
+    for line in [*performance_render.slo_lines(forecast), forecast.note]:
+        console.print(line, soft_wrap=True) if line else None
 
 
 def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):

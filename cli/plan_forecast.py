@@ -1,0 +1,109 @@
+"""The glue from `kvtool plan`'s report to the served-performance forecast: the loads and the SLO parsed, the
+GPU's datasheet figures found, the KV capacity and scheduler limits taken from the plan."""
+
+import math
+
+from kvtool.cli.plan_performance import PerformanceOptions
+from kvtool.engine.plan.performance.forecast import Forecast, RequestShape, forecast, forecast_json
+from kvtool.engine.plan.performance.hardware import GpuFigures, catalog_figures, parse_tflops, with_given
+from kvtool.engine.plan.performance.load import DEFAULT_NUM_PROMPTS, Load
+from kvtool.engine.plan.performance.predict import ServingSetup
+from kvtool.engine.plan.performance.slo import parse_slo
+from kvtool.engine.sizing.weights import element_bytes, model_quant_facts
+from kvtool.errors import UsageError
+
+NOT_STARTED = "served performance: not predicted, the engine would not start with these settings."
+
+
+def parse_loads(options: PerformanceOptions) -> list[Load]:
+    """One load per --max-concurrency x --request-rate value, as one `vllm bench serve` run each."""
+    prompts = options.num_prompts or DEFAULT_NUM_PROMPTS
+    clients = _values(options.max_concurrency, "--max-concurrency", int) or [None]
+    rates = _values(options.request_rate, "--request-rate", float) or [math.inf]
+    return [Load(prompts, rate, client) for client in clients for rate in rates]
+
+
+def _values(text: str | None, flag: str, kind) -> list:
+    if text is None:
+        return []
+    try:
+        values = [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) <= 0 or (kind is int and math.inf in values):
+        raise UsageError(f"{flag} '{text}' is not a list of positive numbers.", f"Use e.g. {flag} 1,8,32.")
+    return values
+
+
+def plan_forecast(report, workloads, options: PerformanceOptions, gpu_given: str | None) -> Forecast | None:
+    """The forecast of each workload under each load, on the plan's GPU and KV cache; None when the engine
+    would not start."""
+    loads, slo = parse_loads(options), parse_slo(options.slo) if options.slo is not None else None
+    shapes = [RequestShape(w.name, w.prompt_tokens, w.output_tokens) for w in workloads]
+    _check_lengths(shapes, report.kv.max_model_len)
+    if report.request.pp > 1:
+        raise UsageError("served performance is not modelled with pipeline parallelism.", "Drop --pp, or --workload.")
+    if not report.fits:
+        return None
+    setup = serving_setup(report, gpu_figures(report, options, gpu_given))
+    return forecast(setup, shapes, loads, slo, report.release.version)
+
+
+def serving_setup(report, figures: GpuFigures) -> ServingSetup:
+    """The forecast's inputs from a plan report: the KV pool and the scheduler limits it planned with."""
+    spec, request = report.spec, report.request
+    return ServingSetup(
+        spec=spec,
+        gpu=figures,
+        tp=request.tp,
+        quantization=model_quant_facts(spec, request.quantization),
+        kv_bytes_per_token=report.kv.kv_bytes_per_token,
+        num_blocks=report.kv.num_blocks,
+        block_size=report.kv.block_size,
+        max_num_seqs=report.max_num_seqs,
+        max_num_batched_tokens=report.max_num_batched_tokens,
+        element_bytes=element_bytes(spec, request.dtype),
+    )
+
+
+def gpu_figures(report, options: PerformanceOptions, gpu_given: str | None) -> GpuFigures:
+    """The datasheet of the planned GPU, with the figures given on the command line in place of it."""
+    dtype = "fp16" if report.spec.dtype == "float16" else "bf16"
+    given = gpu_given.split(",")[0] if gpu_given else None
+    figures = with_given(
+        catalog_figures(report.request.gpu.name, given), options.gpu_bandwidth, parse_tflops(options.gpu_tflops, dtype)
+    )
+    lacking = {"--gpu-bandwidth": figures.hbm_gbps is None, "--gpu-tflops": figures.peak_flops(dtype) is None}
+    if any(lacking.values()):
+        missing = " and ".join(flag for flag, lacks in lacking.items() if lacks)
+        raise UsageError(
+            f"the catalog has no {dtype} datasheet figures for '{figures.name}'.",
+            f"Give {missing} from its datasheet (e.g. --gpu-bandwidth 3350 --gpu-tflops 989).",
+        )
+    return figures
+
+
+def _check_lengths(shapes: list[RequestShape], max_model_len: int) -> None:
+    for shape in shapes:
+        if shape.input_tokens < 1 or shape.output_tokens < 1:
+            raise UsageError(
+                f"--workload {shape.name} needs at least one prompt and one output token for served performance.",
+                "Use e.g. --workload 1024:512.",
+            )
+        if shape.input_tokens + shape.output_tokens > max_model_len:
+            raise UsageError(
+                f"--workload {shape.name}: {shape.input_tokens} + {shape.output_tokens} tokens exceed max_model_len "
+                f"{max_model_len}; vLLM would refuse every request.",
+                "Shorten the workload or raise --max-model-len.",
+            )
+
+
+def add_to_json(payload: dict, result: Forecast | None) -> dict:
+    """The plan JSON with `performance` and `slo`, and the forecast's note among the warnings."""
+    if result is None:
+        payload["warnings"] = [*payload.get("warnings", []), NOT_STARTED]
+        return payload | {"performance": [], "slo": []}
+    payload |= forecast_json(result)
+    if result.note:
+        payload["warnings"] = [*payload.get("warnings", []), result.note]
+    return payload

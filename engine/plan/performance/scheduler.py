@@ -1,0 +1,280 @@
+"""vLLM's V1 scheduler, simulated step by step where the batch changes and in closed form where it does not.
+
+Each step first gives every running request its tokens in admission order (one for a decode, the rest of the
+prompt up to the token budget for a prefill), preempting the last admitted request (recompute) while the KV
+cache cannot hold the new slots; then, if nothing was preempted, admits waiting requests while the budget,
+max_num_seqs and the free blocks allow (v1/core/sched/scheduler.py `schedule`). Between events (an arrival
+that could be admitted, a completion, the cache filling up) every step is a decode of the same batch whose
+time grows linearly with the context, so the run is summed in one go."""
+
+import heapq
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from kvtool.engine.plan.performance.load import Load
+from kvtool.engine.plan.performance.metrics import RequestRecord, TokenGaps
+from kvtool.engine.plan.performance.step_time import StepModel
+
+SPREAD_SEED = 0
+KV, SEQS, BUDGET = "kv_capacity", "max_num_seqs", "step_budget"
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    num_blocks: int  # blocks a request can be given (the pool less vLLM's null block)
+    block_size: int
+
+
+class _Request:
+    __slots__ = ("record", "target", "computed", "generated", "since", "context", "finish_step", "version", "last")
+
+    def __init__(self, record: RequestRecord):
+        self.record, self.target, self.computed, self.generated = record, record.input_tokens, 0, 0
+        self.since = self.context = self.finish_step = self.version = 0
+        self.last = 0.0  # when its last token came, while it waits to be recomputed
+
+
+@dataclass
+class Outcome:
+    records: list[RequestRecord]
+    gaps: TokenGaps
+    preemptions: int = 0
+    waiting: dict[str, float] = field(default_factory=dict)  # request-seconds spent waiting, by what held them
+    busy_seconds: float = 0.0
+    compute_seconds: float = 0.0  # of the busy time, where FLOPs rather than bytes set the pace
+
+
+def _spread(schedule: list[float], clients: int | None, spread_s: float) -> list[float]:
+    """A closed loop's clients start at phases spread over `spread_s` (one request's latency): the steady
+    state a long run settles in, where no two clients move in step."""
+    if not clients or spread_s <= 0:
+        return schedule
+    rng = random.Random(SPREAD_SEED)
+    return [max(t, rng.uniform(0, spread_s)) if i < clients else t for i, t in enumerate(schedule)]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Simulation:
+    def __init__(
+        self,
+        steps: StepModel,
+        limits: SchedulerLimits,
+        input_tokens: int,
+        output_tokens: int,
+        load: Load,
+        request_overhead_s: float,
+        spread_s: float = 0.0,
+    ):
+        self.steps, self.limits, self.load, self.overhead = steps, limits, load, request_overhead_s
+        self.schedule = _spread(load.schedule(), load.max_concurrency, spread_s)
+        self.requests = [_Request(RequestRecord(0.0, input_tokens, output_tokens)) for _ in self.schedule]
+        self.outcome = Outcome([r.record for r in self.requests], TokenGaps())
+        self.t, self.g, self.sent, self.in_flight, self.done = 0.0, 0, 0, 0, 0
+        self.arrivals: list[tuple[float, int, _Request]] = []
+        self.waiting: deque[_Request] = deque()
+        self.running: dict[int, _Request] = {}  # admission order
+        self.prefilling: list[_Request] = []
+        self.decodes, self.context, self.prefill_blocks = 0, 0, 0
+        self.finishing: list[tuple[int, int, int, _Request]] = []  # (step, id, version, request)
+
+    def run(self) -> Outcome:
+        self._release(0.0)
+        while self.done < len(self.requests):
+            self._take_arrivals()
+            if not self.running and not self.waiting:
+                self.t = max(self.t, self.arrivals[0][0])
+            elif (steps := self._quiet_steps()) > 0:
+                self._decode_run(steps)
+            else:
+                self._step()
+        return self.outcome
+
+    # -- clients ------------------------------------------------------------------------------------------
+    def _release(self, now: float) -> None:
+        """Send requests while the clients' concurrency allows (vllm bench serve's semaphore)."""
+        cap = self.load.max_concurrency or len(self.requests)
+        while self.in_flight < cap and self.sent < len(self.requests):
+            request = self.requests[self.sent]
+            request.record.sent = max(self.schedule[self.sent], now)
+            heapq.heappush(self.arrivals, (request.record.sent + self.overhead, self.sent, request))
+            self.sent += 1
+            self.in_flight += 1
+
+    def _take_arrivals(self) -> None:
+        while self.arrivals and self.arrivals[0][0] <= self.t:
+            self.waiting.append(heapq.heappop(self.arrivals)[2])
+
+    # -- KV blocks ----------------------------------------------------------------------------------------
+    def _decode_blocks(self, tokens: int, decodes: int) -> int:
+        """Blocks of `decodes` requests holding `tokens` in all: each rounds up, half a block on average."""
+        size = self.limits.block_size
+        return math.ceil(tokens / size + decodes * (size - 1) / (2 * size)) if decodes else 0
+
+    def _free_blocks(self) -> int:
+        """Blocks left once every decode has its next slot."""
+        used = self._decode_blocks(self.context + self.decodes, self.decodes) + self.prefill_blocks
+        return self.limits.num_blocks - used
+
+    def _blocks(self, tokens: int) -> int:
+        return _cdiv(tokens, self.limits.block_size)
+
+    # -- decode runs --------------------------------------------------------------------------------------
+    def _quiet_steps(self) -> int:
+        """How many decode-only steps run before anything changes the batch (0: step one by one)."""
+        if self.prefilling or not self.decodes or (self.waiting and self._admissible(self.waiting[0])):
+            return 0
+        self._drop_stale()
+        steps = self.finishing[0][0] - self.g
+        room = (self.limits.num_blocks - self.prefill_blocks) * self.limits.block_size - self.context
+        room -= self.decodes * (self.limits.block_size - 1) / 2
+        steps = min(steps, int(room // self.decodes))
+        if not self.waiting and len(self.running) < self.limits.max_num_seqs and self.arrivals:
+            steps = min(steps, self._steps_until(self.arrivals[0][0]))
+        return steps
+
+    def _admissible(self, request: _Request) -> bool:
+        budget = self.limits.max_num_batched_tokens - self.decodes
+        if len(self.running) >= self.limits.max_num_seqs or budget <= 0:
+            return False
+        return self._free_blocks() >= self._blocks(min(request.target, budget))
+
+    def _steps_until(self, when: float) -> int:
+        """Decode steps until one starts at or after `when`: the smallest k with
+        k a + b (k S + B k (k - 1) / 2) >= when - now."""
+        first, per_token = self.steps.step(self.decodes, self.context, []), self.steps.kv_seconds_per_token
+        quadratic, linear = per_token * self.decodes / 2, first.seconds - per_token * self.decodes / 2
+        gap = when - self.t
+        if quadratic <= 0:
+            return max(1, math.ceil(gap / linear))
+        return max(1, math.ceil((-linear + math.sqrt(linear * linear + 4 * quadratic * gap)) / (2 * quadratic)))
+
+    def _decode_run(self, k: int) -> None:
+        first = self.steps.step(self.decodes, self.context, [])
+        growth = self.steps.kv_seconds_per_token * self.decodes
+        seconds = k * first.seconds + growth * k * (k - 1) / 2
+        self.outcome.gaps.add(first.seconds, growth, k, self.decodes)
+        self._account(seconds, k * first.compute_seconds, self._holdup())
+        self.g += k
+        self.context += k * self.decodes
+        self._finish_due()
+
+    # -- one step -----------------------------------------------------------------------------------------
+    def _step(self) -> None:
+        preempted = False
+        while self.decodes and self._free_blocks() < 0:
+            preempted = self._preempt_last()
+        budget = self.limits.max_num_batched_tokens - self.decodes
+        chunks: list[tuple[_Request, int]] = []
+        for request in list(self.prefilling):
+            new = min(request.target - request.computed, budget)
+            need = self._blocks(request.computed + new) - self._blocks(request.computed)
+            while request in self.prefilling and self._free_blocks() < need:
+                preempted = self._preempt_last()
+            if request not in self.prefilling or new <= 0:
+                break
+            self.prefill_blocks += need
+            chunks.append((request, new))
+            budget -= new
+        if not preempted:
+            budget = self._admit(budget, chunks)
+        self._run_step(chunks, self._holdup(preempted, budget))
+
+    def _admit(self, budget: int, chunks: list) -> int:
+        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
+            request = self.waiting[0]
+            new = min(request.target, budget)
+            need = self._blocks(new)
+            if self._free_blocks() < need:
+                break
+            self.waiting.popleft()
+            self.running[id(request)] = request
+            self.prefilling.append(request)
+            self.prefill_blocks += need
+            chunks.append((request, new))
+            budget -= new
+        return budget
+
+    def _holdup(self, preempted: bool = False, budget: int = 1) -> str | None:
+        """What keeps the head of the queue waiting this step (for `bound`)."""
+        if not self.waiting:
+            return None
+        if len(self.running) >= self.limits.max_num_seqs:
+            return SEQS
+        return BUDGET if budget <= 0 and not preempted else KV
+
+    def _run_step(self, chunks: list[tuple[_Request, int]], holdup: str | None) -> None:
+        took = self.steps.step(self.decodes, self.context, [(new, r.computed) for r, new in chunks])
+        self.outcome.gaps.add(took.seconds, 0.0, 1, self.decodes)
+        self._account(took.seconds, took.compute_seconds, holdup)
+        self.g += 1
+        self.context += self.decodes
+        for request, new in chunks:
+            request.computed += new
+            if request.computed >= request.target:
+                self._start_decoding(request)
+        self._finish_due()
+
+    def _account(self, seconds: float, compute: float, holdup: str | None) -> None:
+        if holdup is not None:
+            self.outcome.waiting[holdup] = self.outcome.waiting.get(holdup, 0.0) + seconds * len(self.waiting)
+        self.outcome.busy_seconds += seconds
+        self.outcome.compute_seconds += compute
+        self.t += seconds
+
+    # -- request life -------------------------------------------------------------------------------------
+    def _start_decoding(self, request: _Request) -> None:
+        """Its prefill (or recompute) is done: this step sampled its next token."""
+        self.prefilling.remove(request)
+        self.prefill_blocks -= self._blocks(request.computed)
+        request.generated += 1
+        if request.generated == 1:
+            request.record.first_token = self.t
+        else:
+            self.outcome.gaps.add(self.t - request.last, 0.0, 1, 1)
+        request.since, request.context = self.g, request.computed
+        request.finish_step = self.g + request.record.output_tokens - request.generated
+        self.decodes += 1
+        self.context += request.computed
+        heapq.heappush(self.finishing, (request.finish_step, id(request), request.version, request))
+
+    def _finish_due(self) -> None:
+        self._drop_stale()
+        while self.finishing and self.finishing[0][0] <= self.g:
+            request = heapq.heappop(self.finishing)[3]
+            self._leave_decodes(request)
+            del self.running[id(request)]
+            request.record.finished = self.t
+            self.done += 1
+            self.in_flight -= 1
+            self._release(self.t)
+            self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        while self.finishing and self.finishing[0][2] != self.finishing[0][3].version:
+            heapq.heappop(self.finishing)
+
+    def _leave_decodes(self, request: _Request) -> None:
+        self.decodes -= 1
+        self.context -= request.context + (self.g - request.since)
+        request.version += 1
+
+    def _preempt_last(self) -> bool:
+        """Recompute preemption of the request admitted last: its blocks freed, back to the queue's front."""
+        _, request = self.running.popitem()
+        if request in self.prefilling:
+            self.prefilling.remove(request)
+            self.prefill_blocks -= self._blocks(request.computed)
+        else:
+            self._leave_decodes(request)
+            request.last = self.t
+        request.target, request.computed = request.record.input_tokens + request.generated, 0
+        self.waiting.appendleft(request)
+        self.outcome.preemptions += 1
+        return True

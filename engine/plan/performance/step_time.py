@@ -1,0 +1,105 @@
+"""How long one engine step takes on one rank: per layer, bytes moved over HBM bandwidth against FLOPs over
+the tensor-core peak, the all-reduces, and fixed per-layer, per-step and per-request costs."""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from kvtool.engine.plan.performance.constants import EFFICIENCIES, Efficiencies
+from kvtool.engine.plan.performance.hardware import GpuFigures
+from kvtool.engine.plan.performance.model_cost import GemmCost, ModelCost
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step's seconds, and the part of them spent where FLOPs, not bytes, set the pace."""
+
+    seconds: float
+    compute_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepModel:
+    cost: ModelCost
+    gpu: GpuFigures
+    eff: Efficiencies = field(default=EFFICIENCIES)
+    _batches: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def _bandwidth(self) -> float:
+        return self.gpu.hbm_bytes_per_s * self.eff.hbm
+
+    def step(self, decodes: int, decode_context: int, chunks: list[tuple[int, int]]) -> StepTime:
+        """A step that runs `decodes` requests one token each (their KV `decode_context` tokens in all) and
+        prefill `chunks` of (new tokens, tokens already cached)."""
+        tokens = decodes + sum(new for new, _ in chunks)
+        seconds, compute = self.batch(tokens, decodes + len(chunks))
+        prefill = self._prefill_attention(chunks) if chunks else 0.0
+        return StepTime(seconds + prefill + self._decode_attention(decodes, decode_context), compute + prefill)
+
+    @cached_property
+    def kv_seconds_per_token(self) -> float:
+        """A decode step's growth per token of context: the KV the full-attention layers read."""
+        return self.cost.full_attention_layers * self.cost.kv_bytes_per_token / self._bandwidth
+
+    def batch(self, tokens: int, requests: int) -> tuple[float, float]:
+        """What a step of `tokens` for `requests` costs besides attention: (seconds, of which FLOP-bound)."""
+        key = (tokens, requests)
+        if key not in self._batches:
+            weights, compute = self._layers(tokens)
+            head, head_compute = self._gemm(self.cost.lm_head, requests)
+            self._batches[key] = (self._fixed(tokens, requests) + weights + head, compute + head_compute)
+        return self._batches[key]
+
+    def _fixed(self, tokens: int, requests: int) -> float:
+        cost, eff = self.cost, self.eff
+        allreduce = 2 * cost.layers * self._allreduce(tokens) if cost.tp > 1 else 0.0
+        return cost.layers * eff.layer_overhead_s + allreduce + eff.step_overhead_s + requests * eff.sequence_overhead_s
+
+    def _layers(self, tokens: int) -> tuple[float, float]:
+        """All layers' GEMMs and elementwise kernels: (seconds, of which FLOP-bound)."""
+        cost = self.cost
+        dense, dense_flops = self._gemm(cost.dense, tokens)
+        experts, expert_flops = self._experts(tokens)
+        elementwise = tokens * cost.activation_bytes_per_token / self._bandwidth
+        return cost.layers * (dense + experts + elementwise), cost.layers * (dense_flops + expert_flops)
+
+    def _gemm(self, gemm: GemmCost, tokens: int, weight_bytes: float | None = None) -> tuple[float, float]:
+        """max(weights over bandwidth, FLOPs over the achieved peak): (seconds, seconds if FLOP-bound else 0)."""
+        moved = (gemm.weight_bytes if weight_bytes is None else weight_bytes) / self._bandwidth
+        peak = self.gpu.peak_flops(gemm.dtype) * self.eff.gemm
+        computed = tokens * gemm.flops_per_token / peak * (self.eff.dequantize if gemm.dequantize else 1.0)
+        return max(moved, computed), computed if computed > moved else 0.0
+
+    def _experts(self, tokens: int) -> tuple[float, float]:
+        """Routed experts: the weights of the experts the step's tokens touch, the FLOPs of top-k per token."""
+        cost = self.cost
+        if cost.expert is None or tokens == 0:
+            return 0.0, 0.0
+        touched = expected_distinct_experts(tokens, cost.experts_per_token, cost.num_experts)
+        return self._gemm(cost.expert, tokens * cost.experts_per_token, touched * cost.expert.weight_bytes)
+
+    def _decode_attention(self, decodes: int, decode_context: int) -> float:
+        """The decodes' KV read; a sliding-window layer reads at most the window per request."""
+        cost = self.cost
+        sliding = min(decode_context, decodes * cost.sliding_window) * cost.sliding_layers
+        return decode_context * self.kv_seconds_per_token + sliding * cost.kv_bytes_per_token / self._bandwidth
+
+    def _prefill_attention(self, chunks: list[tuple[int, int]]) -> float:
+        """Causal attention of each chunk over its cache and itself; sliding layers see at most the window."""
+        cost = self.cost
+        pairs = sum(new * cached + new * (new + 1) / 2 for new, cached in chunks) * cost.full_attention_layers
+        pairs += sum(new * min(cached + new, cost.sliding_window) for new, cached in chunks) * cost.sliding_layers
+        return pairs * cost.attention_flops_per_pair / (self.gpu.peak_flops(cost.lm_head.dtype) * self.eff.attention)
+
+    def _allreduce(self, tokens: int) -> float:
+        cost = self.cost
+        moved = 2 * (cost.tp - 1) / cost.tp * tokens * cost.allreduce_bytes_per_token
+        return self.eff.allreduce_latency_s + moved / (self.gpu.link_bytes_per_s(cost.tp) * self.eff.link)
+
+
+def expected_distinct_experts(tokens: int, top_k: int, experts: int) -> float:
+    """Experts a batch touches when each of `tokens` routes to `top_k` of `experts` uniformly:
+    E x (1 - (1 - k/E)^tokens)."""
+    if experts <= 0:
+        return 0.0
+    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
