@@ -56,9 +56,8 @@ def predict(
     limits = SchedulerLimits(setup.max_num_seqs, setup.max_num_batched_tokens, setup.num_blocks - 1, setup.block_size)
     steps = step_model(setup, eff)
     clients = load.max_concurrency or 0
-    spread = request_latency(steps, input_tokens, output_tokens, clients) if load.closed_loop else 0.0
-    overhead = eff.request_overhead_s + eff.prompt_token_overhead_s * input_tokens
-    simulation = Simulation(steps, limits, input_tokens, output_tokens, load, overhead, spread)
+    drift = request_latency(steps, input_tokens, output_tokens, clients) if load.closed_loop else 0.0
+    simulation = Simulation(steps, limits, input_tokens, output_tokens, load, eff.request_overhead_s, drift)
     outcome = simulation.run()
     metrics = bench_metrics(outcome.records, outcome.gaps)
     return Performance(

@@ -17,7 +17,7 @@ from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.metrics import RequestRecord, TokenGaps
 from kvtool.engine.plan.performance.step_time import StepModel
 
-SPREAD_SEED = 0
+DRIFT_SEED = 0
 KV, SEQS, BUDGET = "kv_capacity", "max_num_seqs", "step_budget"
 
 
@@ -30,12 +30,25 @@ class SchedulerLimits:
 
 
 class _Request:
-    __slots__ = ("record", "target", "computed", "generated", "since", "context", "finish_step", "version", "last")
+    __slots__ = (
+        "record",
+        "target",
+        "computed",
+        "generated",
+        "since",
+        "context",
+        "finish_step",
+        "version",
+        "last",
+        "evicted_at",
+        "held",
+    )
 
     def __init__(self, record: RequestRecord):
         self.record, self.target, self.computed, self.generated = record, record.input_tokens, 0, 0
-        self.since = self.context = self.finish_step = self.version = 0
+        self.since = self.context = self.finish_step = self.version = self.held = 0
         self.last = 0.0  # when its last token came, while it waits to be recomputed
+        self.evicted_at = 0.0  # the pool's allocation count when it was preempted
 
 
 @dataclass
@@ -46,15 +59,6 @@ class Outcome:
     waiting: dict[str, float] = field(default_factory=dict)  # request-seconds spent waiting, by what held them
     busy_seconds: float = 0.0
     compute_seconds: float = 0.0  # of the busy time, where FLOPs rather than bytes set the pace
-
-
-def _spread(schedule: list[float], clients: int | None, spread_s: float) -> list[float]:
-    """A closed loop's clients start at phases spread over `spread_s` (one request's latency): the steady
-    state a long run settles in, where no two clients move in step."""
-    if not clients or spread_s <= 0:
-        return schedule
-    rng = random.Random(SPREAD_SEED)
-    return [max(t, rng.uniform(0, spread_s)) if i < clients else t for i, t in enumerate(schedule)]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -70,10 +74,10 @@ class Simulation:
         output_tokens: int,
         load: Load,
         request_overhead_s: float,
-        spread_s: float = 0.0,
+        drift_s: float = 0.0,
     ):
         self.steps, self.limits, self.load, self.overhead = steps, limits, load, request_overhead_s
-        self.schedule = _spread(load.schedule(), load.max_concurrency, spread_s)
+        self.schedule, self.drift, self.rng = load.schedule(), drift_s, random.Random(DRIFT_SEED)
         self.requests = [_Request(RequestRecord(0.0, input_tokens, output_tokens)) for _ in self.schedule]
         self.outcome = Outcome([r.record for r in self.requests], TokenGaps())
         self.t, self.g, self.sent, self.in_flight, self.done = 0.0, 0, 0, 0, 0
@@ -82,6 +86,7 @@ class Simulation:
         self.running: dict[int, _Request] = {}  # admission order
         self.prefilling: list[_Request] = []
         self.decodes, self.context, self.prefill_blocks = 0, 0, 0
+        self.allocated = 0.0  # blocks the pool has handed out so far (prefix caching reuses the oldest freed)
         self.finishing: list[tuple[int, int, int, _Request]] = []  # (step, id, version, request)
 
     def run(self) -> Outcome:
@@ -102,10 +107,16 @@ class Simulation:
         cap = self.load.max_concurrency or len(self.requests)
         while self.in_flight < cap and self.sent < len(self.requests):
             request = self.requests[self.sent]
-            request.record.sent = max(self.schedule[self.sent], now)
+            request.record.sent = max(self.schedule[self.sent], now) + self._drift(cap)
             heapq.heappush(self.arrivals, (request.record.sent + self.overhead, self.sent, request))
             self.sent += 1
             self.in_flight += 1
+
+    def _drift(self, clients: int) -> float:
+        """A closed loop starts with every client at once; from then on the clients drift apart (jitter in the
+        client, the network and the server), which a long run sees as clients at random phases: each client's
+        second request waits a random share of `drift` (one request's latency), once."""
+        return self.rng.uniform(0.0, self.drift) if clients <= self.sent < 2 * clients else 0.0
 
     def _take_arrivals(self) -> None:
         while self.arrivals and self.arrivals[0][0] <= self.t:
@@ -143,7 +154,18 @@ class Simulation:
         budget = self.limits.max_num_batched_tokens - self.decodes
         if len(self.running) >= self.limits.max_num_seqs or budget <= 0:
             return False
-        return self._free_blocks() >= self._blocks(min(request.target, budget))
+        cached = self._still_cached(request)
+        return self._free_blocks() >= self._blocks(cached + min(request.target - cached, budget))
+
+    def _still_cached(self, request: _Request) -> int:
+        """Tokens of a preempted request whose blocks prefix caching still holds: freed blocks are reused oldest
+        first and a request's own from its tail, so its prefix survives until the pool has handed out as many
+        blocks as it held (v1/core/block_pool.py free_blocks, kv_cache_manager.get_computed_blocks)."""
+        if not request.held:
+            return 0
+        reused = int(self.allocated - request.evicted_at) * self.limits.block_size
+        cached = max(0, request.held - reused)
+        return min(cached - cached % self.limits.block_size, request.target - 1)
 
     def _steps_until(self, when: float) -> int:
         """Decode steps until one starts at or after `when`: the smallest k with
@@ -163,6 +185,7 @@ class Simulation:
         self._account(seconds, k * first.compute_seconds, self._holdup())
         self.g += k
         self.context += k * self.decodes
+        self.allocated += k * self.decodes / self.limits.block_size
         self._finish_due()
 
     # -- one step -----------------------------------------------------------------------------------------
@@ -180,6 +203,7 @@ class Simulation:
             if request not in self.prefilling or new <= 0:
                 break
             self.prefill_blocks += need
+            self.allocated += need
             chunks.append((request, new))
             budget -= new
         if not preempted:
@@ -189,10 +213,13 @@ class Simulation:
     def _admit(self, budget: int, chunks: list) -> int:
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             request = self.waiting[0]
-            new = min(request.target, budget)
-            need = self._blocks(new)
+            cached = self._still_cached(request)
+            new = min(request.target - cached, budget)
+            need = self._blocks(cached + new)
             if self._free_blocks() < need:
                 break
+            request.computed = cached
+            self.allocated += need
             self.waiting.popleft()
             self.running[id(request)] = request
             self.prefilling.append(request)
@@ -215,6 +242,7 @@ class Simulation:
         self._account(took.seconds, took.compute_seconds, holdup)
         self.g += 1
         self.context += self.decodes
+        self.allocated += self.decodes / self.limits.block_size
         for request, new in chunks:
             request.computed += new
             if request.computed >= request.target:
@@ -271,10 +299,14 @@ class Simulation:
         if request in self.prefilling:
             self.prefilling.remove(request)
             self.prefill_blocks -= self._blocks(request.computed)
+            request.held = request.computed
         else:
+            request.held = request.context + (self.g - request.since)
+            request.generated += self.g - request.since  # one token a step since it began decoding
             self._leave_decodes(request)
             request.last = self.t
         request.target, request.computed = request.record.input_tokens + request.generated, 0
+        request.evicted_at = self.allocated
         self.waiting.appendleft(request)
         self.outcome.preemptions += 1
         return True
