@@ -1,6 +1,7 @@
 """Rich tables of a served-performance forecast (`kvtool plan --workload`) and of a forecast beside what
 `kvtool bench` measured (`kvtool bench --predict`)."""
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -13,8 +14,9 @@ COLUMNS = (  # heading, `vllm bench serve` key, band, digits
     ("ITL p99", "p99_itl_ms", "itl", 1),
     ("E2E", "mean_e2el_ms", "e2el", 0),
     ("req/s", "request_throughput", "throughput", 2),
-    ("tok/s out", "output_throughput", "throughput", 0),
+    ("tok/s", "output_throughput", "throughput", 0),
 )
+TABLE_WIDTH = 112  # the forecast's columns side by side, whatever the terminal's width
 COMPARED = (
     *COLUMNS[:3],
     ("TPOT p99", "p99_tpot_ms", "tpot", 1),
@@ -29,17 +31,33 @@ def forecast_table(result) -> Table:
     table = Table(
         title="Served performance (forecast; vllm bench serve's metrics, ms)",
         title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
         caption=f"band: TTFT ±{BANDS['ttft']:.0%}, TPOT and ITL ±{BANDS['tpot']:.0%}, E2E ±{BANDS['e2el']:.0%}, "
         f"throughput ±{BANDS['throughput']:.0%}",
         caption_justify="left",
     )
     several = len({shape for shape, _ in result.runs}) > 1
     for heading in (("workload",) if several else ()) + ("load", *(c[0] for c in COLUMNS), "bound"):
-        table.add_column(heading, justify="right" if heading not in ("workload", "load", "bound") else "left")
+        text = heading in ("workload", "load", "bound")
+        table.add_column(heading, justify="left" if text else "right", no_wrap=True)
     for shape, run in result.runs:
         cells = [f"{run.metrics[key]:,.{digits}f}" for _, key, _, digits in COLUMNS]
         table.add_row(*((shape.name,) if several else ()), run.load.label, *cells, run.bound)
     return table
+
+
+def print_forecast(console, result) -> None:
+    """The table at its natural width (wider than a narrow terminal rather than cut), the SLO's answers and
+    the line on what no measurement has checked."""
+    narrow = console.width
+    console.width = max(narrow, TABLE_WIDTH)
+    try:
+        console.print(forecast_table(result))
+    finally:
+        console.width = narrow
+    for line in [*slo_lines(result), *([result.note] if result.note else [])]:
+        console.print(line, soft_wrap=True)
 
 
 def slo_lines(result) -> list[Text]:

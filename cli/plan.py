@@ -203,13 +203,10 @@ def _forecast(report, workloads, served, gpu):
 def _print_forecast(forecast) -> None:
     from kvtool.cli import performance_render
 
-    console = render().console
     if forecast is None:
-        console.print(_forecast_module().NOT_STARTED)
-        return
-    console.print(performance_render.forecast_table(forecast))
-    for line in [*performance_render.slo_lines(forecast), forecast.note]:
-        console.print(line, soft_wrap=True) if line else None
+        render().console.print(_forecast_module().NOT_STARTED)
+    else:
+        performance_render.print_forecast(render().console, forecast)
 
 
 def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):

@@ -56,7 +56,7 @@ def _slo_answer(setup: ServingSetup, shape: RequestShape, slo: Slo, base: Load, 
 
     base = replace(base, request_rate=math.inf, max_concurrency=None)
     saturated = predict(setup, shape.input_tokens, shape.output_tokens, base, eff).metrics["request_throughput"]
-    clients = largest_concurrency(meets, base, setup.max_num_seqs)
+    clients = largest_concurrency(meets, base, min(setup.max_num_seqs, base.num_prompts))
     return SloAnswer(shape, slo, clients, largest_rate(meets, base, saturated))
 
 
