@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.live import Live
 
+from kvtool.cli import bench_predict
 from kvtool.cli.engine_options import BYTE_SIZE, LENGTH
 
 SERVER, WORKLOAD, SAMPLING, LOAD, METRICS, OUTPUT, OFFLINE = (
@@ -185,6 +186,10 @@ def bench(
             rich_help_panel=OFFLINE,
         ),
     ] = None,
+    predict: bench_predict.Predict = False,
+    gpu: bench_predict.Gpu = None,
+    tp: bench_predict.Tp = 1,
+    vllm_version: bench_predict.VllmVersion = None,
 ) -> None:
     """Benchmark a server: TTFT, TPOT, ITL, E2E latency, throughput and goodput, vLLM's definitions.
 
@@ -205,6 +210,7 @@ def bench(
         )
     if chart and not sweep:
         raise UsageError("--chart plots a sweep.", fix="Add e.g. --sweep max-concurrency=1,8,32.")
+    bench_predict.check_options(predict, gpu, offline or vs is not None)
     engine_args = {
         "dtype": dtype,
         "quantization": quantization,
@@ -255,11 +261,12 @@ def bench(
     if offline or vs:
         _bench_offline(config, vs is not None, json_path)
     else:
-        _bench_server(config, sweep, json_path, csv_path, chart)
+        target = (gpu, tp, vllm_version) if predict else None
+        _bench_server(config, sweep, json_path, csv_path, chart, target)
 
 
 def _bench_server(
-    config, sweep_text: str | None, json_path: Path | None, csv_path: Path | None, chart: Path | None
+    config, sweep_text: str | None, json_path: Path | None, csv_path: Path | None, chart: Path | None, target=None
 ) -> None:
     from kvtool.bench.report import result_tables, sweep_table
     from kvtool.bench.sweep import parse_sweep, single_run
@@ -271,9 +278,18 @@ def _bench_server(
         if label:
             console.rule(label)
         console.print(result_tables(result))
+        _print_prediction(console, result, target) if target else None
     if sweep.parameter:
         console.print(sweep_table(sweep.parameter, sweep.values, results, max(config.percentiles)))
     _write_files(console, sweep, results, json_path, csv_path, chart)
+
+
+def _print_prediction(console: Console, result, target: tuple) -> None:
+    """kvtool plan's forecast of the run beside it; the JSON summary carries it as `predicted`."""
+    from kvtool.cli.performance_render import comparison_table
+
+    result.summary["predicted"] = bench_predict.predicted(result, *target)
+    console.print(comparison_table(result.summary["predicted"], result.summary))
 
 
 def _write_files(
