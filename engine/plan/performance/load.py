@@ -24,7 +24,8 @@ class Load:
 
     @property
     def label(self) -> str:
-        parts = [f"{self.max_concurrency} clients"] if self.max_concurrency else []
+        clients = self.max_concurrency
+        parts = [f"{clients} client{'s' if clients != 1 else ''}"] if clients else []
         parts += [] if math.isinf(self.request_rate) else [f"{self.request_rate:g}/s"]
         return ", ".join(parts) or f"{self.num_prompts} at once"
 
