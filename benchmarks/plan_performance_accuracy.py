@@ -84,11 +84,11 @@ def _silicon_setup(row: dict):
 
 
 def print_table(title: str, table: dict[str, dict[str, list[float]]]) -> None:
-    print(f"\n{title}\n| runs | n | TTFT median | TTFT p80 | TPOT median | TPOT p80 | throughput median | throughput p80 |")
-    print("|---|---|---|---|---|---|---|---|")
+    headings = ("runs", "n", *(f"{f} {q}" for f in ("TTFT", "TPOT", "throughput") for q in ("median", "p80")))
+    print(f"\n{title}\n| " + " | ".join(headings) + " |\n" + "|---" * len(headings) + "|")
     for name, figures in sorted(table.items(), key=lambda item: (item[0].startswith("all"), item[0])):
         count = max(len(values) for values in figures.values())
-        cells = [_stat(figures.get(figure, []), q) for figure in ("ttft", "tpot", "output_throughput") for q in (50, 80)]
+        cells = [_stat(figures.get(f, []), q) for f in ("ttft", "tpot", "output_throughput") for q in (50, 80)]
         print(f"| {name} | {count} | " + " | ".join(cells) + " |")
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from kvtool.engine.sizing.catalog import load_yaml
-from kvtool.engine.sizing.gpus import GPU_CATALOG_FILE
+from kvtool.engine.sizing.gpus import GPU_CATALOG_FILE, find_gpu
 from kvtool.errors import UsageError
 
 GB = 1e9
@@ -48,13 +48,29 @@ def _datasheets() -> dict[str, dict]:
 
 def catalog_figures(name: str, given_as: str | None = None) -> GpuFigures:
     """The datasheet of a catalog GPU; `given_as` (the name the user typed) picks a board variant that shares
-    the catalog row, such as a PCIe card listed under its SXM card's name."""
+    the catalog row, such as a PCIe card listed under its SXM card's name. A device name as NVML reads it
+    ("NVIDIA H100 80GB HBM3") finds its catalog row by its leading words."""
     sheets = _datasheets()
-    for key in (given_as, name):
-        row = sheets.get(str(key).strip().lower().replace(" ", "-").removeprefix("nvidia-")) if key else None
+    for key in (*_spellings(given_as), *_spellings(name)):
+        row = sheets.get(key) or sheets.get(_catalog_name(key))
         if row is not None:
             return GpuFigures(name=name, **row)
     return GpuFigures(name=name)
+
+
+def _spellings(name: str | None) -> list[str]:
+    """The name in the catalog's spelling, then without its trailing words: h100-80gb-hbm3, h100-80gb, h100."""
+    if not name:
+        return []
+    words = name.strip().lower().replace(" ", "-").removeprefix("nvidia-").removeprefix("geforce-").split("-")
+    return ["-".join(words[:count]) for count in range(len(words), 0, -1)]
+
+
+def _catalog_name(alias: str) -> str:
+    try:
+        return find_gpu(alias).name.lower()
+    except UsageError:
+        return ""
 
 
 def with_given(figures: GpuFigures, bandwidth_gbps: float | None, tflops: dict[str, float] | None) -> GpuFigures:

@@ -102,6 +102,19 @@ def test_datasheets_by_board_and_given_figures():
         parse_tflops("bf16=fast", "bf16")
 
 
+@pytest.mark.parametrize(
+    ("device", "bandwidth"),
+    [
+        ("NVIDIA H100 80GB HBM3", 3350),
+        ("NVIDIA H100 PCIe", 2000),
+        ("NVIDIA GeForce RTX 4090", 1008),
+        ("NVIDIA L4", 300),
+    ],
+)
+def test_a_device_named_as_nvml_reads_it_finds_its_datasheet(device, bandwidth):
+    assert catalog_figures(device).hbm_gbps == bandwidth
+
+
 def test_an_infinity_fabric_mesh_gives_tp_only_the_links_to_its_peers():
     mi300x = catalog_figures("MI300X")
     assert mi300x.link_bytes_per_s(2) == pytest.approx(64e9)
