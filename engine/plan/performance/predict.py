@@ -8,7 +8,8 @@ from kvtool.engine.plan.performance.hardware import GpuFigures
 from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.metrics import bench_metrics
 from kvtool.engine.plan.performance.model_cost import model_cost
-from kvtool.engine.plan.performance.scheduler import SchedulerLimits, Simulation
+from kvtool.engine.plan.performance.scheduler import Simulation
+from kvtool.engine.plan.performance.sim_request import SchedulerLimits
 from kvtool.engine.plan.performance.step_time import StepModel
 from kvtool.engine.sizing.quantization import QuantFacts
 from kvtool.engine.sizing.spec import ModelSpec

@@ -11,58 +11,21 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
 
 from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.metrics import RequestRecord, TokenGaps
-from kvtool.engine.plan.performance.step_time import StepModel
+from kvtool.engine.plan.performance.sim_request import (
+    BUDGET,
+    KV,
+    SEQS,
+    Outcome,
+    SchedulerLimits,
+    SimRequest,
+    cdiv,
+)
+from kvtool.engine.plan.performance.step_time import StepModel, steps_to_reach
 
 DRIFT_SEED = 0
-KV, SEQS, BUDGET = "kv_capacity", "max_num_seqs", "step_budget"
-
-
-@dataclass(frozen=True)
-class SchedulerLimits:
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    num_blocks: int  # blocks a request can be given (the pool less vLLM's null block)
-    block_size: int
-
-
-class _Request:
-    __slots__ = (
-        "record",
-        "target",
-        "computed",
-        "generated",
-        "since",
-        "context",
-        "finish_step",
-        "version",
-        "last",
-        "evicted_at",
-        "held",
-    )
-
-    def __init__(self, record: RequestRecord):
-        self.record, self.target, self.computed, self.generated = record, record.input_tokens, 0, 0
-        self.since = self.context = self.finish_step = self.version = self.held = 0
-        self.last = 0.0  # when its last token came, while it waits to be recomputed
-        self.evicted_at = 0.0  # the pool's allocation count when it was preempted
-
-
-@dataclass
-class Outcome:
-    records: list[RequestRecord]
-    gaps: TokenGaps
-    preemptions: int = 0
-    waiting: dict[str, float] = field(default_factory=dict)  # request-seconds spent waiting, by what held them
-    busy_seconds: float = 0.0
-    compute_seconds: float = 0.0  # of the busy time, where FLOPs rather than bytes set the pace
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class Simulation:
@@ -78,16 +41,16 @@ class Simulation:
     ):
         self.steps, self.limits, self.load, self.overhead = steps, limits, load, request_overhead_s
         self.schedule, self.drift, self.rng = load.schedule(), drift_s, random.Random(DRIFT_SEED)
-        self.requests = [_Request(RequestRecord(0.0, input_tokens, output_tokens)) for _ in self.schedule]
+        self.requests = [SimRequest(RequestRecord(0.0, input_tokens, output_tokens)) for _ in self.schedule]
         self.outcome = Outcome([r.record for r in self.requests], TokenGaps())
         self.t, self.g, self.sent, self.in_flight, self.done = 0.0, 0, 0, 0, 0
-        self.arrivals: list[tuple[float, int, _Request]] = []
-        self.waiting: deque[_Request] = deque()
-        self.running: dict[int, _Request] = {}  # admission order
-        self.prefilling: list[_Request] = []
+        self.arrivals: list[tuple[float, int, SimRequest]] = []
+        self.waiting: deque[SimRequest] = deque()
+        self.running: dict[int, SimRequest] = {}  # admission order
+        self.prefilling: list[SimRequest] = []
         self.decodes, self.context, self.prefill_blocks = 0, 0, 0
         self.allocated = 0.0  # blocks the pool has handed out so far (prefix caching reuses the oldest freed)
-        self.finishing: list[tuple[int, int, int, _Request]] = []  # (step, id, version, request)
+        self.finishing: list[tuple[int, int, int, SimRequest]] = []  # (step, id, version, request)
 
     def run(self) -> Outcome:
         self._release(0.0)
@@ -134,7 +97,7 @@ class Simulation:
         return self.limits.num_blocks - used
 
     def _blocks(self, tokens: int) -> int:
-        return _cdiv(tokens, self.limits.block_size)
+        return cdiv(tokens, self.limits.block_size)
 
     # -- decode runs --------------------------------------------------------------------------------------
     def _quiet_steps(self) -> int:
@@ -150,14 +113,14 @@ class Simulation:
             steps = min(steps, self._steps_until(self.arrivals[0][0]))
         return steps
 
-    def _admissible(self, request: _Request) -> bool:
+    def _admissible(self, request: SimRequest) -> bool:
         budget = self.limits.max_num_batched_tokens - self.decodes
         if len(self.running) >= self.limits.max_num_seqs or budget <= 0:
             return False
         cached = self._still_cached(request)
         return self._free_blocks() >= self._blocks(cached + min(request.target - cached, budget))
 
-    def _still_cached(self, request: _Request) -> int:
+    def _still_cached(self, request: SimRequest) -> int:
         """Tokens of a preempted request whose blocks prefix caching still holds: freed blocks are reused oldest
         first and a request's own from its tail, so its prefix survives until the pool has handed out as many
         blocks as it held (v1/core/block_pool.py free_blocks, kv_cache_manager.get_computed_blocks)."""
@@ -168,14 +131,8 @@ class Simulation:
         return min(cached - cached % self.limits.block_size, request.target - 1)
 
     def _steps_until(self, when: float) -> int:
-        """Decode steps until one starts at or after `when`: the smallest k with
-        k a + b (k S + B k (k - 1) / 2) >= when - now."""
-        first, per_token = self.steps.step(self.decodes, self.context, []), self.steps.kv_seconds_per_token
-        quadratic, linear = per_token * self.decodes / 2, first.seconds - per_token * self.decodes / 2
-        gap = when - self.t
-        if quadratic <= 0:
-            return max(1, math.ceil(gap / linear))
-        return max(1, math.ceil((-linear + math.sqrt(linear * linear + 4 * quadratic * gap)) / (2 * quadratic)))
+        first = self.steps.step(self.decodes, self.context, []).seconds
+        return steps_to_reach(first, self.steps.kv_seconds_per_token * self.decodes, when - self.t)
 
     def _decode_run(self, k: int) -> None:
         first = self.steps.step(self.decodes, self.context, [])
@@ -194,7 +151,7 @@ class Simulation:
         while self.decodes and self._free_blocks() < 0:
             preempted = self._preempt_last()
         budget = self.limits.max_num_batched_tokens - self.decodes
-        chunks: list[tuple[_Request, int]] = []
+        chunks: list[tuple[SimRequest, int]] = []
         for request in list(self.prefilling):
             new = min(request.target - request.computed, budget)
             need = self._blocks(request.computed + new) - self._blocks(request.computed)
@@ -236,7 +193,7 @@ class Simulation:
             return SEQS
         return BUDGET if budget <= 0 and not preempted else KV
 
-    def _run_step(self, chunks: list[tuple[_Request, int]], holdup: str | None) -> None:
+    def _run_step(self, chunks: list[tuple[SimRequest, int]], holdup: str | None) -> None:
         took = self.steps.step(self.decodes, self.context, [(new, r.computed) for r, new in chunks])
         self.outcome.gaps.add(took.seconds, 0.0, 1, self.decodes)
         self._account(took.seconds, took.compute_seconds, holdup)
@@ -257,7 +214,7 @@ class Simulation:
         self.t += seconds
 
     # -- request life -------------------------------------------------------------------------------------
-    def _start_decoding(self, request: _Request) -> None:
+    def _start_decoding(self, request: SimRequest) -> None:
         """Its prefill (or recompute) is done: this step sampled its next token."""
         self.prefilling.remove(request)
         self.prefill_blocks -= self._blocks(request.computed)
@@ -288,7 +245,7 @@ class Simulation:
         while self.finishing and self.finishing[0][2] != self.finishing[0][3].version:
             heapq.heappop(self.finishing)
 
-    def _leave_decodes(self, request: _Request) -> None:
+    def _leave_decodes(self, request: SimRequest) -> None:
         self.decodes -= 1
         self.context -= request.context + (self.g - request.since)
         request.version += 1

@@ -1,6 +1,7 @@
 """How long one engine step takes on one rank: per layer, bytes moved over HBM bandwidth against FLOPs over
 the tensor-core peak, the all-reduces, and fixed per-layer, per-step and per-request costs."""
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -95,6 +96,15 @@ class StepModel:
         cost = self.cost
         moved = 2 * (cost.tp - 1) / cost.tp * tokens * cost.allreduce_bytes_per_token
         return self.eff.allreduce_latency_s + moved / (self.gpu.link_bytes_per_s(cost.tp) * self.eff.link)
+
+
+def steps_to_reach(first: float, growth: float, gap: float) -> int:
+    """Decode steps until one starts `gap` seconds from now, the first taking `first` and each the next `growth`
+    more: the smallest k with k first + growth k (k - 1) / 2 >= gap (at least one)."""
+    quadratic, linear = growth / 2, first - growth / 2
+    if quadratic <= 0:
+        return max(1, math.ceil(gap / linear))
+    return max(1, math.ceil((-linear + math.sqrt(linear * linear + 4 * quadratic * gap)) / (2 * quadratic)))
 
 
 def expected_distinct_experts(tokens: int, top_k: int, experts: int) -> float:

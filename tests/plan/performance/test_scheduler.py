@@ -13,7 +13,8 @@ from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.metrics import PERCENTILES, bench_metrics
 from kvtool.engine.plan.performance.model_cost import model_cost
 from kvtool.engine.plan.performance.predict import ServingSetup, predict
-from kvtool.engine.plan.performance.scheduler import KV, SEQS, SchedulerLimits, Simulation
+from kvtool.engine.plan.performance.scheduler import Simulation
+from kvtool.engine.plan.performance.sim_request import KV, SEQS, SchedulerLimits
 from kvtool.engine.plan.performance.step_time import StepModel
 
 SPEC = resolve_model_spec("Qwen/Qwen3-8B")
