@@ -72,8 +72,10 @@ def bench_metrics(records: list[RequestRecord], gaps: TokenGaps) -> dict[str, fl
     duration = max(r.finished for r in records) - start
     outputs = sum(r.output_tokens for r in records)
     figures = {
-        "duration_s": duration,
+        "duration": duration,
         "completed": len(records),
+        "total_input_tokens": sum(r.input_tokens for r in records),
+        "total_output_tokens": outputs,
         "request_throughput": len(records) / duration,
         "output_throughput": outputs / duration,
         "total_token_throughput": (outputs + sum(r.input_tokens for r in records)) / duration,
