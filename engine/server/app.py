@@ -12,16 +12,16 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from kvtool import __version__
-from kvtool.engine.server.chat import create_chat_completion
-from kvtool.engine.server.chat_prompt import requested_template
-from kvtool.engine.server.chat_protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
+from kvtool.engine.server.chat.completions import create_chat_completion
+from kvtool.engine.server.chat.prompt import requested_template
+from kvtool.engine.server.chat.protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.decisions import add_decisions_route
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
 from kvtool.engine.server.protocol import CompletionRequest, DetokenizeRequest
-from kvtool.engine.server.responses import (
+from kvtool.engine.server.response_models import (
     ChatCompletionResponse,
     CompletionResponse,
     DetokenizeResponse,
@@ -30,7 +30,7 @@ from kvtool.engine.server.responses import (
     TokenizeResponse,
     VersionResponse,
 )
-from kvtool.engine.server.responses_api import add_responses_routes
+from kvtool.engine.server.responses.routes import add_responses_routes
 from kvtool.engine.server.sagemaker import install_sagemaker
 from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState

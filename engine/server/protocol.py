@@ -1,5 +1,5 @@
 """Request bodies of the OpenAI-compatible API, with vLLM's extra sampling fields and defaults (the bodies that
-carry chat messages are in chat_protocol.py)."""
+carry chat messages are in chat/protocol.py)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ class SamplingFields(StrictModel):
     length_penalty: float = 1.0
     truncate_prompt_tokens: PromptTokensKept | None = None
     truncation_side: Literal["left", "right"] | None = None
-    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
+    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat/completions.py)
     kv_transfer_params: dict[str, Any] | None = None
 
     _raw_body_checks = model_validator(mode="before")(body_checks.sampling_body)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from openai.types.responses import ResponseFunctionToolCall, ResponseReasoningItem
 from pydantic import ValidationError
 
-from kvtool.engine.server.chat_protocol import ChatCompletionRequest, ChatMessage
+from kvtool.engine.server.chat.protocol import ChatCompletionRequest, ChatMessage
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.protocol import SAMPLING_KNOBS, ResponseFormat
-from kvtool.engine.server.responses_protocol import ResponsesRequest
-from kvtool.engine.server.responses_tools import ToolNames, chat_tool_choice
+from kvtool.engine.server.responses.protocol import ResponsesRequest
+from kvtool.engine.server.responses.tools import ToolNames, chat_tool_choice
 from kvtool.engine.sizing import messages
 
 TEXT_PARTS = ("input_text", "output_text", "text")
