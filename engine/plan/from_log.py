@@ -1,7 +1,7 @@
 """`kvtool plan --from-log`: the budget a vLLM start-up log measured, answered for other settings.
 
 The log's run is planned twice with kvtool's estimator, at the log's own settings and at the new ones, and
-each part of the log's budget (sizing/log_budget.py) moves with the estimate between the two: a part the log
+each part of the log's budget (startup_log/budget.py) moves with the estimate between the two: a part the log
 prints by itself by the estimate's difference; the weights (split over tp x pp) and the parts solved from the
 log's budget (shares of it in the proportion of their estimates) by its ratio. A part the log does not print
 keeps the estimate, and a part the new settings do not charge (CUDA graphs under --enforce-eager) is gone.
@@ -24,7 +24,9 @@ from kvtool.engine.plan.from_log_run import (
 )
 from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, kv_cache_spec, make_plan
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.log_budget import (
+from kvtool.engine.sizing.memory_budget import MemoryBudget
+from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import (
     DERIVED,
     ESTIMATED,
     GIVE_A_GPU,
@@ -34,9 +36,7 @@ from kvtool.engine.sizing.log_budget import (
     LogBudget,
     log_budget,
 )
-from kvtool.engine.sizing.memory_budget import MemoryBudget
-from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log_file
-from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.reader import VllmStartupLog, read_startup_log_file
 from kvtool.errors import UsageError
 
 SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimate's ratio

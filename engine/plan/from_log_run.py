@@ -8,13 +8,13 @@ from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
 from kvtool.engine.plan.planner import PlanRequest, Workload
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
-from kvtool.engine.sizing.log_budget import CATALOG, GIVEN, MEASURED, log_gpu
 from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import ModelSpec
-from kvtool.engine.sizing.startup_log import VllmStartupLog
-from kvtool.engine.sizing.startup_log_settings import typed_settings
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import NEWEST, VllmRelease
+from kvtool.engine.startup_log.budget import CATALOG, GIVEN, MEASURED, log_gpu
+from kvtool.engine.startup_log.reader import VllmStartupLog
+from kvtool.engine.startup_log.settings import typed_settings
 from kvtool.errors import UsageError
 
 NO_RELEASE = "The log names no vLLM release: answered with {name}'s rules{fix}."

@@ -1,4 +1,4 @@
-"""The budget of a start-up log's run (engine/sizing/log_budget.py), as diagnose would take it: from sizing
+"""The budget of a start-up log's run (engine/startup_log/budget.py), as diagnose would take it: from sizing
 alone, with its own estimate of the parts the log does not print."""
 
 import pytest
@@ -6,7 +6,9 @@ from from_log_cases import HERE
 
 from kvtool.engine.sizing import catalog
 from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
-from kvtool.engine.sizing.log_budget import (
+from kvtool.engine.sizing.memory_budget import memory_budget
+from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import (
     CATALOG,
     DERIVED,
     ESTIMATED,
@@ -15,9 +17,7 @@ from kvtool.engine.sizing.log_budget import (
     log_budget,
     log_gpu,
 )
-from kvtool.engine.sizing.memory_budget import memory_budget
-from kvtool.engine.sizing.startup_log import read_startup_log_file
-from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.reader import read_startup_log_file
 
 
 @pytest.mark.parametrize(
