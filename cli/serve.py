@@ -13,6 +13,7 @@ from kvtool.cli import output_options as output_flags
 from kvtool.cli import server_options as server_flags
 from kvtool.cli.engine_options import ENGINE, MODEL
 from kvtool.cli.server_options import REQUESTS, SERVER
+from kvtool.engine.server import defaults as server_defaults
 from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
@@ -28,7 +29,7 @@ class Backend(str, Enum):
 
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
-ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
+ToolCallParser = Enum("ToolCallParser", {name: name for name in server_defaults.TOOL_CALL_PARSERS}, type=str)
 TrustRequestChatTemplate = Annotated[
     bool,
     typer.Option(
@@ -98,15 +99,15 @@ def serve(
             help='How tool_choice "auto" reads tool calls in the reply (vLLM\'s parser names).',
             rich_help_panel=REQUESTS,
         ),
-    ] = defaults.DEFAULT_TOOL_CALL_PARSER,
+    ] = server_defaults.DEFAULT_TOOL_CALL_PARSER,
     max_logprobs: output_flags.MaxLogprobs = None,
     return_tokens_as_token_ids: output_flags.ReturnTokensAsTokenIds = False,
     enable_prompt_tokens_details: output_flags.EnablePromptTokensDetails = False,
     enable_force_include_usage: output_flags.EnableForceIncludeUsage = False,
     enable_per_request_metrics: output_flags.EnablePerRequestMetrics = False,
     trust_request_chat_template: TrustRequestChatTemplate = False,
-    host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = server_defaults.DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = server_defaults.DEFAULT_PORT,
     uds: server_flags.Uds = None,
     root_path: server_flags.RootPath = None,
     api_key: server_flags.ApiKey = None,

@@ -14,10 +14,11 @@ from kvtool.engine.sizing import messages
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_SCHEDULER_LIMITS
 from kvtool.engine.sizing.engine_args import AUTO_MAX_MODEL_LEN, resolve_max_model_len
 from kvtool.engine.sizing.gguf_spec import engine_quantization
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
-from kvtool.engine.sizing.memory_budget import resolve_dtype
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import format_gib
+from kvtool.engine.sizing.weights import resolve_dtype
 from kvtool.errors import UsageError
 from kvtool.profiles.vllm_flags import ENGINE_KEYS
 from kvtool.profiles.workload import WorkloadProfile

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
 from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.server.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_TOOL_CALL_PARSER
 from kvtool.engine.server.serving import OutputOptions, ServerSettings
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.spec import ModelSpec
@@ -37,8 +38,8 @@ class ServeRequest:
 
     profile: str | None = None
     model: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     uds: str | None = None  # a unix socket path: served there instead of host:port
     root_path: str | None = None
     api_keys: tuple[str, ...] = ()
@@ -47,7 +48,7 @@ class ServeRequest:
     enable_tokenizer_info_endpoint: bool = False
     served_model_name: str | None = None
     default_max_tokens: int | None = None
-    tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
+    tool_call_parser: str = DEFAULT_TOOL_CALL_PARSER
     output: OutputOptions = field(default_factory=OutputOptions)
     trust_request_chat_template: bool = False
     engine_overrides: dict = field(default_factory=dict)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
-from kvtool.engine.sizing.memory_budget import activation_bytes, memory_budget
+from kvtool.engine.sizing.memory_budget import memory_budget
+from kvtool.engine.sizing.profile_run import activation_bytes
 from kvtool.engine.sizing.release_rules import budget_rules, scheduler_limits, v0_chunked_prefill
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import NEWEST, VllmRelease, default_gpu_memory_utilization, version_tuple

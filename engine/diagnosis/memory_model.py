@@ -8,7 +8,8 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.discovery.models import resolve_offline, spec_from_path
 from kvtool.engine.sizing import catalog
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE, KV_CACHE_DTYPES
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout, kv_cache_dtype_bytes
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, kv_cache_dtype_bytes
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB

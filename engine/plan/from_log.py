@@ -22,7 +22,8 @@ from kvtool.engine.plan.from_log_run import (
     run_model_spec,
     same_card,
 )
-from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, kv_cache_spec, make_plan
+from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, make_plan
+from kvtool.engine.plan.stages import kv_cache_spec
 from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.units import GiB

@@ -8,7 +8,7 @@ from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
 from kvtool.engine.plan.planner import PlanRequest, Workload
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
-from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
+from kvtool.engine.sizing.quantization_methods import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import NEWEST, VllmRelease

@@ -3,13 +3,7 @@
 from dataclasses import dataclass, field, replace
 
 from kvtool.engine.plan import advice
-from kvtool.engine.plan.stages import (  # noqa: F401 (kv_cache_spec, cpu_engine_quantizes re-exported)
-    binding_stage,
-    cpu_engine_quantizes,
-    kv_cache_spec,
-    stage_budget,
-    stage_gpu,
-)
+from kvtool.engine.plan.stages import binding_stage, stage_budget, stage_gpu
 from kvtool.engine.sizing import release_rules, vllm_startup
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE
 from kvtool.engine.sizing.engine_args import (

@@ -6,10 +6,11 @@ from dataclasses import replace
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
-from kvtool.engine.sizing.kv_layout import stage_partition
-from kvtool.engine.sizing.memory_budget import MemoryBudget, Stage, memory_budget, resolve_dtype
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout, stage_partition
+from kvtool.engine.sizing.memory_budget import MemoryBudget, memory_budget
 from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.weights import Stage, resolve_dtype
 
 
 def binding_stage(spec, request, v0, batched, seqs) -> tuple[int, MemoryBudget, KVCacheSpec]:

@@ -17,6 +17,7 @@ from kvtool.engine.server.chat.prompt import requested_template
 from kvtool.engine.server.chat.protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.decisions import add_decisions_route
+from kvtool.engine.server.defaults import API_KEY_GUARDED_PREFIXES, VLLM_API_VERSION
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
@@ -35,7 +36,6 @@ from kvtool.engine.server.sagemaker import install_sagemaker
 from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState
 from kvtool.engine.server.tokenizer_info import TokenizerInfoResponse, tokenizer_info
-from kvtool.engine.sizing.defaults import API_KEY_GUARDED_PREFIXES, VLLM_API_VERSION
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

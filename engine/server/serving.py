@@ -10,6 +10,7 @@ from http import HTTPStatus
 
 from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.truncation import Truncation
+from kvtool.engine.server.defaults import DEFAULT_TOOL_CALL_PARSER
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
@@ -37,7 +38,7 @@ class ServerSettings:
     api_keys: tuple[str, ...] = ()  # any one of them is accepted on the guarded paths
     overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
-    tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
+    tool_call_parser: str | None = DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
     root_path: str | None = None  # a path-routing proxy's prefix: routes answer under it and without it
     enable_server_load_tracking: bool = False  # count generation requests in flight for GET /load
     output: OutputOptions = field(default_factory=OutputOptions)

@@ -153,21 +153,6 @@ def quantization(config: dict) -> str | None:
     return None
 
 
-def count_parameters(
-    config: dict,
-    hidden: int,
-    layers: int,
-    heads: int,
-    kv_heads: int,
-    dim: int,
-    vocab: int,
-    intermediate: int,
-    tied: bool,
-) -> int:
-    """Parameter count from the shapes (norms and biases left out): embeddings + attention + MLP/experts."""
-    return sum(parameter_groups(config, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied).values())
-
-
 def parameter_groups(
     config: dict,
     hidden: int,

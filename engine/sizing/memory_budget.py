@@ -18,13 +18,7 @@ from kvtool.engine.sizing.defaults import (
 )
 from kvtool.engine.sizing.profile_run import ProfileRules, activation_bytes, encoder_bytes
 from kvtool.engine.sizing.spec import ModelSpec
-from kvtool.engine.sizing.weights import (  # noqa: F401 (resolve_dtype, weights_bytes re-exported)
-    Stage,
-    model_quant_facts,
-    resolve_dtype,
-    stage_weights_bytes,
-    weights_bytes,
-)
+from kvtool.engine.sizing.weights import Stage, model_quant_facts, stage_weights_bytes
 from kvtool.errors import UsageError
 
 MiB = 1 << 20

@@ -7,7 +7,7 @@ from engine_cases import prompts_of
 
 from kvtool.engine.runtime.async_llm import AsyncLLM
 from kvtool.engine.runtime.config import SamplingParams
-from kvtool.engine.sizing.kv_cache import RequestTooLongError
+from kvtool.engine.sizing.request_length import RequestTooLongError
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 

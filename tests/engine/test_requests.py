@@ -5,8 +5,7 @@ from engine_cases import prompts_of
 
 from kvtool.engine.runtime.config import EngineConfig, SamplingParams
 from kvtool.engine.runtime.llm import LLM
-from kvtool.engine.sizing.kv_cache import RequestTooLongError
-from kvtool.engine.sizing.request_length import decide_max_tokens
+from kvtool.engine.sizing.request_length import RequestTooLongError, decide_max_tokens
 from kvtool.errors import UsageError
 
 

@@ -12,8 +12,9 @@ from kvtool.engine.discovery import gpus
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing.defaults import default_scheduler_limits
 from kvtool.engine.sizing.gpus import GpuProcess, find_gpu
-from kvtool.engine.sizing.memory_budget import memory_budget, weights_bytes
+from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.sizing.weights import weights_bytes
 from kvtool.errors import UsageError
 
 

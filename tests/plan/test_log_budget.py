@@ -5,7 +5,8 @@ import pytest
 from from_log_cases import HERE
 
 from kvtool.engine.sizing import catalog
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.startup_log.budget import (

@@ -7,8 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.cli.serve_config import CPU_KV_CACHE_CAP, DeviceInfo, build_serve_plan
+from kvtool.cli.serve_config import DeviceInfo, build_serve_plan
 from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP
 from kvtool.engine.sizing.engine_args import AUTO_MAX_MODEL_LEN
 from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError
 from kvtool.errors import UsageError

@@ -3,7 +3,7 @@
 import json
 
 from kvtool.engine.server.chat.tool_parsers import TOOL_PARSERS, HermesToolParser, Llama3JsonToolParser
-from kvtool.engine.sizing.defaults import DEFAULT_TOOL_CALL_PARSER, TOOL_CALL_PARSERS
+from kvtool.engine.server.defaults import DEFAULT_TOOL_CALL_PARSER, TOOL_CALL_PARSERS
 
 
 def test_every_tool_call_parser_serve_offers_has_a_parser():

@@ -8,7 +8,7 @@ from kvtool.engine.runtime.models.registry import SUPPORTED_MODEL_TYPES, model_c
 from kvtool.engine.runtime.worker.gguf_convert import converted_folder
 from kvtool.engine.sizing import messages as msg
 from kvtool.engine.sizing.gguf_spec import engine_quantization
-from kvtool.engine.sizing.memory_budget import resolve_dtype
+from kvtool.engine.sizing.weights import resolve_dtype
 from kvtool.errors import UsageError
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
