@@ -14,13 +14,13 @@ from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
 from kvtool.engine.runtime.layers.attention import AttentionMetadata
-from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.prompt_embeds import step_inputs_embeds
 from kvtool.engine.runtime.worker.cpu_malloc import keep_freed_memory
 from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
+from kvtool.engine.runtime.worker.fused_decode import FusedDecode
 from kvtool.engine.runtime.worker.input_batch import InputBatch, ModelInput
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
