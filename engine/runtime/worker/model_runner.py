@@ -27,7 +27,7 @@ from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.engine.runtime.worker.prompt_logprobs import mark_scored, score_prompts
 from kvtool.engine.runtime.worker.sampler import Sampler
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION, default_cpu_threads
-from kvtool.kernels import cpu_ops, get_ops
+from kvtool.kernels import get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
 logger = logging.getLogger("kvtool.engine")
@@ -59,7 +59,7 @@ class ModelRunner:
         if device.type == "cpu":
             # on the thread that runs the steps: torch and the C kernels size their team from it
             torch.set_num_threads(config.threads or default_cpu_threads())
-            cpu_ops.flush_denormals(torch.get_num_threads())
+            self.ops.flush_denormals(torch.get_num_threads())
             keep_freed_memory()
         self.graph_runner = None
         self.model = load_model(
@@ -75,7 +75,7 @@ class ModelRunner:
         )
         if can_pack(device, dtype):
             pack_linears(self.model)
-            self.model.model.fused_decode = FusedDecode.for_model(self.model)
+            self.model.model.fused_decode = FusedDecode.for_model(self.model, self.ops)
         self.sampler = Sampler(eos_token_ids, config.seed, device)
         self.kv_cache: torch.Tensor | None = None
         self.kv_cache_layout = kv_cache_layout(
