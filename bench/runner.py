@@ -46,7 +46,7 @@ class BenchConfig:
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     request_timeout_s: float = 600.0
     sampling: tuple[tuple[str, object], ...] = (("temperature", 0.0),)  # temperature, top_p, top_k, --extra-body
-    engine_args: dict = field(default_factory=dict)  # offline: EngineConfig fields (dtype, quantization)
+    engine_args: dict = field(default_factory=dict)  # offline: EngineArgs fields (dtype, quantization)
 
 
 @dataclass

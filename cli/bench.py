@@ -34,7 +34,7 @@ class Baseline(str, Enum):
     hf = "hf"
 
 
-def bench(
+def bench(  # noqa: PLR0913 (a Typer command: one parameter per option)
     url: Annotated[
         str, typer.Option(help="Base URL of the OpenAI-compatible server.", rich_help_panel=SERVER)
     ] = DEFAULT_URL,

@@ -15,6 +15,7 @@ from kvtool.cli.engine_options import ENGINE, MODEL
 from kvtool.cli.server_options import REQUESTS, SERVER
 from kvtool.engine.server import defaults as server_defaults
 from kvtool.engine.sizing import defaults, messages
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.errors import StartupError
@@ -40,7 +41,7 @@ TrustRequestChatTemplate = Annotated[
 ]
 
 
-def serve(
+def serve(  # noqa: PLR0913 (a Typer command: one parameter per option)
     profile: Annotated[
         str | None,
         typer.Option(
@@ -152,7 +153,7 @@ def serve(
             enable_per_request_metrics=enable_per_request_metrics,
         ),
         trust_request_chat_template=trust_request_chat_template,
-        engine_overrides=dict(
+        engine_args=EngineArgs(
             dtype=dtype,
             quantization=quantization,
             device=device,
@@ -212,20 +213,21 @@ def _format_bytes(num_bytes: int) -> str:
 
 def _render_ready(plan, engine, settings) -> None:
     config, info = engine.config, engine.kv_cache_info
+    model, cache, scheduler = config.model_config, config.cache_config, config.scheduler_config
     budget = (
-        f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}"
-        if config.kv_cache_memory
-        else f"gpu_memory_utilization {config.gpu_memory_utilization}"
+        f"kv_cache_memory {_format_bytes(cache.kv_cache_memory)}"
+        if cache.kv_cache_memory
+        else f"gpu_memory_utilization {cache.gpu_memory_utilization}"
     )
     console.print(
-        f"  max_model_len {config.max_model_len}, max_num_seqs {config.max_num_seqs}, max_num_batched_tokens "
-        f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
-        f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}"
+        f"  max_model_len {model.max_model_len}, max_num_seqs {scheduler.max_num_seqs}, max_num_batched_tokens "
+        f"{scheduler.max_num_batched_tokens}, kv_cache_dtype {cache.kv_cache_dtype}, {budget}, overflow "
+        f"{model.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}"
     )
     console.print(
         "  "
         + messages.kv_cache_size_log(
-            info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, plan.device.log_name
+            info.kv_cache_tokens, model.max_model_len, info.max_concurrency, plan.device.log_name
         )
     )
     key = " (API key required)" if settings.api_keys else ""

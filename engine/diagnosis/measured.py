@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.profile_run import activation_bytes
 from kvtool.engine.sizing.release_rules import budget_rules, scheduler_limits, v0_chunked_prefill
@@ -139,11 +140,13 @@ def _estimated_budget(context, memory, total, utilization, batched):
     return memory_budget(
         memory.spec,
         int(total * GiB),
-        utilization,
-        tp=memory.tp,
-        pp=memory.layout.pp,
-        max_num_batched_tokens=batched,
-        max_num_seqs=context.max_num_seqs or ASSUMED_MAX_NUM_SEQS,
-        enforce_eager=bool(context.enforce_eager),
+        EngineConfig.of(
+            gpu_memory_utilization=utilization,
+            tensor_parallel_size=memory.tp,
+            pipeline_parallel_size=memory.layout.pp,
+            max_num_batched_tokens=batched,
+            max_num_seqs=context.max_num_seqs or ASSUMED_MAX_NUM_SEQS,
+            enforce_eager=bool(context.enforce_eager),
+        ),
         rules=budget_rules(_release(context), _v0(context)),
     )

@@ -181,7 +181,7 @@ def test_quantized_qwen2_biases_and_tokens_are_the_layers(tmp_path, monkeypatch)
     params = [SamplingParams(max_tokens=4 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
     llm = LLM(str(tmp_path / "tiny-qwen2.gguf"), kv_cache_memory=1 << 20)
     model = llm.engine.model_runner.model.model
-    assert llm.engine.config.quantization == "gguf" and model.layers[0].self_attn.qkv_proj.bias is not None
+    assert llm.engine.config.model_config.quantization == "gguf" and model.layers[0].self_attn.qkv_proj.bias is not None
     both = first_decode_both_ways(llm, prompts)
     assert torch.equal(both.fused, both.layers) and torch.equal(both.fused_logits, both.layers_logits)
     outputs = []

@@ -43,14 +43,11 @@ class ChatJob(GenerationJob):
         processor = state.engine.input_processor
         forwarded = forwarded_prompt_ids(body, conversations[0], processor.vocab_size)  # none in a batch
         prompts = [forwarded] if forwarded else [render_prompt(processor, body, chat, kwargs) for chat in conversations]
-        requested, param = body.requested_max_tokens()
         processed = process_prompts(
             state,
             prompts,
-            requested,
+            body.max_tokens_field(),
             lambda max_tokens: body.to_sampling_params(max_tokens, body.num_logprobs(), constraint),
-            requested is None,
-            param,
             add_special_tokens=body.add_special_tokens,
             truncation=None if forwarded else body.truncation(),
         )

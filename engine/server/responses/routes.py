@@ -158,7 +158,7 @@ async def create_response(state: ServerState, store: ResponsesStore, body: Respo
     history = previous_turns(store, body.previous_response_id)
     names = tool_names(body.tools)
     chat_messages = conversation(body, history)
-    chat = chat_request(body, chat_messages, names, state.settings.max_model_len)
+    chat = chat_request(body, chat_messages, names)
     tools = tool_plan(chat, state.settings.tool_call_parser)
     constraint = structured_outputs_params(chat.structured_outputs, chat.response_format, tools.schema(chat))
     await precompile(state.engine.input_processor, constraint)
