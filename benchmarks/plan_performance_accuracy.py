@@ -20,14 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "plan" / "performance"))
 import serving_cases  # noqa: E402
 
-from kvtool.cli.plan_forecast import serving_setup  # noqa: E402
-from kvtool.engine.discovery.models import resolve_model_spec  # noqa: E402
-from kvtool.engine.plan.performance.hardware import catalog_figures  # noqa: E402
+from kvtool.cli.plan_forecast import planned_setup  # noqa: E402
 from kvtool.engine.plan.performance.load import Load  # noqa: E402
 from kvtool.engine.plan.performance.predict import predict  # noqa: E402
-from kvtool.engine.plan.planner import PlanRequest, make_plan  # noqa: E402
-from kvtool.engine.sizing.gpus import find_gpu  # noqa: E402
-from kvtool.engine.sizing.vllm_versions import VllmRelease  # noqa: E402
+from kvtool.engine.sizing.engine_args import EngineArgs  # noqa: E402
 
 SILICON_GPUS = {"h100_sxm": "H100-80GB", "h200_sxm": "H200"}
 SILICON_MODELS = {  # the checkpoint -> what plan reads for it
@@ -77,10 +73,8 @@ def silicon_runs(path: Path) -> dict[str, dict[str, list[float]]]:
 
 def _silicon_setup(row: dict):
     model, quantization = SILICON_MODELS.get(row["model_path"], (row["model_path"], None))
-    gpu = find_gpu(SILICON_GPUS[row["system"]])
-    release = VllmRelease.parse(row["backend_version"] or "0.18.0")
-    request = PlanRequest(gpus=[gpu], model=model, tp=int(row["tp_size"]), quantization=quantization, release=release)
-    return serving_setup(make_plan(resolve_model_spec(model), request), catalog_figures(gpu.name))
+    args = EngineArgs(model=model, quantization=quantization, tensor_parallel_size=int(row["tp_size"]))
+    return planned_setup(args, SILICON_GPUS[row["system"]], row["backend_version"] or "0.18.0")
 
 
 def print_table(title: str, table: dict[str, dict[str, list[float]]]) -> None:

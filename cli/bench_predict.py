@@ -60,26 +60,14 @@ def _check_datasheet(gpu: str) -> None:
 def predicted(result, gpu: str, tp: int, vllm_version: str | None) -> dict[str, float]:
     """kvtool plan's `vllm bench serve` metrics for the run: the served model on the GPU, at the run's mean
     prompt and output lengths and its load."""
-    from kvtool.cli.plan_forecast import gpu_figures, serving_setup
-    from kvtool.cli.plan_performance import PerformanceOptions
+    from kvtool.cli.plan_forecast import planned_setup
     from kvtool.engine.plan.performance.load import Load
     from kvtool.engine.plan.performance.predict import predict
+    from kvtool.engine.sizing.engine_args import EngineArgs
 
     config, summary = result.config, result.summary
     done = max(1, summary["completed"])
-    report = _plan(result.model, gpu, tp, vllm_version)
-    setup = serving_setup(report, gpu_figures(report, PerformanceOptions(), gpu))
+    setup = planned_setup(EngineArgs(model=result.model, tensor_parallel_size=tp), gpu, vllm_version)
     load = Load(done, config.request_rate, config.max_concurrency, config.burstiness, config.seed)
     shape = (round(summary["total_input_tokens"] / done), max(1, round(summary["total_output_tokens"] / done)))
     return predict(setup, *shape, load).metrics
-
-
-def _plan(model: str, gpu: str, tp: int, vllm_version: str | None):
-    from kvtool.engine.discovery.gpus import resolve_gpus
-    from kvtool.engine.discovery.models import resolve_model_spec
-    from kvtool.engine.plan.planner import PlanRequest, make_plan
-    from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, VllmRelease
-
-    release = VllmRelease.parse(vllm_version or DEFAULT_RELEASE_NAME)
-    request = PlanRequest(gpus=resolve_gpus(gpu, None, None), model=model, tp=tp, release=release)
-    return make_plan(resolve_model_spec(model), request)

@@ -9,7 +9,8 @@ from kvtool.engine.plan.performance.hardware import GpuFigures, catalog_figures,
 from kvtool.engine.plan.performance.load import DEFAULT_NUM_PROMPTS, Load
 from kvtool.engine.plan.performance.predict import ServingSetup
 from kvtool.engine.plan.performance.slo import parse_slo
-from kvtool.engine.sizing.weights import element_bytes, model_quant_facts
+from kvtool.engine.sizing.engine_args import EngineArgs
+from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, VllmRelease
 from kvtool.errors import UsageError
 
 NOT_STARTED = "served performance: not predicted, the engine would not start with these settings."
@@ -50,20 +51,21 @@ def plan_forecast(report, workloads, options: PerformanceOptions, gpu_given: str
 
 
 def serving_setup(report, figures: GpuFigures) -> ServingSetup:
-    """The forecast's inputs from a plan report: the KV pool and the scheduler limits it planned with."""
-    spec, request = report.spec, report.request
-    return ServingSetup(
-        spec=spec,
-        gpu=figures,
-        tp=request.tp,
-        quantization=model_quant_facts(spec, request.quantization),
-        kv_bytes_per_token=report.kv.kv_bytes_per_token,
-        num_blocks=report.kv.num_blocks,
-        block_size=report.kv.block_size,
-        max_num_seqs=report.max_num_seqs,
-        max_num_batched_tokens=report.max_num_batched_tokens,
-        element_bytes=element_bytes(spec, request.dtype),
-    )
+    """The forecast's inputs from a plan report: the EngineConfig it planned with and the KV pool it sized."""
+    return ServingSetup(report.spec, figures, report.engine_config, report.kv.kv_bytes_per_token, report.kv.num_blocks)
+
+
+def planned_setup(args: EngineArgs, gpu: str, vllm_version: str | None = None) -> ServingSetup:
+    """The forecast's inputs for `args` on a GPU named as `kvtool plan --gpu` names it, planned as plan plans
+    it (the settings not given are the release's defaults)."""
+    from kvtool.engine.discovery.gpus import resolve_gpus
+    from kvtool.engine.discovery.models import resolve_model_spec
+    from kvtool.engine.plan.planner import PlanRequest, make_plan
+
+    release = VllmRelease.parse(vllm_version or DEFAULT_RELEASE_NAME)
+    request = PlanRequest.from_engine_args(args, gpus=resolve_gpus(gpu, None, None), release=release)
+    report = make_plan(resolve_model_spec(args.model_name), request)
+    return serving_setup(report, gpu_figures(report, PerformanceOptions(), gpu))
 
 
 def gpu_figures(report, options: PerformanceOptions, gpu_given: str | None) -> GpuFigures:

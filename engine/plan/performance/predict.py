@@ -2,6 +2,7 @@
 reported as `vllm bench serve` reports a run, with what limits it (`bound`)."""
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kvtool.engine.plan.performance.constants import EFFICIENCIES, Efficiencies
 from kvtool.engine.plan.performance.hardware import GpuFigures
@@ -11,26 +12,50 @@ from kvtool.engine.plan.performance.model_cost import model_cost
 from kvtool.engine.plan.performance.scheduler import Simulation
 from kvtool.engine.plan.performance.sim_request import SchedulerLimits
 from kvtool.engine.plan.performance.step_time import StepModel
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.quantization import QuantFacts
 from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.weights import element_bytes, model_quant_facts
 
 QUEUE_BOUND_SHARE = 0.10  # waiting above this share of the requests' time names the queue's cause as the bound
 
 
 @dataclass(frozen=True)
 class ServingSetup:
-    """What the served-performance model needs, as plan resolved it."""
+    """What the served-performance model needs, as plan resolved it: the model, the GPU's figures, the
+    EngineConfig the release would run with, and the KV pool plan sized."""
 
     spec: ModelSpec
     gpu: GpuFigures
-    tp: int
-    quantization: QuantFacts | None
+    config: EngineConfig
     kv_bytes_per_token: int  # per GPU, every attention layer
     num_blocks: int  # the KV pool, vLLM's null block included
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    element_bytes: int = 2
+
+    @property
+    def tp(self) -> int:
+        return self.config.parallel_config.tensor_parallel_size
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.config.scheduler_config.max_num_seqs
+
+    @property
+    def limits(self) -> SchedulerLimits:
+        scheduler = self.config.scheduler_config
+        return SchedulerLimits(
+            scheduler.max_num_seqs,
+            scheduler.max_num_batched_tokens,
+            self.num_blocks - 1,
+            self.config.cache_config.block_size,
+        )
+
+    @cached_property
+    def quantization(self) -> QuantFacts | None:
+        return model_quant_facts(self.spec, self.config.model_config.quantization)
+
+    @cached_property
+    def element_bytes(self) -> int:
+        return element_bytes(self.spec, self.config.model_config.dtype)
 
 
 @dataclass(frozen=True)
@@ -54,7 +79,7 @@ def step_model(setup: ServingSetup, eff: Efficiencies = EFFICIENCIES) -> StepMod
 def predict(
     setup: ServingSetup, input_tokens: int, output_tokens: int, load: Load, eff: Efficiencies = EFFICIENCIES
 ) -> Performance:
-    limits = SchedulerLimits(setup.max_num_seqs, setup.max_num_batched_tokens, setup.num_blocks - 1, setup.block_size)
+    limits = setup.limits
     steps = step_model(setup, eff)
     clients = load.max_concurrency or 0
     drift = request_latency(steps, input_tokens, output_tokens, clients) if load.closed_loop else 0.0

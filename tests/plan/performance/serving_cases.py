@@ -23,14 +23,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from kvtool.cli.plan_forecast import serving_setup
-from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.performance.hardware import catalog_figures
+from kvtool.cli.plan_forecast import planned_setup
 from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.predict import predict
-from kvtool.engine.plan.planner import PlanRequest, make_plan
-from kvtool.engine.sizing.gpus import find_gpu
-from kvtool.engine.sizing.vllm_versions import VllmRelease
+from kvtool.engine.sizing.engine_args import EngineArgs
 
 DATA = Path(__file__).with_name("serving_measurements.jsonl")
 REQUESTS_PER_CLIENT = 10  # AIConfigurator's rows do not say how many requests a run sent
@@ -64,11 +60,8 @@ def saturated(item: dict) -> bool:
 
 @cache
 def _setup(model: str, gpu: str, tp: int, quantization: str | None, release: str):
-    planned = find_gpu(gpu)
-    request = PlanRequest(
-        gpus=[planned], model=model, tp=tp, quantization=quantization, release=VllmRelease.parse(release)
-    )
-    return serving_setup(make_plan(resolve_model_spec(model), request), catalog_figures(planned.name, gpu))
+    args = EngineArgs(model=model, quantization=quantization, tensor_parallel_size=tp)
+    return planned_setup(args, gpu, release)
 
 
 @cache

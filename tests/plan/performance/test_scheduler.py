@@ -16,12 +16,15 @@ from kvtool.engine.plan.performance.predict import ServingSetup, predict
 from kvtool.engine.plan.performance.scheduler import Simulation
 from kvtool.engine.plan.performance.sim_request import KV, SEQS, SchedulerLimits
 from kvtool.engine.plan.performance.step_time import StepModel
+from kvtool.engine.sizing.engine_config import EngineConfig
 
 SPEC = resolve_model_spec("Qwen/Qwen3-8B")
 H100 = catalog_figures("H100-80GB")
 KV_BYTES = 36 * 2 * 8 * 128 * 2
 STEPS = StepModel(model_cost(SPEC, None, 1, KV_BYTES, H100), H100)
 OVERHEAD = 0.04
+CONFIG = EngineConfig.of(max_num_seqs=1024, max_num_batched_tokens=8192)
+SETUP = ServingSetup(SPEC, H100, CONFIG, KV_BYTES, 30_000)
 
 
 def limits(blocks: int = 30_000, seqs: int = 1024, budget: int = 8192) -> SchedulerLimits:
@@ -93,8 +96,7 @@ def test_poisson_arrivals_have_the_rate_and_are_reproducible():
 
 
 def test_metrics_carry_vllm_bench_serve_names():
-    setup = ServingSetup(SPEC, H100, 1, None, KV_BYTES, 30_000, 16, 1024, 8192)
-    metrics = predict(setup, 1000, 100, Load(100, math.inf, 8)).metrics
+    metrics = predict(SETUP, 1000, 100, Load(100, math.inf, 8)).metrics
     names = {f"{stat}_{name}_ms" for stat, _ in PERCENTILES for name in ("ttft", "tpot", "itl", "e2el")}
     assert names | {"request_throughput", "output_throughput", "total_token_throughput"} <= set(metrics)
     assert metrics["output_throughput"] == pytest.approx(metrics["request_throughput"] * 100)
@@ -110,8 +112,7 @@ def test_tpot_is_latency_after_the_first_token_over_the_tokens_after_it():
 
 
 def test_a_thousand_requests_simulate_in_well_under_a_second():
-    setup = ServingSetup(SPEC, H100, 1, None, KV_BYTES, 30_000, 16, 1024, 8192)
     for load in (Load(1000, math.inf, 64), Load(1000, 20.0), Load(1000)):
         start = time.process_time()
-        predict(setup, 2048, 512, load)
+        predict(SETUP, 2048, 512, load)
         assert time.process_time() - start < 0.5
