@@ -57,7 +57,8 @@ def serving_setup(report, figures: GpuFigures) -> ServingSetup:
 
 def planned_setup(args: EngineArgs, gpu: str, vllm_version: str | None = None) -> ServingSetup:
     """The forecast's inputs for `args` on a GPU named as `kvtool plan --gpu` names it, planned as plan plans
-    it (the settings not given are the release's defaults)."""
+    it (the settings not given are the release's defaults). The KV pool is taken as planned even where the
+    default max_model_len would not start: a server that ran chose a length that does."""
     from kvtool.engine.discovery.gpus import resolve_gpus
     from kvtool.engine.discovery.models import resolve_model_spec
     from kvtool.engine.plan.planner import PlanRequest, make_plan

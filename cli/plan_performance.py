@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from kvtool.cli.engine_options import COUNT
 from kvtool.engine.plan.performance.load import DEFAULT_NUM_PROMPTS
 from kvtool.errors import UsageError
 
@@ -26,7 +27,9 @@ RequestRate = Annotated[
 ]
 NumPrompts = Annotated[
     int | None,
-    typer.Option(min=1, help=f"Requests per run \\[default: {DEFAULT_NUM_PROMPTS}].", rich_help_panel=PERFORMANCE),
+    typer.Option(
+        click_type=COUNT, help=f"Requests per run \\[default: {DEFAULT_NUM_PROMPTS}].", rich_help_panel=PERFORMANCE
+    ),
 ]
 SloOption = Annotated[
     str | None,

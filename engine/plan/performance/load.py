@@ -5,6 +5,8 @@ import math
 import random
 from dataclasses import dataclass
 
+from kvtool.errors import UsageError
+
 DEFAULT_NUM_PROMPTS = 1000  # vllm bench serve --num-prompts
 DEFAULT_SEED = 0  # vllm bench serve --seed
 
@@ -16,6 +18,18 @@ class Load:
     max_concurrency: int | None = None
     burstiness: float = 1.0  # gamma shape of the gaps between requests: 1 is Poisson
     seed: int = DEFAULT_SEED
+
+    def __post_init__(self):
+        """A load that would never send a request, or never stop sending, is refused (each figure by the
+        `vllm bench serve` flag that sets it)."""
+        for flag, value, valid in (
+            ("--num-prompts", self.num_prompts, self.num_prompts >= 1),
+            ("--request-rate", self.request_rate, self.request_rate > 0),
+            ("--max-concurrency", self.max_concurrency, self.max_concurrency is None or self.max_concurrency >= 1),
+            ("--burstiness", self.burstiness, 0 < self.burstiness < math.inf),
+        ):
+            if not valid:
+                raise UsageError(f"{flag} {value} sends no request.", f"Give {flag} above 0.")
 
     @property
     def closed_loop(self) -> bool:

@@ -53,11 +53,14 @@ class Simulation:
         self.finishing: list[tuple[int, int, int, SimRequest]] = []  # (step, id, version, request)
 
     def run(self) -> Outcome:
+        self.limits.check_servable(self.requests[0].target + self.requests[0].record.output_tokens)
         self._release(0.0)
         while self.done < len(self.requests):
             self._take_arrivals()
             if not self.running and not self.waiting:
                 self.t = max(self.t, self.arrivals[0][0])
+            elif not self.running and not self._admissible(self.waiting[0]):
+                raise self.limits.unservable(self._head_tokens())  # nothing running will free a block for it
             elif (steps := self._quiet_steps()) > 0:
                 self._decode_run(steps)
             else:
@@ -80,6 +83,10 @@ class Simulation:
         client, the network and the server), which a long run sees as clients at random phases: each client's
         second request waits a random share of `drift` (one request's latency), once."""
         return self.rng.uniform(0.0, self.drift) if clients <= self.sent < 2 * clients else 0.0
+
+    def _head_tokens(self) -> int:
+        head = self.waiting[0]
+        return head.record.input_tokens + head.record.output_tokens
 
     def _take_arrivals(self) -> None:
         while self.arrivals and self.arrivals[0][0] <= self.t:
