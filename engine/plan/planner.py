@@ -119,6 +119,7 @@ class PlanRequest:
             max_num_batched_tokens=max_num_batched_tokens,
             tensor_parallel_size=self.tp,
             pipeline_parallel_size=self.pp,
+            async_scheduling=self.release.reached("async_scheduling") and self.pp == 1,
         )
 
 

@@ -38,6 +38,7 @@ class SchedulerConfig:
     max_num_seqs: int = defaults.SMALL_GPU_SCHEDULER_LIMITS["server"][1]
     max_num_batched_tokens: int = defaults.DEFAULT_MAX_NUM_BATCHED_TOKENS
     enable_chunked_prefill: bool = True
+    async_scheduling: bool = False  # vLLM's (its default from 0.14): the next step planned while one runs
 
 
 @dataclass(frozen=True)

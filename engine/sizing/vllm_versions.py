@@ -84,6 +84,7 @@ BOUNDARIES = (
     ),
     Boundary("capture_sizes_step_16", (0, 12, 0), "CUDA graph sizes step by 16 from 256 tokens (by 8 before)"),
     Boundary("conserving_memory_url", (0, 13, 0), "start-up errors name the conserving-memory page"),
+    Boundary("async_scheduling", (0, 14, 0), "async scheduling by default: the next step is planned while one runs"),
     Boundary("requested_ceil", (0, 14, 0), "requested memory = ceil(total x utilization); messages use format_gib"),
     Boundary(
         "whole_model_kv_check",

@@ -24,8 +24,24 @@ class Efficiencies:
     sequence_overhead_s: float = 50e-6
     # A request's way in and out of the server: HTTP, tokenization, the engine-core queue, detokenization.
     request_overhead_s: float = 0.04
+    # Block-scaled fp8 GEMMs (128 x 128 weight blocks; DeepGEMM, CUTLASS or Triton) apply each K block's scales
+    # between tensor-core steps and quantize their input per 128 values first, measured as vLLM's linear op on
+    # H100, H200 and B200: the share of the fp8 peak they reach,
+    block_gemm: float = 0.45
+    # and what each launch costs beyond a 16-bit GEMM's (the quantization kernel, the small-batch path).
+    block_gemm_overhead_s: float = 20e-6
     # Weight-only 4-bit / 8-bit GEMMs dequantize on CUDA cores inside the tile loop: compute time x this.
     dequantize: float = 1.3
+    # vLLM's fused-MoE kernels (Triton fused_moe, FlashInfer / CUTLASS grouped GEMM, Marlin MoE), measured as
+    # vLLM's own MoE layer on H100, H200 and B200 (docs/plan.md "Served performance", the fused-MoE kernels):
+    # the share of the HBM peak they reach streaming the experts a batch touches,
+    moe_hbm: float = 0.80
+    # the share of the tensor-core peak their grouped GEMMs reach at prefill sizes (rows gathered by token,
+    # small tiles, one expert's rows at a time),
+    moe_gemm: float = 0.22
+    # and one MoE layer's fixed cost: top-k, sorting the tokens by expert, the grouped GEMMs' launch and tail,
+    # the weighted reduce.
+    moe_layer_overhead_s: float = 25e-6
 
 
 EFFICIENCIES = Efficiencies()

@@ -1,11 +1,11 @@
 """What one forward step costs one tensor-parallel rank, per layer and per token: weight bytes, FLOPs,
 activation traffic, KV bytes and all-reduce bytes, from the model's shapes and how its weights are stored."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvtool.engine.plan.performance.hardware import GpuFigures
 from kvtool.engine.sizing.quantization import NVFP4, QuantFacts, Scheme
-from kvtool.engine.sizing.quantization_methods import MXFP4
+from kvtool.engine.sizing.quantization_methods import FP8_BLOCK, MXFP4
 from kvtool.engine.sizing.spec import ModelSpec
 
 FP4_SCHEMES = (NVFP4, MXFP4)
@@ -20,6 +20,8 @@ class GemmCost:
     flops_per_token: float
     dtype: str
     dequantize: bool = False
+    block_scaled: bool = False  # fp8 weights in 128 x 128 blocks, activations quantized per 128 values
+    launches: int = 1  # GEMM kernels a layer launches for it
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def model_cost(
     return ModelCost(
         layers=layers,
         hidden=spec.hidden_size,
-        dense=_gemm((groups.get("attention", 0) + groups.get("mlp", 0)) / layers / tp, facts, "attention", dtype, gpu),
+        dense=_dense_gemm(spec, groups, tp, facts, dtype, gpu),
         expert=_expert_gemm(spec, groups, facts, tp, dtype, gpu),
         num_experts=spec.num_experts or 0,
         experts_per_token=int(spec.num_experts_per_tok or 0),
@@ -83,7 +85,19 @@ def _gemm(params: float, facts: QuantFacts | None, part: str, dtype: str, gpu: G
     scheme = facts.scheme(part) if facts else None
     stored = scheme.bytes_per_weight if scheme else 2
     compute = _compute_dtype(scheme, facts.method if facts else "", dtype, gpu)
-    return GemmCost(params * stored, 2 * params, compute, dequantize=scheme is not None and compute == dtype)
+    dequantize = scheme is not None and compute == dtype
+    return GemmCost(
+        params * stored, 2 * params, compute, dequantize, block_scaled=scheme == FP8_BLOCK and compute == "fp8"
+    )
+
+
+def _dense_gemm(spec: ModelSpec, groups: dict, tp: int, facts, dtype: str, gpu: GpuFigures) -> GemmCost:
+    """Attention projections (qkv, o) and, where the model has them beside its router, the dense MLP or shared
+    experts (gate_up, down) of one layer."""
+    layers = spec.num_hidden_layers
+    gemm = _gemm((groups.get("attention", 0) + groups.get("mlp", 0)) / layers / tp, facts, "attention", dtype, gpu)
+    router = layers * spec.hidden_size * (spec.num_experts or 0)
+    return replace(gemm, launches=2 + 2 * (groups.get("mlp", 0) > 2 * router))
 
 
 def _expert_gemm(spec, groups, facts, tp, dtype, gpu) -> GemmCost | None:

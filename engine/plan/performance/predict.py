@@ -73,7 +73,7 @@ def step_model(setup: ServingSetup, eff: Efficiencies = EFFICIENCIES) -> StepMod
     cost = model_cost(
         setup.spec, setup.quantization, setup.tp, setup.kv_bytes_per_token, setup.gpu, setup.element_bytes
     )
-    return StepModel(cost, setup.gpu, eff)
+    return StepModel(cost, setup.gpu, eff, setup.config.scheduler_config.async_scheduling)
 
 
 def predict(

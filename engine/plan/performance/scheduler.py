@@ -139,11 +139,11 @@ class Simulation:
 
     def _steps_until(self, when: float) -> int:
         first = self.steps.step(self.decodes, self.context, []).seconds
-        return steps_to_reach(first, self.steps.kv_seconds_per_token * self.decodes, when - self.t)
+        return steps_to_reach(first, self.steps.decode_growth(self.decodes, self.context), when - self.t)
 
     def _decode_run(self, k: int) -> None:
         first = self.steps.step(self.decodes, self.context, [])
-        growth = self.steps.kv_seconds_per_token * self.decodes
+        growth = self.steps.decode_growth(self.decodes, self.context)
         seconds = k * first.seconds + growth * k * (k - 1) / 2
         self.outcome.gaps.add(first.seconds, growth, k, self.decodes)
         self._account(seconds, k * first.compute_seconds, self._holdup())

@@ -23,6 +23,7 @@ class StepModel:
     cost: ModelCost
     gpu: GpuFigures
     eff: Efficiencies = field(default=EFFICIENCIES)
+    overlap_host: bool = False  # vLLM's async scheduling: the next step is planned while this one runs
     _batches: dict = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
@@ -32,10 +33,26 @@ class StepModel:
     def step(self, decodes: int, decode_context: int, chunks: list[tuple[int, int]]) -> StepTime:
         """A step that runs `decodes` requests one token each (their KV `decode_context` tokens in all) and
         prefill `chunks` of (new tokens, tokens already cached)."""
-        tokens = decodes + sum(new for new, _ in chunks)
-        seconds, compute = self.batch(tokens, decodes + len(chunks))
+        tokens, requests = decodes + sum(new for new, _ in chunks), decodes + len(chunks)
+        seconds, compute = self.batch(tokens, requests)
         prefill = self._prefill_attention(chunks) if chunks else 0.0
-        return StepTime(seconds + prefill + self._decode_attention(decodes, decode_context), compute + prefill)
+        device = seconds + prefill + self._decode_attention(decodes, decode_context)
+        return StepTime(self._with_host(device, requests), compute + prefill)
+
+    def decode_growth(self, decodes: int, decode_context: int) -> float:
+        """How much longer each next step of the same decodes takes: their KV grows a token each; none while
+        the host's work, overlapped, is the longer part."""
+        device = self.batch(decodes, decodes)[0] + self._decode_attention(decodes, decode_context)
+        hidden = self.overlap_host and device < self._host(decodes)
+        return 0.0 if hidden else self.kv_seconds_per_token * decodes
+
+    def _host(self, requests: int) -> float:
+        """The step's CPU work: scheduling, input preparation, sampling and output handling."""
+        return self.eff.step_overhead_s + requests * self.eff.sequence_overhead_s
+
+    def _with_host(self, device: float, requests: int) -> float:
+        host = self._host(requests)
+        return max(device, host) if self.overlap_host else device + host
 
     @cached_property
     def kv_seconds_per_token(self) -> float:
@@ -43,23 +60,24 @@ class StepModel:
         return self.cost.full_attention_layers * self.cost.kv_bytes_per_token / self._bandwidth
 
     def batch(self, tokens: int, requests: int) -> tuple[float, float]:
-        """What a step of `tokens` for `requests` costs besides attention: (seconds, of which FLOP-bound)."""
+        """What a step of `tokens` for `requests` costs the GPU besides attention: (seconds, of which FLOP-bound)."""
         key = (tokens, requests)
         if key not in self._batches:
             weights, compute = self._layers(tokens)
             head, head_compute = self._gemm(self.cost.lm_head, requests)
-            self._batches[key] = (self._fixed(tokens, requests) + weights + head, compute + head_compute)
+            self._batches[key] = (self._fixed(tokens) + weights + head, compute + head_compute)
         return self._batches[key]
 
-    def _fixed(self, tokens: int, requests: int) -> float:
+    def _fixed(self, tokens: int) -> float:
         cost, eff = self.cost, self.eff
         allreduce = 2 * cost.layers * self._allreduce(tokens) if cost.tp > 1 else 0.0
-        return cost.layers * eff.layer_overhead_s + allreduce + eff.step_overhead_s + requests * eff.sequence_overhead_s
+        return cost.layers * eff.layer_overhead_s + allreduce
 
     def _layers(self, tokens: int) -> tuple[float, float]:
         """All layers' GEMMs and elementwise kernels: (seconds, of which FLOP-bound)."""
         cost = self.cost
         dense, dense_flops = self._gemm(cost.dense, tokens)
+        dense += cost.dense.launches * self.eff.block_gemm_overhead_s if cost.dense.block_scaled else 0.0
         experts, expert_flops = self._experts(tokens)
         elementwise = tokens * cost.activation_bytes_per_token / self._bandwidth
         return cost.layers * (dense + experts + elementwise), cost.layers * (dense_flops + expert_flops)
@@ -67,17 +85,27 @@ class StepModel:
     def _gemm(self, gemm: GemmCost, tokens: int, weight_bytes: float | None = None) -> tuple[float, float]:
         """max(weights over bandwidth, FLOPs over the achieved peak): (seconds, seconds if FLOP-bound else 0)."""
         moved = (gemm.weight_bytes if weight_bytes is None else weight_bytes) / self._bandwidth
-        peak = self.gpu.peak_flops(gemm.dtype) * self.eff.gemm
-        computed = tokens * gemm.flops_per_token / peak * (self.eff.dequantize if gemm.dequantize else 1.0)
+        computed = tokens * self._flop_seconds(gemm, self.eff.block_gemm if gemm.block_scaled else self.eff.gemm)
         return max(moved, computed), computed if computed > moved else 0.0
 
     def _experts(self, tokens: int) -> tuple[float, float]:
-        """Routed experts: the weights of the experts the step's tokens touch, the FLOPs of top-k per token."""
-        cost = self.cost
+        """Routed experts as vLLM's fused-MoE kernels run them: the touched experts' weights streamed, each
+        expert's rows padded to the kernel's tile, plus the MoE layer's fixed cost. Weight-only experts
+        (Marlin, MXFP4 before Blackwell) widen their weights under the same gather-bound tile loop: no extra
+        dequantization time."""
+        cost, eff = self.cost, self.eff
         if cost.expert is None or tokens == 0:
             return 0.0, 0.0
         touched = expected_distinct_experts(tokens, cost.experts_per_token, cost.num_experts)
-        return self._gemm(cost.expert, tokens * cost.experts_per_token, touched * cost.expert.weight_bytes)
+        rows = padded_expert_rows(tokens * cost.experts_per_token, touched, moe_tile_rows(tokens, cost.num_experts))
+        moved = touched * cost.expert.weight_bytes / (self.gpu.hbm_bytes_per_s * eff.moe_hbm)
+        computed = rows * cost.expert.flops_per_token / (self.gpu.peak_flops(cost.expert.dtype) * eff.moe_gemm)
+        return eff.moe_layer_overhead_s + max(moved, computed), computed if computed > moved else 0.0
+
+    def _flop_seconds(self, gemm: GemmCost, efficiency: float) -> float:
+        """Seconds for one token (row) of `gemm` at `efficiency` of the tensor-core peak."""
+        seconds = gemm.flops_per_token / (self.gpu.peak_flops(gemm.dtype) * efficiency)
+        return seconds * (self.eff.dequantize if gemm.dequantize else 1.0)
 
     def _decode_attention(self, decodes: int, decode_context: int) -> float:
         """The decodes' KV read; a sliding-window layer reads at most the window per request."""
@@ -105,6 +133,19 @@ def steps_to_reach(first: float, growth: float, gap: float) -> int:
     if quadratic <= 0:
         return max(1, math.ceil(gap / linear))
     return max(1, math.ceil((-linear + math.sqrt(linear * linear + 4 * quadratic * gap)) / (2 * quadratic)))
+
+
+def moe_tile_rows(tokens: int, experts: int) -> int:
+    """The rows of one tile of vLLM's fused-MoE GEMM: 16 while a step has no more tokens than experts, else 64
+    (fused_moe.py get_default_config, and the tuned configs' choice)."""
+    return 16 if tokens <= experts else 64
+
+
+def padded_expert_rows(routed: float, touched: float, tile: int) -> float:
+    """Rows the grouped GEMM computes: each touched expert's tokens rounded up to whole tiles."""
+    if touched <= 0:
+        return 0.0
+    return touched * tile * math.ceil(routed / touched / tile)
 
 
 def expected_distinct_experts(tokens: int, top_k: int, experts: int) -> float:
