@@ -51,13 +51,13 @@ def forecast(
 
 
 def _slo_answer(setup: ServingSetup, shape: RequestShape, slo: Slo, base: Load, eff: Efficiencies) -> SloAnswer:
-    def meets(load: Load) -> bool:
-        return slo.met_by(predict(setup, shape.input_tokens, shape.output_tokens, load, eff).metrics)
+    def slack(load: Load) -> float:
+        return slo.slack(predict(setup, shape.input_tokens, shape.output_tokens, load, eff).metrics)
 
     base = replace(base, request_rate=math.inf, max_concurrency=None)
     saturated = predict(setup, shape.input_tokens, shape.output_tokens, base, eff).metrics["request_throughput"]
-    clients = largest_concurrency(meets, base, min(setup.max_num_seqs, base.num_prompts))
-    return SloAnswer(shape, slo, clients, largest_rate(meets, base, saturated))
+    clients = largest_concurrency(slack, base, min(setup.max_num_seqs, base.num_prompts))
+    return SloAnswer(shape, slo, clients, largest_rate(slack, base, saturated))
 
 
 def forecast_json(result: Forecast) -> dict:

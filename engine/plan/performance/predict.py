@@ -57,6 +57,10 @@ class ServingSetup:
     def element_bytes(self) -> int:
         return element_bytes(self.spec, self.config.model_config.dtype)
 
+    @cached_property
+    def steps(self) -> StepModel:
+        return _step_model(self, EFFICIENCIES)
+
 
 @dataclass(frozen=True)
 class Performance:
@@ -70,6 +74,12 @@ class Performance:
 
 
 def step_model(setup: ServingSetup, eff: Efficiencies = EFFICIENCIES) -> StepModel:
+    """The setup's step model; at the default constants the same one each time, so that every load forecast
+    for the setup (an SLO search runs a few dozen) shares its cache of step times."""
+    return setup.steps if eff is EFFICIENCIES else _step_model(setup, eff)
+
+
+def _step_model(setup: ServingSetup, eff: Efficiencies) -> StepModel:
     cost = model_cost(
         setup.spec, setup.quantization, setup.tp, setup.kv_bytes_per_token, setup.gpu, setup.element_bytes
     )

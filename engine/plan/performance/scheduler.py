@@ -138,12 +138,11 @@ class Simulation:
         return min(cached - cached % self.limits.block_size, request.target - 1)
 
     def _steps_until(self, when: float) -> int:
-        first = self.steps.step(self.decodes, self.context, []).seconds
-        return steps_to_reach(first, self.steps.decode_growth(self.decodes, self.context), when - self.t)
+        first, growth = self.steps.decode_run(self.decodes, self.context)
+        return steps_to_reach(first.seconds, growth, when - self.t)
 
     def _decode_run(self, k: int) -> None:
-        first = self.steps.step(self.decodes, self.context, [])
-        growth = self.steps.decode_growth(self.decodes, self.context)
+        first, growth = self.steps.decode_run(self.decodes, self.context)
         seconds = k * first.seconds + growth * k * (k - 1) / 2
         self.outcome.gaps.add(first.seconds, growth, k, self.decodes)
         self._account(seconds, k * first.compute_seconds, self._holdup())

@@ -25,6 +25,7 @@ class StepModel:
     eff: Efficiencies = field(default=EFFICIENCIES)
     overlap_host: bool = False  # vLLM's async scheduling: the next step is planned while this one runs
     _batches: dict = field(default_factory=dict, compare=False, repr=False)
+    _last_run: list = field(default_factory=lambda: [None, None], compare=False, repr=False)
 
     @cached_property
     def _bandwidth(self) -> float:
@@ -39,12 +40,16 @@ class StepModel:
         device = seconds + prefill + self._decode_attention(decodes, decode_context)
         return StepTime(self._with_host(device, requests), compute + prefill)
 
-    def decode_growth(self, decodes: int, decode_context: int) -> float:
-        """How much longer each next step of the same decodes takes: their KV grows a token each; none while
-        the host's work, overlapped, is the longer part."""
-        device = self.batch(decodes, decodes)[0] + self._decode_attention(decodes, decode_context)
-        hidden = self.overlap_host and device < self._host(decodes)
-        return 0.0 if hidden else self.kv_seconds_per_token * decodes
+    def decode_run(self, decodes: int, decode_context: int) -> tuple[StepTime, float]:
+        """The first of a run of decode-only steps of the same requests, and how much longer each next one takes:
+        their KV grows a token each (nothing while the overlapped host work is the longer part)."""
+        key = (decodes, decode_context)
+        if self._last_run[0] != key:
+            device = self.batch(decodes, decodes)[0] + self._decode_attention(decodes, decode_context)
+            hidden = self.overlap_host and device < self._host(decodes)
+            growth = 0.0 if hidden else self.kv_seconds_per_token * decodes
+            self._last_run[:] = [key, (self.step(decodes, decode_context, []), growth)]
+        return self._last_run[1]
 
     def _host(self, requests: int) -> float:
         """The step's CPU work: scheduling, input preparation, sampling and output handling."""
