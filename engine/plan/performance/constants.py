@@ -10,6 +10,9 @@ class Efficiencies:
     hbm: float = 0.90
     # Large dense GEMMs (thousands of tokens): what cuBLAS / CUTLASS reach of the dense tensor-core peak.
     gemm: float = 0.75
+    # Blackwell's fp8 and fp4 GEMMs, measured as vLLM's linear op on B200 (0.19 - 0.24): the share of the fp8 /
+    # fp4 datasheet peak they reach (its bf16 GEMMs stay near the Hopper share).
+    gemm_low_precision_blackwell: float = 0.45
     # FlashAttention's prefill kernels against the same peak (softmax and masking between the two GEMMs).
     attention: float = 0.50
     # All-reduce payload against one direction of the link (ring / one-shot protocol overheads).

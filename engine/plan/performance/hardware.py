@@ -23,6 +23,11 @@ class GpuFigures:
     link: str = "pcie"  # nvlink | xgmi | pcie
     link_gbps: float = 0.0  # bidirectional, per GPU (xgmi: per point-to-point link)
     links: int = 0  # xgmi: links per GPU, one to each peer
+    arch: str | None = None  # sm90, sm100, gfx942, ... (the catalog's)
+
+    @property
+    def blackwell(self) -> bool:
+        return bool(self.arch) and self.arch.startswith("sm1") and len(self.arch) == 5
 
     def peak_flops(self, dtype: str) -> float | None:
         """Dense tensor-core FLOP/s for GEMM inputs of `dtype`, or None when the datasheet lacks it."""
@@ -54,8 +59,8 @@ def catalog_figures(name: str, given_as: str | None = None) -> GpuFigures:
     for key in (*_spellings(given_as), *_spellings(name)):
         row = sheets.get(key) or sheets.get(_catalog_name(key))
         if row is not None:
-            return GpuFigures(name=name, **row)
-    return GpuFigures(name=name)
+            return GpuFigures(name=name, arch=_catalog_arch(name), **row)
+    return GpuFigures(name=name, arch=_catalog_arch(name))
 
 
 def _spellings(name: str | None) -> list[str]:
@@ -64,6 +69,13 @@ def _spellings(name: str | None) -> list[str]:
         return []
     words = name.strip().lower().replace(" ", "-").removeprefix("nvidia-").removeprefix("geforce-").split("-")
     return ["-".join(words[:count]) for count in range(len(words), 0, -1)]
+
+
+def _catalog_arch(name: str) -> str | None:
+    try:
+        return find_gpu(name).arch
+    except UsageError:
+        return None
 
 
 def _catalog_name(alias: str) -> str:

@@ -9,6 +9,8 @@ from kvtool.engine.plan.performance.constants import EFFICIENCIES, Efficiencies
 from kvtool.engine.plan.performance.hardware import GpuFigures
 from kvtool.engine.plan.performance.model_cost import GemmCost, ModelCost
 
+LOW_PRECISION = ("fp8", "fp4", "int8")
+
 
 @dataclass(frozen=True)
 class StepTime:
@@ -90,7 +92,7 @@ class StepModel:
     def _gemm(self, gemm: GemmCost, tokens: int, weight_bytes: float | None = None) -> tuple[float, float]:
         """max(weights over bandwidth, FLOPs over the achieved peak): (seconds, seconds if FLOP-bound else 0)."""
         moved = (gemm.weight_bytes if weight_bytes is None else weight_bytes) / self._bandwidth
-        computed = tokens * self._flop_seconds(gemm, self.eff.block_gemm if gemm.block_scaled else self.eff.gemm)
+        computed = tokens * self._flop_seconds(gemm, self._gemm_efficiency(gemm))
         return max(moved, computed), computed if computed > moved else 0.0
 
     def _experts(self, tokens: int) -> tuple[float, float]:
@@ -106,6 +108,14 @@ class StepModel:
         moved = touched * cost.expert.weight_bytes / (self.gpu.hbm_bytes_per_s * eff.moe_hbm)
         computed = rows * cost.expert.flops_per_token / (self.gpu.peak_flops(cost.expert.dtype) * eff.moe_gemm)
         return eff.moe_layer_overhead_s + max(moved, computed), computed if computed > moved else 0.0
+
+    def _gemm_efficiency(self, gemm: GemmCost) -> float:
+        """The share of the dtype's peak a dense GEMM reaches: cuBLAS-class in 16 bits and fp8 on Hopper, less
+        where blocks of scales are applied between tensor-core steps, and less for Blackwell's 8- and 4-bit."""
+        efficiency = self.eff.block_gemm if gemm.block_scaled else self.eff.gemm
+        if self.gpu.blackwell and gemm.dtype in LOW_PRECISION:
+            return min(efficiency, self.eff.gemm_low_precision_blackwell)
+        return efficiency
 
     def _flop_seconds(self, gemm: GemmCost, efficiency: float) -> float:
         """Seconds for one token (row) of `gemm` at `efficiency` of the tensor-core peak."""

@@ -97,3 +97,16 @@ def test_closed_form_decode_runs_equal_stepping_with_the_host_overlapped(load):
 def test_the_release_decides_async_scheduling(release, pp, expected):
     request = PlanRequest(gpus=[find_gpu("H200")], pp=pp, release=VllmRelease.parse(release))
     assert request.engine_config(8192, 256).scheduler_config.async_scheduling is expected
+
+
+def test_blackwells_fp8_gemms_reach_a_smaller_share_of_their_peak():
+    """A long fp8 prefill of Llama-3.1-70B on a B200: its dense GEMMs (the output layer stays in bf16) run at the
+    low-precision share of 4.5 PFLOP/s; on an H200 the same GEMMs keep the cuBLAS share."""
+    spec, long, b200 = resolve_model_spec("llama3.1-70b"), [(16384, 0)], catalog_figures("B200")
+    as_hopper = Efficiencies(gemm_low_precision_blackwell=EFF.gemm)
+    model, hopper_share = steps(spec, b200, quantization="fp8"), steps(spec, b200, as_hopper, quantization="fp8")
+    gemm_flops = 80 * model.cost.dense.flops_per_token * 16384
+    slower = gemm_flops / 4500e12 * (1 / EFF.gemm_low_precision_blackwell - 1 / EFF.gemm)
+    assert model.step(0, 0, long).seconds - hopper_share.step(0, 0, long).seconds == pytest.approx(slower, rel=1e-6)
+    h200 = steps(spec, catalog_figures("H200"), quantization="fp8")
+    assert steps(spec, catalog_figures("H200"), as_hopper, quantization="fp8").step(0, 0, long) == h200.step(0, 0, long)
