@@ -58,9 +58,10 @@ def _check_datasheet(gpu: str) -> None:
 
 
 def predicted(result, gpu: str, tp: int, vllm_version: str | None) -> dict[str, float]:
-    """kvtool plan's `vllm bench serve` metrics for the run: the served model on the GPU, at the run's mean
-    prompt and output lengths and its load."""
+    """kvtool plan's `vllm bench serve` metrics for the run: the served model on the GPU, with the run's own
+    prompt and output lengths (its means where it recorded none) and its load."""
     from kvtool.cli.plan_forecast import planned_setup
+    from kvtool.engine.plan.performance.lengths import Lengths
     from kvtool.engine.plan.performance.load import Load
     from kvtool.engine.plan.performance.predict import predict
     from kvtool.engine.sizing.engine_args import EngineArgs
@@ -68,6 +69,8 @@ def predicted(result, gpu: str, tp: int, vllm_version: str | None) -> dict[str, 
     config, summary = result.config, result.summary
     done = max(1, summary["completed"])
     setup = planned_setup(EngineArgs(model=result.model, tensor_parallel_size=tp), gpu, vllm_version)
-    load = Load(done, config.request_rate, config.max_concurrency, config.burstiness, config.seed)
+    measured = tuple((r.prompt_tokens, r.output_tokens) for r in result.records if r.success and r.output_tokens)
+    lengths = Lengths(listed=measured) if measured else Lengths()
+    load = Load(done, config.request_rate, config.max_concurrency, config.burstiness, config.seed, lengths)
     shape = (round(summary["total_input_tokens"] / done), max(1, round(summary["total_output_tokens"] / done)))
     return predict(setup, *shape, load).metrics

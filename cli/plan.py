@@ -137,6 +137,7 @@ def plan(  # noqa: PLR0913 (a Typer command: one parameter per option)
     max_concurrency: performance.MaxConcurrency = None,
     request_rate: performance.RequestRate = None,
     num_prompts: performance.NumPrompts = None,
+    lengths: performance.LengthsOption = None,
     slo: performance.SloOption = None,
     gpu_bandwidth: performance.GpuBandwidth = None,
     gpu_tflops: performance.GpuTflops = None,
@@ -173,7 +174,9 @@ def plan(  # noqa: PLR0913 (a Typer command: one parameter per option)
     )
     target = PlanTarget(gpu, gpu_mem, gpu_free, num_gpus, vllm_version)
     workloads = parse_workloads(workload)
-    served = performance.PerformanceOptions(max_concurrency, request_rate, num_prompts, slo, gpu_bandwidth, gpu_tflops)
+    served = performance.PerformanceOptions(
+        max_concurrency, request_rate, num_prompts, lengths, slo, gpu_bandwidth, gpu_tflops
+    )
     performance.check_wanted(served, workload)
     if from_log is not None:
         _check_choices(None, kv_cache_dtype, dtype, quantization)

@@ -6,6 +6,7 @@ import math
 from kvtool.cli.plan_performance import PerformanceOptions
 from kvtool.engine.plan.performance.forecast import Forecast, RequestShape, forecast, forecast_json
 from kvtool.engine.plan.performance.hardware import GpuFigures, catalog_figures, parse_tflops, with_given
+from kvtool.engine.plan.performance.lengths import parse_lengths
 from kvtool.engine.plan.performance.load import DEFAULT_NUM_PROMPTS, Load
 from kvtool.engine.plan.performance.predict import ServingSetup
 from kvtool.engine.plan.performance.slo import parse_slo
@@ -18,10 +19,10 @@ NOT_STARTED = "served performance: not predicted, the engine would not start wit
 
 def parse_loads(options: PerformanceOptions) -> list[Load]:
     """One load per --max-concurrency x --request-rate value, as one `vllm bench serve` run each."""
-    prompts = options.num_prompts or DEFAULT_NUM_PROMPTS
+    prompts, lengths = options.num_prompts or DEFAULT_NUM_PROMPTS, parse_lengths(options.lengths)
     clients = _values(options.max_concurrency, "--max-concurrency", int) or [None]
     rates = _values(options.request_rate, "--request-rate", float) or [math.inf]
-    return [Load(prompts, rate, client) for client in clients for rate in rates]
+    return [Load(prompts, rate, client, lengths=lengths) for client in clients for rate in rates]
 
 
 def _values(text: str | None, flag: str, kind) -> list:

@@ -31,6 +31,14 @@ NumPrompts = Annotated[
         click_type=COUNT, help=f"Requests per run \\[default: {DEFAULT_NUM_PROMPTS}].", rich_help_panel=PERFORMANCE
     ),
 ]
+LengthsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="How lengths spread about IN:OUT: fixed (vllm bench serve's random dataset), uniform:R (its "
+        "--random-range-ratio) or exponential (a chat dataset such as ShareGPT) \\[default: fixed].",
+        rich_help_panel=PERFORMANCE,
+    ),
+]
 SloOption = Annotated[
     str | None,
     typer.Option(
@@ -58,13 +66,14 @@ class PerformanceOptions:
     max_concurrency: str | None = None
     request_rate: str | None = None
     num_prompts: int | None = None
+    lengths: str | None = None
     slo: str | None = None
     gpu_bandwidth: float | None = None
     gpu_tflops: str | None = None
 
     @property
     def given(self) -> list[str]:
-        names = ("max_concurrency", "request_rate", "num_prompts", "slo", "gpu_bandwidth", "gpu_tflops")
+        names = ("max_concurrency", "request_rate", "num_prompts", "lengths", "slo", "gpu_bandwidth", "gpu_tflops")
         return ["--" + name.replace("_", "-") for name in names if getattr(self, name) is not None]
 
 

@@ -75,6 +75,7 @@ def _run_json(shape: RequestShape, run: Performance) -> dict:
         "num_prompts": load.num_prompts,
         "request_rate": "inf" if math.isinf(load.request_rate) else load.request_rate,
         "max_concurrency": load.max_concurrency,
+        "lengths": load.lengths.name,
         **{key: round(value, 3) for key, value in run.metrics.items()},
         "bound": run.bound,
         "preemptions": run.preemptions,

@@ -5,6 +5,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from kvtool.engine.plan.performance.lengths import Lengths
 from kvtool.errors import UsageError
 
 DEFAULT_NUM_PROMPTS = 1000  # vllm bench serve --num-prompts
@@ -18,6 +19,7 @@ class Load:
     max_concurrency: int | None = None
     burstiness: float = 1.0  # gamma shape of the gaps between requests: 1 is Poisson
     seed: int = DEFAULT_SEED
+    lengths: Lengths = Lengths()
 
     def __post_init__(self):
         """A load that would never send a request, or never stop sending, is refused (each figure by the
@@ -41,6 +43,7 @@ class Load:
         clients = self.max_concurrency
         parts = [f"{clients} client{'s' if clients != 1 else ''}"] if clients else []
         parts += [] if math.isinf(self.request_rate) else [f"{self.request_rate:g}/s"]
+        parts += [] if self.lengths.spread == "fixed" and not self.lengths.listed else [f"{self.lengths.name} lengths"]
         return ", ".join(parts) or f"{self.num_prompts} at once"
 
     def schedule(self) -> list[float]:

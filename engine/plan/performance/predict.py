@@ -93,7 +93,9 @@ def predict(
     steps = step_model(setup, eff)
     clients = load.max_concurrency or 0
     drift = request_latency(steps, input_tokens, output_tokens, clients) if load.closed_loop else 0.0
-    simulation = Simulation(steps, limits, input_tokens, output_tokens, load, eff.request_overhead_s, drift)
+    max_total = setup.config.model_config.max_model_len or input_tokens + output_tokens
+    lengths = load.lengths.draw(input_tokens, output_tokens, load.num_prompts, max_total, load.seed)
+    simulation = Simulation(steps, limits, lengths, load, eff.request_overhead_s, drift)
     outcome = simulation.run()
     metrics = bench_metrics(outcome.records, outcome.gaps)
     return Performance(

@@ -33,15 +33,14 @@ class Simulation:
         self,
         steps: StepModel,
         limits: SchedulerLimits,
-        input_tokens: int,
-        output_tokens: int,
+        lengths: list[tuple[int, int]],
         load: Load,
         request_overhead_s: float,
         drift_s: float = 0.0,
     ):
         self.steps, self.limits, self.load, self.overhead = steps, limits, load, request_overhead_s
         self.schedule, self.drift, self.rng = load.schedule(), drift_s, random.Random(DRIFT_SEED)
-        self.requests = [SimRequest(RequestRecord(0.0, input_tokens, output_tokens)) for _ in self.schedule]
+        self.requests = [SimRequest(RequestRecord(0.0, *pair)) for pair in lengths[: len(self.schedule)]]
         self.outcome = Outcome([r.record for r in self.requests], TokenGaps())
         self.t, self.g, self.sent, self.in_flight, self.done = 0.0, 0, 0, 0, 0
         self.arrivals: list[tuple[float, int, SimRequest]] = []
@@ -53,7 +52,7 @@ class Simulation:
         self.finishing: list[tuple[int, int, int, SimRequest]] = []  # (step, id, version, request)
 
     def run(self) -> Outcome:
-        self.limits.check_servable(self.requests[0].target + self.requests[0].record.output_tokens)
+        self.limits.check_servable(max(r.record.input_tokens + r.record.output_tokens for r in self.requests))
         self._release(0.0)
         while self.done < len(self.requests):
             self._take_arrivals()

@@ -11,7 +11,8 @@ forecast of each, planned as `kvtool plan` plans it.
   (planned as 0.12).
 * 15 rows of GPUStack's performance-lab documents (gpustack/gpustack at 47277d7): `vllm bench serve` result
   blocks, vLLM 0.11, Qwen3-8B / 14B / 32B on one H100, ShareGPT prompts (planned at their measured mean
-  lengths) or random ones, in a closed loop of 1 - 8 clients or 100 - 1,000 prompts at once (saturation).
+  lengths, spread exponentially about them: `dataset`) or random ones (every prompt the same length), in a
+  closed loop of 1 - 8 clients or 100 - 1,000 prompts at once (saturation).
   `gpu_planned` says which datasheet the row is planned with; `gpu_note` why, where it is not the name the
   source gives.
 """
@@ -24,6 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from kvtool.cli.plan_forecast import planned_setup
+from kvtool.engine.plan.performance.lengths import Lengths
 from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.predict import predict
 from kvtool.engine.sizing.engine_args import EngineArgs
@@ -71,7 +73,8 @@ def forecast(row_id: str) -> dict[str, float]:
     release = item["engine_version"] if item["engine_version"][0].isdigit() else UNSTATED_RELEASE
     setup = _setup(item["model"], item["gpu_planned"], item["tp"], item["quantization"], release)
     clients = item["max_concurrency"]
-    load = Load(item["num_prompts"] or REQUESTS_PER_CLIENT * clients, math.inf, clients)
+    lengths = Lengths("exponential" if item.get("dataset", "").startswith("ShareGPT") else "fixed")
+    load = Load(item["num_prompts"] or REQUESTS_PER_CLIENT * clients, math.inf, clients, lengths=lengths)
     return predict(setup, item["input_tokens"], item["output_tokens"], load).metrics
 
 

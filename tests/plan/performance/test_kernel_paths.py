@@ -85,8 +85,8 @@ def test_closed_form_decode_runs_equal_stepping_with_the_host_overlapped(load):
             return 0
 
     model, limits = steps(overlap_host=True), SchedulerLimits(256, 8192, 20_000, 16)
-    fast = Simulation(model, limits, 800, 300, load, 0.04, 1.0).run()
-    slow = OneStepAtATime(model, limits, 800, 300, load, 0.04, 1.0).run()
+    fast = Simulation(model, limits, [(800, 300)] * load.num_prompts, load, 0.04, 1.0).run()
+    slow = OneStepAtATime(model, limits, [(800, 300)] * load.num_prompts, load, 0.04, 1.0).run()
     for fast_record, slow_record in zip(fast.records, slow.records):
         assert fast_record.finished == pytest.approx(slow_record.finished, rel=1e-6)
 

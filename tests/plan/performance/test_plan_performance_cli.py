@@ -109,6 +109,8 @@ def test_from_log_plans_on_the_logs_kv_cache(tmp_path):
         (["--gpu", "H100", "--workload", "1024:256", "--max-concurrency", "inf"], "--max-concurrency 'inf' is not"),
         (["--gpu", "H100", "--workload", "1024:256", "--gpu-tflops", "fast"], "--gpu-tflops 'fast' is not"),
         (["--gpu", "H100", "--pp", "2", "--model", "qwen3-8b", "--workload", "1024:256"], "not modelled with pipeline"),
+        (["--gpu", "H100", "--workload", "1024:256", "--lengths", "normal"], "--lengths 'normal' is not one of"),
+        (["--gpu", "H100", "--lengths", "exponential"], "--lengths needs --workload IN:OUT"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, problem):
@@ -140,7 +142,10 @@ print("LOADED", sorted(m for m in sys.modules if m.startswith("kvtool.engine.pla
 @pytest.mark.parametrize(
     ("args", "loaded"),
     [
-        (["plan", "--model", "qwen3-8b", "--gpu", "H100", "--json"], "LOADED ['kvtool.engine.plan.performance.load']"),
+        (
+            ["plan", "--model", "qwen3-8b", "--gpu", "H100", "--json"],
+            "LOADED ['kvtool.engine.plan.performance.lengths', 'kvtool.engine.plan.performance.load']",
+        ),
         (["plan", "--model", "qwen3-8b", "--gpu", "H100", "--workload", "512:64", "--num-prompts", "50", "--json"],
          "kvtool.engine.plan.performance.scheduler"),
     ],

@@ -31,6 +31,11 @@ def limits(blocks: int = 30_000, seqs: int = 1024, budget: int = 8192) -> Schedu
     return SchedulerLimits(seqs, budget, blocks, 16)
 
 
+def simulate(limit, prompt: int, output: int, load: Load, drift: float = 0.0, kind=Simulation):
+    """The scheduler over `load`, every request of `prompt` + `output` tokens."""
+    return kind(STEPS, limit, [(prompt, output)] * load.num_prompts, load, OVERHEAD, drift).run()
+
+
 class OneStepAtATime(Simulation):
     """The same scheduler with the closed-form decode runs turned off."""
 
@@ -48,8 +53,8 @@ LOADS = [
 
 @pytest.mark.parametrize(("limit", "prompt", "output", "load"), LOADS)
 def test_closed_form_runs_equal_stepping(limit, prompt, output, load):
-    fast = Simulation(STEPS, limit, prompt, output, load, OVERHEAD, 1.0).run()
-    slow = OneStepAtATime(STEPS, limit, prompt, output, load, OVERHEAD, 1.0).run()
+    fast = simulate(limit, prompt, output, load, 1.0)
+    slow = simulate(limit, prompt, output, load, 1.0, kind=OneStepAtATime)
     assert fast.preemptions == slow.preemptions
     for fast_record, slow_record in zip(fast.records, slow.records):
         assert fast_record.first_token == pytest.approx(slow_record.first_token, rel=1e-9)
@@ -58,7 +63,7 @@ def test_closed_form_runs_equal_stepping(limit, prompt, output, load):
 
 
 def test_one_request_is_its_prefill_then_one_decode_step_per_token():
-    run = Simulation(STEPS, limits(), 500, 10, Load(1, math.inf, 1), OVERHEAD).run()
+    run = simulate(limits(), 500, 10, Load(1, math.inf, 1))
     record = run.records[0]
     prefill = STEPS.step(0, 0, [(500, 0)]).seconds
     decodes = sum(STEPS.step(1, 500 + i, []).seconds for i in range(9))
@@ -67,22 +72,22 @@ def test_one_request_is_its_prefill_then_one_decode_step_per_token():
 
 
 def test_a_prompt_longer_than_the_budget_is_prefilled_in_chunks():
-    run = Simulation(STEPS, limits(budget=2048), 5000, 2, Load(1, math.inf, 1), OVERHEAD).run()
+    run = simulate(limits(budget=2048), 5000, 2, Load(1, math.inf, 1))
     chunks = [(2048, 0), (2048, 2048), (904, 4096)]
     expected = sum(STEPS.step(0, 0, [chunk]).seconds for chunk in chunks)
     assert run.records[0].first_token - run.records[0].sent == pytest.approx(OVERHEAD + expected)
 
 
 def test_max_num_seqs_holds_the_rest_in_the_queue():
-    run = Simulation(STEPS, limits(seqs=4), 200, 50, Load(16), OVERHEAD).run()
+    run = simulate(limits(seqs=4), 200, 50, Load(16))
     first_tokens = sorted(r.first_token for r in run.records)
     assert first_tokens[4] > first_tokens[3] + 40 * STEPS.step(4, 1000, []).seconds  # the fifth waits for a slot
     assert max(run.waiting, key=run.waiting.get) == SEQS
 
 
 def test_a_full_kv_cache_makes_requests_wait_and_preempts_the_last_admitted():
-    small = Simulation(STEPS, limits(blocks=600), 2000, 2000, Load(12, math.inf, 12), OVERHEAD, 1.0).run()
-    ample = Simulation(STEPS, limits(), 2000, 2000, Load(12, math.inf, 12), OVERHEAD, 1.0).run()
+    small = simulate(limits(blocks=600), 2000, 2000, Load(12, math.inf, 12), 1.0)
+    ample = simulate(limits(), 2000, 2000, Load(12, math.inf, 12), 1.0)
     assert small.preemptions > 0 and ample.preemptions == 0
     assert small.waiting[KV] > 0 and KV not in ample.waiting
     assert max(r.finished for r in small.records) > max(r.finished for r in ample.records)
@@ -105,7 +110,7 @@ def test_metrics_carry_vllm_bench_serve_names():
 
 
 def test_tpot_is_latency_after_the_first_token_over_the_tokens_after_it():
-    run = Simulation(STEPS, limits(), 300, 40, Load(20, math.inf, 4), OVERHEAD, 1.0).run()
+    run = simulate(limits(), 300, 40, Load(20, math.inf, 4), 1.0)
     metrics = bench_metrics(run.records, run.gaps)
     tpots = [(r.finished - r.first_token) / 39 for r in run.records]
     assert metrics["mean_tpot_ms"] == pytest.approx(1000 * sum(tpots) / len(tpots))
