@@ -1,7 +1,7 @@
 """The served-performance model's constants: each the achieved share of a datasheet peak, or a fixed cost of
 one mechanism (docs/plan.md "Served performance" says which were fitted, and on what)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -10,6 +10,11 @@ class Efficiencies:
     hbm: float = 0.90
     # Large dense GEMMs (thousands of tokens): what cuBLAS / CUTLASS reach of the dense tensor-core peak.
     gemm: float = 0.75
+    # 16-bit dense tensor-core FLOP/s a board sustains per watt of its power limit, by architecture: a board
+    # whose limit feeds less than `gemm` of its peak runs its GEMMs at lower clocks (Hopper: the H100 PCIe's
+    # prefill steps, 350 W; docs/plan.md says how it was set). Architectures without a measured figure are
+    # taken to hold their clocks.
+    tensor_flops_per_watt: dict[str, float] = field(default_factory=lambda: {"sm90": 1.2e12})
     # Blackwell's fp8 and fp4 GEMMs, measured as vLLM's linear op on B200 (0.19 - 0.24): the share of the fp8 /
     # fp4 datasheet peak they reach (its bf16 GEMMs stay near the Hopper share).
     gemm_low_precision_blackwell: float = 0.45

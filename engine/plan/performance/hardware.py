@@ -24,6 +24,7 @@ class GpuFigures:
     link_gbps: float = 0.0  # bidirectional, per GPU (xgmi: per point-to-point link)
     links: int = 0  # xgmi: links per GPU, one to each peer
     arch: str | None = None  # sm90, sm100, gfx942, ... (the catalog's)
+    board_watts: float | None = None  # the board's power limit (TDP), where the datasheet gives it
 
     @property
     def blackwell(self) -> bool:

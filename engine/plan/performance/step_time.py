@@ -106,7 +106,7 @@ class StepModel:
         touched = expected_distinct_experts(tokens, cost.experts_per_token, cost.num_experts)
         rows = padded_expert_rows(tokens * cost.experts_per_token, touched, moe_tile_rows(tokens, cost.num_experts))
         moved = touched * cost.expert.weight_bytes / (self.gpu.hbm_bytes_per_s * eff.moe_hbm)
-        computed = rows * cost.expert.flops_per_token / (self.gpu.peak_flops(cost.expert.dtype) * eff.moe_gemm)
+        computed = rows * cost.expert.flops_per_token / (self._peak(cost.expert.dtype) * eff.moe_gemm)
         return eff.moe_layer_overhead_s + max(moved, computed), computed if computed > moved else 0.0
 
     def _gemm_efficiency(self, gemm: GemmCost) -> float:
@@ -117,9 +117,24 @@ class StepModel:
             return min(efficiency, self.eff.gemm_low_precision_blackwell)
         return efficiency
 
+    def _peak(self, dtype: str) -> float:
+        """The dense tensor-core peak for `dtype`, lowered where the board's power limit holds its clocks down."""
+        return self.gpu.peak_flops(dtype) * self._power_share
+
+    @cached_property
+    def _power_share(self) -> float:
+        """The share of its clocks a board keeps under sustained tensor-core work: what its power limit feeds
+        at the architecture's FLOPs per watt against what η_gemm of its 16-bit peak would draw (1 where that is
+        more than enough, or where no architecture's figure is measured)."""
+        per_watt = self.eff.tensor_flops_per_watt.get(self.gpu.arch or "")
+        peak = self.gpu.peak_flops("bf16")
+        if not (per_watt and peak and self.gpu.board_watts):
+            return 1.0
+        return min(1.0, per_watt * self.gpu.board_watts / (self.eff.gemm * peak))
+
     def _flop_seconds(self, gemm: GemmCost, efficiency: float) -> float:
         """Seconds for one token (row) of `gemm` at `efficiency` of the tensor-core peak."""
-        seconds = gemm.flops_per_token / (self.gpu.peak_flops(gemm.dtype) * efficiency)
+        seconds = gemm.flops_per_token / (self._peak(gemm.dtype) * efficiency)
         return seconds * (self.eff.dequantize if gemm.dequantize else 1.0)
 
     def _decode_attention(self, decodes: int, decode_context: int) -> float:
@@ -133,7 +148,7 @@ class StepModel:
         cost = self.cost
         pairs = sum(new * cached + new * (new + 1) / 2 for new, cached in chunks) * cost.full_attention_layers
         pairs += sum(new * min(cached + new, cost.sliding_window) for new, cached in chunks) * cost.sliding_layers
-        return pairs * cost.attention_flops_per_pair / (self.gpu.peak_flops(cost.lm_head.dtype) * self.eff.attention)
+        return pairs * cost.attention_flops_per_pair / (self._peak(cost.lm_head.dtype) * self.eff.attention)
 
     def _allreduce(self, tokens: int) -> float:
         cost = self.cost

@@ -2,6 +2,8 @@
 decode, FLOPs over the tensor-core peak for a prefill, all-reduce per layer, experts a batch touches, the
 sliding window's cap on KV reads, and what a quantization stores and computes in."""
 
+from dataclasses import replace
+
 import pytest
 
 from kvtool.engine.discovery.models import resolve_model_spec
@@ -120,3 +122,24 @@ def test_an_infinity_fabric_mesh_gives_tp_only_the_links_to_its_peers():
     assert mi300x.link_bytes_per_s(2) == pytest.approx(64e9)
     assert mi300x.link_bytes_per_s(8) == pytest.approx(7 * 64e9)
     assert H200.link_bytes_per_s(2) == H200.link_bytes_per_s(8) == pytest.approx(450e9)
+
+
+def test_a_board_whose_power_limit_feeds_less_than_its_gemms_draw_prefills_at_lower_clocks():
+    """The H100 PCIe (350 W) sustains 1.2 TFLOP/s per watt of Hopper tensor work, 420 of the 567 TFLOP/s its
+    GEMMs would reach at full clocks: a prefill's FLOP-bound time grows by that ratio, a decode's bytes do not.
+    The SXM board's 700 W feed more than its GEMMs draw, and an architecture without a measured figure keeps
+    its clocks."""
+    pcie = catalog_figures("H100-80GB", given_as="h100-pcie")
+    full_clocks = replace(pcie, board_watts=None)
+    share = 1.2e12 * 350 / (NO_FIXED.gemm * 756e12)
+    limited, unlimited = steps("Qwen/Qwen3-32B", gpu=pcie), steps("Qwen/Qwen3-32B", gpu=full_clocks)
+    prefill, prefill_full = limited.step(0, 0, [(8192, 0)]), unlimited.step(0, 0, [(8192, 0)])
+    assert prefill.compute_seconds == pytest.approx(prefill_full.compute_seconds / share, rel=1e-6)
+    assert limited.step(1, 0, []).seconds == pytest.approx(unlimited.step(1, 0, []).seconds)
+    assert steps("Qwen/Qwen3-32B").step(0, 0, [(8192, 0)]) == steps(
+        "Qwen/Qwen3-32B", gpu=replace(H100, board_watts=None)
+    ).step(0, 0, [(8192, 0)])
+    l4 = catalog_figures("L4")
+    assert steps("qwen3-8b", gpu=replace(l4, board_watts=10)).step(0, 0, [(4096, 0)]) == steps("qwen3-8b", gpu=l4).step(
+        0, 0, [(4096, 0)]
+    )
