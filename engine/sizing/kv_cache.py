@@ -31,6 +31,9 @@ from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import StartupError, UsageError
 
 
+MLA_PADDED_HEAD = 256  # model_executor/models/deepseek_v2.py before 0.7.0: 192-wide heads padded for FlashAttention
+
+
 class KVCacheTooSmallError(StartupError):
     """The KV cache cannot hold one request of max_model_len tokens (vLLM's start-up failure)."""
 
@@ -86,16 +89,25 @@ class KVCacheSpec:
     @property
     def kv_heads_per_rank(self) -> int:
         """KV heads each tensor-parallel rank stores; heads are replicated when tp exceeds them."""
-        return 1 if self.model.is_mla else max(1, self.model.num_key_value_heads // self.layout.tp)
+        if self.stores_latent:
+            return 1
+        heads = self.model.num_attention_heads if self.model.is_mla else self.model.num_key_value_heads
+        return max(1, heads // self.layout.tp)
+
+    @property
+    def stores_latent(self) -> bool:
+        """MLA's single latent per token (vLLM 0.7.1+); earlier releases store every head's K and V."""
+        return self.model.is_mla and self.layout.rules.mla_cache == "latent"
 
     @cached_property
     def layer_bytes_per_token(self) -> int:
         """One token in one attention layer: K and V heads, or MLA's single latent (no factor 2, no TP split)."""
         model = self.model
         dtype_bytes = kv_cache_dtype_bytes(self.layout.kv_cache_dtype, model.dtype)
-        if model.is_mla:
+        if self.stores_latent:
             return (model.kv_lora_rank + model.qk_rope_head_dim) * dtype_bytes
-        return 2 * self.kv_heads_per_rank * model.head_dim * dtype_bytes
+        head_dim = MLA_PADDED_HEAD if model.is_mla and self.layout.rules.mla_cache == "heads_256" else model.head_dim
+        return 2 * self.kv_heads_per_rank * head_dim * dtype_bytes
 
     @cached_property
     def kinds(self) -> tuple[str, ...]:

@@ -19,6 +19,11 @@ from kvtool.engine.sizing.weights import element_bytes
 # values 4 and int64 indices 8, the int64 index input 8 and the radix sort's double buffers 4 + 8: 38.
 # Eight V0 logs (0.7.1 - 0.8.5, docs/plan.md) print 38.5 - 40 bytes per logit; two V1 0.10.1 logs 14.5.
 SAMPLER_BYTES_PER_LOGIT = {"flashinfer": 14, "triton": 14, "native": 38, "v0": 38}
+# V0 0.2.6 - 0.6.3 measure the memory still held after the profile run (free memory before and after, with no
+# empty_cache() between), so the peak is what torch's caching allocator reserved, not what it allocated: blocks
+# cached at one size are not reused for a larger one. Fitted, not derived: three logs of 0.3.3, 0.5.1 and 0.5.5
+# (24 and 48 GB cards, 512 to 163,840 profiled tokens) hold 1.33 - 1.41 times the allocated estimate.
+RESERVED_OVER_ALLOCATED = 1.35
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class ProfileRules:
     logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens, no sampler
     v0: bool = False  # the V0 engine: mamba state allocated inside the profile step
     encoder_items: int | None = None  # multimodal profile: items of the largest size (None: vLLM's choice)
+    reserved: bool = False  # V0 0.2.6 - 0.6.3: the peak is the caching allocator's reserved memory
 
 
 def forward_bytes_per_token(spec: ModelSpec, dtype: str = "auto", tp: int = 1) -> int:
@@ -52,7 +58,13 @@ def activation_bytes(
     rules: ProfileRules = ProfileRules(),
     last_stage: bool = True,
 ) -> int:
-    """Peak of the profile step beyond the weights: max(forward, kept hidden states + sampler)."""
+    """Peak of the profile step beyond the weights: max(forward, kept hidden states + sampler), as the
+    release measures it (allocated, or reserved by the caching allocator)."""
+    peak = _allocated_peak(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules, last_stage)
+    return round(peak * RESERVED_OVER_ALLOCATED) if rules.reserved else peak
+
+
+def _allocated_peak(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules, last_stage) -> int:
     tokens, element = max_num_batched_tokens, element_bytes(spec, dtype)
     forward = tokens * forward_bytes_per_token(spec, dtype, tp) + _v0_mamba_cache(spec, max_num_seqs, tp, rules)
     if rules.logits_for_every_token:

@@ -108,6 +108,7 @@ def budget_rules(
         sampler=sampler_path(release, v0, use_flashinfer_sampler),
         logits_for_every_token=not v0 and release.version < (0, 7, 3),
         v0=v0,
+        reserved=release.reached("peak_all_processes") and not release.reached("v0_allocated_peak"),
     )
     return BudgetRules(
         ceil_request=release.reached("requested_ceil"),
@@ -162,7 +163,14 @@ def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KV
         whole_model_check=release.reached("whole_model_kv_check") and not release.reached("per_stage_kv_check"),
         state_blocks_per_request=2 if release.reached("mamba_align_mode") else 1,
         hybrid_groups=not v0 and release.reached("hybrid_kv_manager"),
+        mla_cache=_mla_cache(release),
     )
+
+
+def _mla_cache(release: VllmRelease) -> str:
+    if release.reached("mla_latent_cache"):
+        return "latent"
+    return "heads" if release.reached("mla_unpadded_heads") else "heads_256"
 
 
 def parse_env_flag(name: str) -> bool | None:

@@ -30,6 +30,12 @@ class Boundary:
 
 BOUNDARIES = (
     Boundary(
+        "paged_attention_v2",
+        (0, 2, 2),
+        "paged attention splits long sequences (0.2.0 - 0.2.1 keep a whole sequence's logits in shared memory and "
+        "refuse a max_model_len x 4 B above the GPU's shared memory per block)",
+    ),
+    Boundary(
         "peak_all_processes",
         (0, 2, 6),
         "V0 peak = total - free after profiling: non-torch memory and other "
@@ -45,6 +51,11 @@ BOUNDARIES = (
     Boundary("fp8_e4m3", (0, 4, 3), "--kv-cache-dtype fp8, fp8_e4m3, fp8_e5m2"),
     Boundary("chunked_prefill_auto", (0, 5, 3), "V0 turns chunked prefill on when max_model_len > 32768"),
     Boundary("limit_mm_per_prompt", (0, 5, 5), "--limit-mm-per-prompt exists"),
+    Boundary(
+        "v0_allocated_peak",
+        (0, 6, 4),
+        "V0 takes torch's allocated peak (0.2.6 - 0.6.3: the memory still reserved after the profile run)",
+    ),
     Boundary("v0_concurrency_log", (0, 6, 3), "V0 logs 'Maximum concurrency for L tokens per request'"),
     Boundary(
         "v0_baseline_snapshot",
@@ -52,6 +63,8 @@ BOUNDARIES = (
         "V0 charges the non-torch increase since a baseline snapshot (0.6.4: total - free - torch allocated)",
     ),
     Boundary("chunked_prefill_2048", (0, 6, 5), "V0 chunked prefill defaults to 2048 batched tokens"),
+    Boundary("mla_unpadded_heads", (0, 7, 0), "MLA models cache per-head K and V of qk_nope + qk_rope (256 before)"),
+    Boundary("mla_latent_cache", (0, 7, 1), "MLA models cache one latent of kv_lora_rank + qk_rope per token"),
     Boundary("v1_default", (0, 8, 0), "the V1 engine is the default (V0 stays for unsupported settings)"),
     Boundary("sampler_warmup", (0, 8, 0), "V1 warms the sampler up on max_num_seqs rows inside the profile"),
     Boundary("mla_flashmla_64", (0, 8, 0), "MLA on Hopper forces block size 64 (FlashMLA)"),

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.sizing.profile_run import RESERVED_OVER_ALLOCATED
 
 GiB, MiB = 1 << 30, 1 << 20
 LLAMA = resolve_model_spec("llama3.1-8b")
@@ -32,6 +33,11 @@ A_TP2 = 2 * (2 * 4096 + max((32 + 2 * 8) * 128 // 2, 3 * 14336 // 2))
 def peak(tokens: int, rows: int, bytes_per_logit: int, forward: int = A) -> int:
     """The profile's peak: the forward, or the hidden states kept plus the sampler, whichever is larger."""
     return max(tokens * forward, tokens * HIDDEN * 2 + rows * VOCAB * bytes_per_logit)
+
+
+def held(peak_bytes: int) -> int:
+    """0.2.6 - 0.6.3 take what torch's caching allocator still holds after the profile (plan's fitted ratio)."""
+    return round(peak_bytes * RESERVED_OVER_ALLOCATED)
 
 
 V0_SORT, FLASHINFER = 38, 14  # sampler bytes per logit: V0's sort path; FlashInfer (V1 0.8 - 0.11, 0.21+)
@@ -75,7 +81,7 @@ ROWS = [
         "0.5.2",
         "worker/worker.py determine_num_available_blocks: init free - free after a max_model_len profile",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W - peak(32768, 256, V0_SORT) - N_V0,
+        int(80 * GiB * 0.9) - W - held(peak(32768, 256, V0_SORT)) - N_V0,
         32768,
         num_cpu_blocks=2048,
     ),
@@ -83,7 +89,7 @@ ROWS = [
         "0.6.3",
         "engine/arg_utils.py: chunked prefill on above 32k, 512-token profile batch",
         ("--gpu-mem", "80GiB", "--max-model-len", "131072"),
-        int(80 * GiB * 0.9) - W - peak(512, 256, V0_SORT) - N_V0,
+        int(80 * GiB * 0.9) - W - held(peak(512, 256, V0_SORT)) - N_V0,
         512,
         num_cpu_blocks=2048,
     ),
