@@ -32,6 +32,7 @@ class GpuInfo:
     mig_mode: bool | None = None
     source: str = "catalog"  # "nvml" | "catalog" | "size" | "kv-cache-memory"
     arch: str | None = None  # sm90 (compute capability 9.0), gfx942, ...
+    nvswitch: bool = False  # an NVSwitch (HGX) board: NCCL adds NVLink SHARP buffers at tp > 1
 
     @property
     def compute_capability(self) -> float | None:
@@ -50,7 +51,12 @@ def _catalog_rows() -> tuple[dict, ...]:
 
 def gpu_catalog() -> tuple[GpuInfo, ...]:
     return tuple(
-        GpuInfo(name=row["name"], total_bytes=int(row["memory_gib"] * GiB), arch=row.get("arch"))
+        GpuInfo(
+            name=row["name"],
+            total_bytes=int(row["memory_gib"] * GiB),
+            arch=row.get("arch"),
+            nvswitch=row.get("nvswitch", False),
+        )
         for row in _catalog_rows()
     )
 

@@ -27,21 +27,29 @@ from kvtool.engine.sizing.weights import (  # noqa: F401 (resolve_dtype, weights
 )
 from kvtool.errors import UsageError
 
-MiB = 1 << 20
+MiB, GiB = 1 << 20, 1 << 30
 # What the profile measures outside torch's allocator on one GPU once the baseline is taken after the CUDA
 # context exists: lazily loaded kernels and the like. Printed "non-torch memory" on single-GPU logs: 0.02 GiB
 # (V1 0.10.2, three logs), 0.03 - 0.09 GiB (V0 0.7 - 0.8, seven logs).
 V1_NON_TORCH_BYTES = 20 * MiB
 V0_NON_TORCH_BYTES = 50 * MiB
+# On the HPC parts (SM 8.0, 9.0, 10.x) V1 loads more of them: 0.24 - 0.27 GiB on H100 (0.19, nine logs at tp 1),
+# 0.33 GiB on A100 (0.26). The KV range carries the spread between the two.
+V1_HPC_NON_TORCH_BYTES = 250 * MiB
 # Where the release measures total - free, its own CUDA context is charged too (about 0.3 - 0.5 GiB).
 CONTEXT_BYTES = 450 * MiB
 # The extensible KV cache (0.34, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes) keeps free a margin of
 # max(KV_CACHE_MARGIN_FLOOR_BYTES, KV_CACHE_MARGIN_FRACTION x the transient peak) of the device.
 EXTENSIBLE_MARGIN_FLOOR = 1 << 30
 EXTENSIBLE_MARGIN_FRACTION = 0.75
-# NCCL communicator buffers per peer rank, where charged. Fitted, not derived: 0.117 GiB at tp 2 on A100 (two
-# logs against their tp 1 runs), 2.28 GiB at tp 8 on H100 (two logs of different models, after their sampler).
-NCCL_BYTES_PER_PEER = {"ampere": 120 * MiB, "hopper": 333 * MiB}
+# NCCL's buffers, charged in every release that measures free memory: NCCL allocates them at the first collective,
+# inside the profile run, so even the baseline vLLM takes after NCCL's init (0.11+) misses them. Fitted, not
+# derived: 120 MiB per peer rank (0.117 GiB at tp 2 on A100, two 0.10.1 logs against their tp 1 runs); on NVSwitch
+# systems (HGX H100 / H200 / B200) NCCL's NVLink SHARP (NVLS) buffers instead at tp > 1: 1.78 GiB and 45 MiB per
+# peer (0.19 logs on H100 print 1.82 GiB more non-torch memory at tp 2 than at tp 1, five logs, and 1.88 - 1.96 GiB
+# at tp 4, two logs; two 0.10 logs at tp 8, whose baseline preceded NCCL's init, leave 2.28 GiB).
+NCCL_BYTES_PER_PEER = 120 * MiB
+NVLS_BYTES, NVLS_BYTES_PER_PEER = int(1.78 * GiB), 45 * MiB
 
 
 # How far each estimate strays from what vLLM prints, as a share of it, on the logs in docs/plan.md: the
@@ -56,7 +64,8 @@ class BudgetRules:
     ceil_request: bool = True  # 0.14+: ceil(total x utilization)
     profile: ProfileRules = field(default_factory=ProfileRules)
     non_torch_bytes: int = V1_NON_TORCH_BYTES  # 0 in 0.2.0-0.2.5 (only the torch allocator peak)
-    nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
+    nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1: NCCL's buffers are allocated inside the profile run
+    nvls_bytes: int = 0  # NVSwitch systems at tp > 1: NCCL's NVLS buffers
     charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
     extensible: bool = False  # 0.34: the KV cache sized after warmup, a margin of the device kept free
     subtract_cudagraphs: bool = True  # 0.20+
@@ -136,7 +145,7 @@ def memory_budget(
         requested_bytes=requested,
         weights_bytes=stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align),
         activation_bytes=peak,
-        non_torch_bytes=rules.non_torch_bytes + rules.nccl_bytes_per_peer * (tp * pp - 1),
+        non_torch_bytes=rules.non_torch_bytes + nccl_bytes(rules, tp, pp),
         cudagraph_bytes=graphs,
         kv_cache_memory_bytes=kv_cache_memory,
         encoder_bytes=encoder_bytes(spec, max_num_batched_tokens, peak, dtype, tp, rules.encoder_items)
@@ -145,6 +154,11 @@ def memory_budget(
         other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
         kv_headroom_bytes=_headroom(rules, total_bytes - requested, other_process_bytes, peak),
     )
+
+
+def nccl_bytes(rules: BudgetRules, tp: int, pp: int) -> int:
+    """NCCL's buffers on one GPU where the release charges them: per peer rank, and NVLS at tp > 1."""
+    return rules.nccl_bytes_per_peer * (tp * pp - 1) + (rules.nvls_bytes if tp > 1 else 0)
 
 
 def _headroom(rules: BudgetRules, unrequested: int, other_process_bytes: int, peak: int) -> int:

@@ -10,7 +10,10 @@ from kvtool.engine.sizing.kv_cache import KVRules
 from kvtool.engine.sizing.memory_budget import (
     CONTEXT_BYTES,
     NCCL_BYTES_PER_PEER,
+    NVLS_BYTES,
+    NVLS_BYTES_PER_PEER,
     V0_NON_TORCH_BYTES,
+    V1_HPC_NON_TORCH_BYTES,
     V1_NON_TORCH_BYTES,
     BudgetRules,
 )
@@ -94,16 +97,21 @@ def sampler_path(release: VllmRelease, v0: bool, use_flashinfer: bool | None = N
 
 
 def budget_rules(
-    release: VllmRelease, v0: bool, arch: str | None = None, use_flashinfer_sampler: bool | None = None
+    release: VllmRelease,
+    v0: bool,
+    arch: str | None = None,
+    use_flashinfer_sampler: bool | None = None,
+    nvswitch: bool = False,
 ) -> BudgetRules:
-    """How the release measures what is not KV cache, on a GPU of architecture `arch`."""
+    """How the release measures what is not KV cache, on a GPU of architecture `arch` (`nvswitch`: an HGX
+    board, where NCCL adds its NVLS buffers)."""
     total_minus_free = (
         (release.reached("peak_all_processes") and not release.reached("peak_since_init"))
         or release.version[:3] == (0, 6, 4)
         or (not v0 and not release.reached("free_memory_check"))
     )
-    non_torch = CONTEXT_BYTES if total_minus_free else V0_NON_TORCH_BYTES if v0 else V1_NON_TORCH_BYTES
-    nccl = release.reached("peak_all_processes") and (v0 or not release.reached("nccl_not_charged"))
+    non_torch = CONTEXT_BYTES if total_minus_free else V0_NON_TORCH_BYTES if v0 else _v1_non_torch(arch)
+    nccl = release.reached("peak_all_processes")
     profile = ProfileRules(
         sampler=sampler_path(release, v0, use_flashinfer_sampler),
         logits_for_every_token=not v0 and release.version < (0, 7, 3),
@@ -114,13 +122,18 @@ def budget_rules(
         ceil_request=release.reached("requested_ceil"),
         profile=profile,
         non_torch_bytes=non_torch if release.reached("peak_all_processes") else 0,
-        nccl_bytes_per_peer=NCCL_BYTES_PER_PEER["hopper" if _sm(arch) >= 90 else "ampere"] if nccl else 0,
+        nccl_bytes_per_peer=(NVLS_BYTES_PER_PEER if nvswitch else NCCL_BYTES_PER_PEER) if nccl else 0,
+        nvls_bytes=NVLS_BYTES if nccl and nvswitch else 0,
         charge_other_processes=total_minus_free,
         subtract_cudagraphs=not v0 and release.reached("cudagraph_subtracted"),
         extensible=release.reached("extensible_kv_cache"),
         capture=_capture_rules(release, arch),
         mxfp4_align=_mxfp4_align(release, arch),
     )
+
+
+def _v1_non_torch(arch: str | None) -> int:
+    return V1_HPC_NON_TORCH_BYTES if _sm(arch) in (80, 90, 100, 103) else V1_NON_TORCH_BYTES
 
 
 def _sm(arch: str | None) -> int:

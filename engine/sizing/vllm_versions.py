@@ -86,7 +86,8 @@ BOUNDARIES = (
     Boundary(
         "nccl_not_charged",
         (0, 11, 0),
-        "the memory baseline is taken after NCCL init: its buffers are not charged to the KV budget",
+        "the memory baseline is taken after NCCL's init (its buffers, allocated at the first collective, are still "
+        "charged)",
     ),
     Boundary("kv_cache_dtype_bfloat16", (0, 11, 0), "--kv-cache-dtype bfloat16"),
     Boundary("full_and_piecewise", (0, 11, 0), "FULL CUDA graphs for decode batches beside the PIECEWISE ones"),

@@ -11,7 +11,7 @@ from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, make_plan
 from kvtool.engine.sizing.cudagraphs import CaptureRules, capture_sizes
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
-from kvtool.engine.sizing.memory_budget import memory_budget
+from kvtool.engine.sizing.memory_budget import NVLS_BYTES, memory_budget
 from kvtool.engine.sizing.profile_run import (
     RESERVED_OVER_ALLOCATED,
     ProfileRules,
@@ -140,16 +140,30 @@ def test_non_torch_memory_follows_what_each_release_measures(version, non_torch)
     assert budget_rules(release, release.uses_v0()).non_torch_bytes == non_torch
 
 
-def test_nccl_buffers_are_charged_per_peer_where_the_baseline_precedes_them():
+def test_nccl_buffers_are_charged_in_every_release_and_nvls_adds_its_own_on_nvswitch_boards():
+    """NCCL allocates its buffers at the first collective, inside the profile run: 0.11's baseline after NCCL's
+    init still sees them. On an HGX board NVLS buffers come on top at tp > 1 (0.19 logs: 1.8 GiB on H100)."""
     spec = resolve_model_spec("llama3.1-8b")
-    for version, arch, per_peer in (
-        ("0.10.1", "sm80", 120 * MiB),
-        ("0.10.0", "sm90", 333 * MiB),
-        ("0.11.0", "sm90", 0),
+    for version, arch, nvswitch, tp, nccl in (
+        ("0.10.1", "sm80", False, 4, 3 * 120 * MiB),
+        ("0.11.0", "sm80", False, 2, 120 * MiB),
+        ("0.19.0", "sm90", True, 2, NVLS_BYTES + 45 * MiB),
+        ("0.19.0", "sm90", True, 4, NVLS_BYTES + 3 * 45 * MiB),
+        ("0.19.0", "sm90", True, 1, 0),
     ):
-        rules = budget_rules(VllmRelease.parse(version), False, arch)
-        budget = memory_budget(spec, 80 * GiB, 0.9, tp=4, rules=rules)
-        assert budget.non_torch_bytes - rules.non_torch_bytes == 3 * per_peer
+        rules = budget_rules(VllmRelease.parse(version), False, arch, nvswitch=nvswitch)
+        budget = memory_budget(spec, 80 * GiB, 0.9, tp=tp, rules=rules)
+        assert budget.non_torch_bytes - rules.non_torch_bytes == nccl
+
+
+def test_the_h100_sweep_s_nccl_lands_where_the_logs_print_it():
+    """llm-d-planner's 0.19 sweep (tests/plan/startup_logs, s-123 - s-143): Llama-3.1-8B on H100 at tp 1, 2, 4 prints
+    0.25, 2.07 and 2.13 GiB of non-torch memory (the 70B at tp 4, s-143, 2.21)."""
+    printed = {1: 0.25, 2: 2.07, 4: 2.13}
+    for tp, gib in printed.items():
+        args = ["plan", "-m", "llama3.1-8b", "--gpu", "H100-80GB", "--tp", str(tp), "--vllm-version", "0.19.0", "--json"]
+        report = json.loads(runner.invoke(app, args).stdout)
+        assert report["memory"]["non_torch_bytes"] / GiB == pytest.approx(gib, abs=0.1)
 
 
 def test_a_size_without_a_name_says_which_scheduler_tier_it_assumed():

@@ -192,11 +192,12 @@ def test_mla_block_size_by_backend_and_gpu(version, arch, block):
     assert plan(version, resolve_model_spec("deepseek-v3"), gpu, tp=8, max_model_len=8192).kv.block_size == block
 
 
-def test_nccl_is_charged_until_the_baseline_moved_after_distributed_init():
-    # v1/worker/gpu_worker.py init_device: the memory snapshot follows init_worker_distributed_environment from 0.11.0
-    # the communicators' buffers per peer rank are plan's estimate: 333 MiB on Hopper (GPU_80 is sm90)
+def test_nccl_is_charged_after_the_baseline_moved_after_distributed_init():
+    # v1/worker/gpu_worker.py init_device: the memory snapshot follows init_worker_distributed_environment from 0.11.0,
+    # but NCCL allocates its buffers at the first collective, inside the profile run: 120 MiB per peer without an
+    # NVSwitch board (GPU_80 is a size), beside the 250 MiB of kernels V1 loads on an SM 9.0 part
     before, after = plan("0.10.2", tp=2, max_model_len=8192), plan("0.11.0", tp=2, max_model_len=8192)
-    assert before.budget.non_torch_bytes - after.budget.non_torch_bytes == 333 * MiB
+    assert before.budget.non_torch_bytes == after.budget.non_torch_bytes == (250 + 120) * MiB
 
 
 def test_requested_memory_is_rounded_up_from_0_14():
