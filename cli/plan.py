@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 
 from kvtool.cli import engine_options as flags
@@ -98,6 +99,16 @@ def plan(
             rich_help_panel=ENGINE,
         ),
     ] = None,
+    vllm_install: Annotated[
+        str,
+        typer.Option(
+            help="How vLLM was installed: its Docker image, or a pip wheel (0.8 - 0.11.0 without FlashInfer, 0.10.2 - "
+            f"0.12 without triton_kernels) \\[default: {defaults.DEFAULT_VLLM_INSTALL}].",
+            click_type=click.Choice(defaults.VLLM_INSTALLS),
+            show_default=False,
+            rich_help_panel=ENGINE,
+        ),
+    ] = defaults.DEFAULT_VLLM_INSTALL,
     gpu_memory_utilization: flags.GpuMemoryUtilization = None,
     max_model_len: flags.MaxModelLen = None,
     kv_cache_dtype: flags.KvCacheDtype = None,
@@ -164,6 +175,7 @@ def plan(
     given = {name: value for name, value in settings.items() if value is not None}
     run = {"model": model, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_free": gpu_free, "dtype": dtype}
     run |= {"quantization": quantization, "vllm_version": vllm_version, "limit_mm_per_prompt": limits}
+    run |= {"install": vllm_install}
     if from_log is not None:
         _check_choices(None, kv_cache_dtype, dtype, quantization)
         report = _plan_from_log(from_log, given, num_gpus, run, workloads)
@@ -194,6 +206,8 @@ def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload
         block_size_given="block_size" in given,
         pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
         flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
+        engine=vllm_engine(release),
+        install=run["install"],
         **given,
     )
     return make_plan(spec, request)
@@ -206,6 +220,14 @@ def _plan_from_log(path: Path, given: dict, num_gpus: int | None, run: dict, wor
     from kvtool.engine.plan.from_log_run import LogRun
 
     return plan_from_log(path, WhatIf(**given, num_gpus=num_gpus), LogRun(**run), workloads)
+
+
+def vllm_engine(release: VllmRelease) -> str | None:
+    """VLLM_USE_V1 as the releases that read it (0.7 - 0.10) read it: V1 asked for, or V0."""
+    use_v1 = parse_env_flag("VLLM_USE_V1")
+    if use_v1 is None or release.reached("v1_only") or release.version < (0, 7, 0):
+        return None
+    return "V1" if use_v1 else "V0"
 
 
 def render():

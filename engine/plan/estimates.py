@@ -72,7 +72,8 @@ def estimate_note(report) -> str | None:
 def _sampler_alternative(report) -> int:
     """0.8 - 0.11 sample with FlashInfer only where it is installed: the peak without it, less the peak assumed."""
     request = report.request
-    if report.v0 or request.flashinfer_sampler is not None or request.release.reached("flashinfer_sampler_opt_in"):
+    pinned = request.flashinfer_sampler is not None or request.install == "pip"
+    if report.v0 or pinned or request.release.reached("flashinfer_sampler_opt_in"):
         return 0
     rules = release_rules.budget_rules(request.release, report.v0, request.gpu.arch, request.flashinfer_sampler)
     if rules.profile.sampler != "flashinfer":

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
 from kvtool.engine.plan.planner import PlanRequest, Workload
+from kvtool.engine.sizing.defaults import DEFAULT_VLLM_INSTALL
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
 from kvtool.engine.sizing.log_budget import CATALOG, GIVEN, MEASURED, log_gpu
 from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
@@ -37,6 +38,7 @@ class LogRun:
     quantization: str | None = None
     vllm_version: str | None = None
     limit_mm_per_prompt: dict[str, int] | None = None
+    install: str = DEFAULT_VLLM_INSTALL  # how vLLM was installed (what-ifs move its budget by the same rules)
 
 
 def log_release(log: VllmStartupLog, given: str | None) -> tuple[VllmRelease, list[str]]:
@@ -122,6 +124,7 @@ def log_request(
         block_size_given=log.block_size is not None,
         engine=_forced_engine(log, release, gpu),
         cudagraphs_subtracted=log.cudagraph_memory_profiling,
+        install=run.install,
     )
 
 

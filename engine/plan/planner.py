@@ -11,7 +11,7 @@ from kvtool.engine.plan.stages import (  # noqa: F401 (kv_cache_spec, cpu_engine
     stage_gpu,
 )
 from kvtool.engine.sizing import release_rules, vllm_startup
-from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE
+from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE, DEFAULT_VLLM_INSTALL
 from kvtool.engine.sizing.engine_args import (
     AUTO_MAX_MODEL_LEN,
     check_parallel_sizes,
@@ -59,6 +59,7 @@ class PlanRequest:
     cudagraphs_subtracted: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as a log states it
     pp_layer_partition: tuple[int, ...] | None = None  # layers per pipeline stage (VLLM_PP_LAYER_PARTITION)
     flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER; None: unset
+    install: str = DEFAULT_VLLM_INSTALL  # how vLLM was installed: its Docker image or a pip wheel
 
     @property
     def gpu(self) -> GpuInfo:

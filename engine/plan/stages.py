@@ -85,7 +85,9 @@ def stage_gpu(request, index: int) -> GpuInfo:
 
 
 def _budget_rules(spec: ModelSpec, request, v0: bool, batched: int, seqs: int, gpu: GpuInfo):
-    rules = release_rules.budget_rules(request.release, v0, gpu.arch, request.flashinfer_sampler, gpu.nvswitch)
+    rules = release_rules.budget_rules(
+        request.release, v0, gpu.arch, request.flashinfer_sampler, gpu.nvswitch, request.install
+    )
     if request.cudagraphs_subtracted is not None:
         rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
     limits = request.limit_mm_per_prompt

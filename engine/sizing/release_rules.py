@@ -82,13 +82,18 @@ def _v0_batched_tokens(release: VllmRelease, max_model_len: int, chunked_off: bo
     return max(max_model_len, defaults.V0_UNCHUNKED_MIN_BATCHED_TOKENS, floor)
 
 
-def sampler_path(release: VllmRelease, v0: bool, use_flashinfer: bool | None = None) -> str:
+def sampler_path(
+    release: VllmRelease, v0: bool, use_flashinfer: bool | None = None, install: str = defaults.DEFAULT_VLLM_INSTALL
+) -> str:
     """The sampler the profile warms up (v1/sample/ops/topk_topp_sampler.py of each release), as
-    VLLM_USE_FLASHINFER_SAMPLER (`use_flashinfer`) steers it. Unset, 0.8 - 0.11 use FlashInfer when it is
-    installed, as in vLLM's Docker image (a pip install without it sorts in PyTorch, as =0 does); 0.12 - 0.20
-    only when set to 1; 0.21+ unless set to 0 (its PyTorch path masks in place in Triton too)."""
+    VLLM_USE_FLASHINFER_SAMPLER (`use_flashinfer`) steers it. Unset, 0.8 - 0.11.0 use FlashInfer when it is
+    installed, as in vLLM's Docker image (their pip wheels list it as an extra only: a pip install sorts in
+    PyTorch, as =0 does); 0.11.1 - 0.20 only when set to 1; 0.21+ unless set to 0 (its PyTorch path masks in place
+    in Triton too)."""
     if v0:
         return "v0"
+    if not release.reached("flashinfer_sampler_opt_in") and install == "pip" and use_flashinfer is None:
+        use_flashinfer = False
     if release.reached("flashinfer_sampler_default") or not release.reached("flashinfer_sampler_opt_in"):
         return "native" if use_flashinfer is False and not release.reached("triton_top_k_top_p") else "flashinfer"
     if use_flashinfer:
@@ -102,9 +107,10 @@ def budget_rules(
     arch: str | None = None,
     use_flashinfer_sampler: bool | None = None,
     nvswitch: bool = False,
+    install: str = defaults.DEFAULT_VLLM_INSTALL,
 ) -> BudgetRules:
     """How the release measures what is not KV cache, on a GPU of architecture `arch` (`nvswitch`: an HGX
-    board, where NCCL adds its NVLS buffers)."""
+    board, where NCCL adds its NVLS buffers), installed as `install` (defaults.VLLM_INSTALLS)."""
     total_minus_free = (
         (release.reached("peak_all_processes") and not release.reached("peak_since_init"))
         or release.version[:3] == (0, 6, 4)
@@ -113,7 +119,7 @@ def budget_rules(
     non_torch = CONTEXT_BYTES if total_minus_free else V0_NON_TORCH_BYTES if v0 else _v1_non_torch(arch)
     nccl = release.reached("peak_all_processes")
     profile = ProfileRules(
-        sampler=sampler_path(release, v0, use_flashinfer_sampler),
+        sampler=sampler_path(release, v0, use_flashinfer_sampler, install),
         logits_for_every_token=not v0 and release.version < (0, 7, 3),
         v0=v0,
         reserved=release.reached("peak_all_processes") and not release.reached("v0_allocated_peak"),
@@ -128,7 +134,7 @@ def budget_rules(
         subtract_cudagraphs=not v0 and release.reached("cudagraph_subtracted"),
         extensible=release.reached("extensible_kv_cache"),
         capture=_capture_rules(release, arch),
-        mxfp4_align=_mxfp4_align(release, arch),
+        mxfp4_align=_mxfp4_align(release, arch, install),
     )
 
 
@@ -151,13 +157,15 @@ def _capture_rules(release: VllmRelease, arch: str | None) -> CaptureRules:
     )
 
 
-def _mxfp4_align(release: VllmRelease, arch: str | None) -> tuple[int, int]:
+def _mxfp4_align(release: VllmRelease, arch: str | None, install: str) -> tuple[int, int]:
     """The MXFP4 MoE kernel's padding (quantization/mxfp4.py create_weights): Marlin below SM 9.0, and on
-    Hopper while vLLM pinned a torch older than 2.8 (to 0.10.1); FlashInfer on SM 10.x; Triton otherwise."""
+    Hopper while vLLM pinned a torch older than 2.8 (to 0.10.1) or without the triton_kernels package (a pip
+    wheel before 0.13 vendored it); FlashInfer on SM 10.x; Triton otherwise."""
     sm = _sm(arch)
     if arch and arch.startswith("gfx"):
         return 128, 1
-    if 0 < sm < 90 or (sm == 90 and release.version < (0, 10, 2)):
+    no_triton_kernels = install == "pip" and not release.reached("triton_kernels_vendored")
+    if 0 < sm < 90 or (sm == 90 and (release.version < (0, 10, 2) or no_triton_kernels)):
         return 128, 256
     return (256, 256) if 100 <= sm < 110 else (64, 1)
 

@@ -221,3 +221,37 @@ def test_vllm_environment_it_cannot_read_is_one_line(name, value, monkeypatch):
     monkeypatch.setenv(name, value)
     result = runner.invoke(app, ["plan", "-m", "llama3.1-8b", "--gpu", "H100-80GB", "--pp", "2"])
     assert result.exit_code == 2 and name in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "version, install, sampler",
+    [
+        ("0.10.1", "docker", "flashinfer"),  # the image has FlashInfer
+        ("0.10.1", "pip", "native"),  # the wheel lists flashinfer-python as an extra only
+        ("0.11.1", "docker", "native"),  # opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.11.1
+        ("0.21.0", "pip", "flashinfer"),  # the wheel requires it, and it is the default again
+    ],
+)
+def test_a_pip_install_of_0_8_to_0_11_0_sorts_in_pytorch(version, install, sampler):
+    assert sampler_path(VllmRelease.parse(version), False, install=install) == sampler
+
+
+def test_a_pip_wheel_before_0_13_puts_mxfp4_experts_on_marlin_on_hopper():
+    """gpt-oss-120b on one H100: Marlin's padding (0.10.1 prints 65.97 GiB of weights, s-111) until the wheel
+    vendors triton_kernels (0.13); the Docker image has Triton's from 0.10.2."""
+    weights = {}
+    for version, install in (("0.11.0", "docker"), ("0.11.0", "pip"), ("0.13.0", "pip")):
+        args = ["plan", "-m", "gpt-oss-120b", "--gpu", "H100-80GB", "--vllm-version", version, "--json"]
+        report = json.loads(runner.invoke(app, [*args, "--vllm-install", install]).stdout)
+        weights[version, install] = report["memory"]["weights_bytes"] / GiB
+    assert weights["0.11.0", "pip"] == pytest.approx(65.97, abs=0.2)
+    assert weights["0.11.0", "docker"] == weights["0.13.0", "pip"] < weights["0.11.0", "pip"] - 4
+
+
+def test_vllm_use_v1_picks_the_engine_of_the_releases_that_read_it(monkeypatch):
+    args = ["plan", "-m", "llama3.1-8b", "--gpu", "H100-80GB", "--json", "--vllm-version"]
+    monkeypatch.setenv("VLLM_USE_V1", "0")
+    assert json.loads(runner.invoke(app, [*args, "0.8.5"]).stdout)["vllm"]["engine"] == "V0"
+    assert json.loads(runner.invoke(app, [*args, "0.11.0"]).stdout)["vllm"]["engine"] == "V1"  # V0 is gone
+    monkeypatch.setenv("VLLM_USE_V1", "1")
+    assert json.loads(runner.invoke(app, [*args, "0.7.1"]).stdout)["vllm"]["engine"] == "V1"
