@@ -83,6 +83,25 @@ def plan(
             rich_help_panel=GPU,
         ),
     ] = None,
+    dp: Annotated[
+        int | None,
+        typer.Option(
+            "--dp",
+            "--data-parallel-size",
+            click_type=COUNT,
+            help="Data-parallel ranks, each a tp x pp group \\[default: 1].",
+            rich_help_panel=GPU,
+        ),
+    ] = None,
+    enable_expert_parallel: Annotated[
+        bool | None,
+        typer.Option(
+            "--enable-expert-parallel",
+            help="Split a MoE model's experts whole over tp x dp ranks (each rank runs them on every DP rank's "
+            "tokens) \\[default: no].",
+            rich_help_panel=GPU,
+        ),
+    ] = None,
     gpu_free: Annotated[
         int | None,
         typer.Option(
@@ -102,8 +121,8 @@ def plan(
     vllm_install: Annotated[
         str,
         typer.Option(
-            help="How vLLM was installed: its Docker image, or a pip wheel (0.8 - 0.11.0 without FlashInfer, 0.10.2 - "
-            f"0.12 without triton_kernels) \\[default: {defaults.DEFAULT_VLLM_INSTALL}].",
+            help="How vLLM was installed: its Docker image, or a pip wheel (0.8 - 0.11.0: without FlashInfer, so the "
+            f"sampler warm-up sorts in PyTorch) \\[default: {defaults.DEFAULT_VLLM_INSTALL}].",
             click_type=click.Choice(defaults.VLLM_INSTALLS),
             show_default=False,
             rich_help_panel=ENGINE,
@@ -166,6 +185,8 @@ def plan(
         "kv_cache_dtype": kv_cache_dtype,
         "tp": tp,
         "pp": pp,
+        "dp": dp,
+        "expert_parallel": enable_expert_parallel,
         "max_num_seqs": max_num_seqs,
         "max_num_batched_tokens": max_num_batched_tokens,
         "enforce_eager": enforce_eager,

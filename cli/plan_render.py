@@ -45,6 +45,8 @@ def print_report(report) -> None:
         console.print(_gpu_table(report))
         console.print(_budget_table(report))
     console.print(_kv_table(report))
+    if not _kv_budget_given(report):
+        console.print(_range_line(report), soft_wrap=True)
     if report.workloads:
         console.print(_workload_table(report))
     _print_verdict(report)
@@ -185,6 +187,26 @@ def _kv_table(report) -> Table:
     return table
 
 
+def _range_line(report) -> str:
+    band = report.kv_range
+    low, high = band.bytes
+    return (
+        f"[dim]range, each estimate at its band's ends:[/] KV cache {low / GiB:.2f} - {high / GiB:.2f} GiB, "
+        f"{band.tokens[0]:,} - {band.tokens[1]:,} tokens, max concurrency {band.max_concurrency[0]:.2f}x - "
+        f"{band.max_concurrency[1]:.2f}x, safe max_model_len {band.safe_max_model_len[0]:,} - "
+        f"{band.safe_max_model_len[1]:,}"
+    )
+
+
+def _margin_words(report) -> str:
+    margin = report.fits_margin
+    if margin.check not in ("one_request", "weights", "free_memory"):
+        return ""
+    side = "to spare" if margin.bytes >= 0 else "short"
+    sure = "sure" if margin.sure else f"{margin.likelihood:.0%} of the range agrees"
+    return f"; {abs(margin.bytes) / GiB:.2f} GiB {side} at its '{margin.check.replace('_', ' ')}' check ({sure})"
+
+
 def _workload_table(report) -> Table:
     with_vram = not _kv_budget_given(report)
     table = Table(
@@ -211,12 +233,12 @@ def _print_verdict(report) -> None:
     if report.fits:
         console.print(
             f"[bold green]fits[/]: max_model_len {kv.max_model_len:,} starts; "
-            f"safe max_model_len {kv.safe_max_model_len:,}"
+            f"safe max_model_len {kv.safe_max_model_len:,}{_margin_words(report)}"
         )
     else:
         console.print(
             f"[bold red]does not fit[/]: max_model_len {kv.max_model_len:,}; "
-            f"safe max_model_len {kv.safe_max_model_len:,}"
+            f"safe max_model_len {kv.safe_max_model_len:,}{_margin_words(report)}"
         )
     failed = report.failed_check
     if failed is not None:

@@ -52,6 +52,8 @@ class WhatIf:
     kv_cache_dtype: str | None = None
     tp: int | None = None
     pp: int | None = None
+    dp: int | None = None
+    expert_parallel: bool | None = None
     num_gpus: int | None = None  # tp = num_gpus / pp when --tp is not given
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None

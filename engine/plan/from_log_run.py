@@ -108,6 +108,8 @@ def log_request(
         model=log.model or run.model or spec.name,
         tp=tp,
         pp=pp,
+        dp=log.data_parallel_size or 1,
+        expert_parallel=bool(log.enable_expert_parallel),
         gpu_memory_utilization=flags.get("gpu_memory_utilization") or log.gpu_memory_utilization,  # V0 prints 2 digits
         max_model_len=log.max_model_len or (log.failure and log.failure.max_model_len) or None,
         kv_cache_dtype=log.kv_cache_dtype or "auto",

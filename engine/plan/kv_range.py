@@ -1,18 +1,18 @@
 """How sure a plan is: a band around each estimated part of the memory budget, summed into a range of the KV
 cache that vLLM will print, and carried through vLLM's arithmetic into tokens, concurrency and the safe length.
 
-Each band has a mechanism behind its width (docs/plan.md, "How sure"): the readings of the run that no setting
-shows (how vLLM was installed, the FlashInfer sampler of NVIDIA's builds, an NVSwitch board or a PCIe card) are
-planned both ways and the band spans them; around that, each estimate strays from what vLLM measures by a share
-fitted on the real start-up logs (`BandWidths`, benchmarks/kv_range_calibration.py). The parts' extremes add up:
-the range is the budget with every part at its band's far end, not a percentage of the answer.
+Each band has a mechanism behind its width (docs/plan.md, "How sure a plan is"): the readings of the run that
+no setting shows (how vLLM was installed, the FlashInfer sampler NVIDIA's builds turn on, an NVSwitch board or a
+PCIe card) are planned both ways and the band spans them; around that, each estimate strays from what vLLM
+measures by a share fitted on the real start-up logs (`BandWidths`, benchmarks/kv_range_calibration.py). The
+parts' far ends add up: the range is the budget with every part at one end of its band, not a percentage.
 """
 
 from dataclasses import dataclass, replace
 
 from kvtool.engine.plan.stages import kv_cache_spec, stage_budget
-from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing import release_rules
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing.memory_budget import MemoryBudget, nccl_bytes
 from kvtool.engine.sizing.units import GiB, MiB
 
@@ -21,18 +21,33 @@ PARTS = ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_byte
 
 @dataclass(frozen=True)
 class BandWidths:
-    """How far each estimate strays from vLLM's measurement beyond the readings planned both ways, as a share
-    of the estimate (fitted on the logs of tests/plan/startup_logs: docs/plan.md says which)."""
+    """How far each estimate strays from vLLM's measurement beyond the readings planned both ways (fitted on the
+    logs of tests/plan/startup_logs; docs/plan.md says on which)."""
 
-    weights: float = 0.03  # from config shapes (norms, biases, vocab padding left out); 0 from checkpoint headers
-    activation: float = 0.3  # the profile's peak: allocator rounding, kernels' workspaces, run-to-run
-    cudagraphs: float = 0.6  # vLLM's own estimate moves with the captures it profiles
-    encoder: float = 2.0  # the multimodal profile's dummy items (their count and size per processor)
+    weights: float = 0.03  # share, from config shapes (norms, biases, padding left out); 0 from checkpoint headers
+    activation: float = 0.3  # share of the profile's peak
+    activation_spread: int = 512 * MiB  # beyond it: the same flags measured 0.17 and 0.60 GiB a day apart
+    cudagraphs: float = 0.6  # share of vLLM's own graph estimate, which follows the captures it profiles
+    encoder: float = 2.0  # share of the multimodal profile's estimate (its dummy items per processor)
     non_torch: tuple[int, int] = (20 * MiB, 400 * MiB)  # kernels loaded outside torch: 0.02 - 0.33 GiB printed
-    run_to_run: float = 0.01  # of the requested memory: two runs of the same flags (0.43 GiB on 24 GB)
+    network: int = GiB  # NCCL over the network (ranks on several nodes, Ray): s-05 leaves 0.9 GiB more
 
 
 FITTED = BandWidths()
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What a range is built from: each estimated part's lowest and highest value over the readings of the run
+    that no setting shows, and the parts of the budget that are not estimated."""
+
+    parts: dict[str, tuple[int, int]]  # weights, activation, CUDA graphs, encoder
+    non_torch_base: int  # the non-torch estimate without NCCL
+    nccl: tuple[int, int]  # NCCL's buffers, lowest and highest reading
+    requested: int
+    fixed: int  # charged beside the parts: other processes, 0.34's headroom
+    weights_exact: bool  # the checkpoint's own bytes (safetensors headers)
+    ranks: int  # GPUs of the tp x pp group
 
 
 @dataclass(frozen=True)
@@ -47,16 +62,84 @@ class KVRange:
 
 
 def kv_range(report, widths: BandWidths = FITTED) -> KVRange:
-    """The range of the report's KV cache: exact where the KV budget was given outright."""
-    budget = report.budget
-    parts = part_bands(report, widths) if budget.kv_cache_memory_bytes is None else {}
-    fixed = budget.non_kv_cache_bytes - sum(getattr(budget, name) for name in parts)
-    noise = round(widths.run_to_run * budget.requested_bytes) if parts else 0
-    low = budget.requested_bytes - fixed - sum(high for _, high in parts.values()) - noise
-    high = budget.requested_bytes - fixed - sum(low for low, _ in parts.values()) + noise
-    if not parts:
-        low = high = budget.kv_cache_bytes
-    return carried(report, (low, high), parts)
+    """The range of the report's KV cache: a single value where the KV budget was given outright."""
+    if report.budget.kv_cache_memory_bytes is not None:
+        kv = report.budget.kv_cache_bytes
+        return carried(report, (kv, kv), {})
+    facts = readings(report)
+    bands = part_bands(facts, widths)
+    return carried(report, bytes_range(facts, bands), bands)
+
+
+def bytes_range(facts: Readings, bands: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """The KV cache with every part at the far end of its band, and at the near end."""
+    left = facts.requested - facts.fixed
+    return left - sum(high for _, high in bands.values()), left - sum(low for low, _ in bands.values())
+
+
+def part_bands(facts: Readings, widths: BandWidths = FITTED) -> dict[str, tuple[int, int]]:
+    """Each part's band: its readings' span widened by the estimate's share (and spread)."""
+    shares = {
+        "weights_bytes": 0.0 if facts.weights_exact else widths.weights,
+        "activation_bytes": widths.activation,
+        "cudagraph_bytes": widths.cudagraphs,
+        "encoder_bytes": widths.encoder,
+    }
+    bands = {name: _widened(facts.parts[name], share) for name, share in shares.items()}
+    low, high = bands["activation_bytes"]
+    bands["activation_bytes"] = (low, high + widths.activation_spread)
+    floor, ceiling = widths.non_torch
+    network = widths.network if facts.ranks > 1 else 0
+    base = facts.non_torch_base
+    bands["non_torch_bytes"] = (min(base, floor) + facts.nccl[0], max(base, ceiling) + facts.nccl[1] + network)
+    return bands
+
+
+def _widened(span: tuple[int, int], share: float) -> tuple[int, int]:
+    return round(span[0] * (1 - min(share, 1))), round(span[1] * (1 + share))
+
+
+def readings(report) -> Readings:
+    """The report's budget and its alternatives, part by part."""
+    request, budget = report.request, report.budget
+    budgets = [budget, *alternative_budgets(report)]
+    gpu = request.gpu
+    rules = release_rules.budget_rules(
+        request.release, report.v0, gpu.arch, request.flashinfer_sampler, gpu.nvswitch, request.install
+    )
+    base = budget.non_torch_bytes - nccl_bytes(rules, request.tp, request.pp)
+    spans = {name: _span(budgets, name) for name in PARTS if name != "non_torch_bytes"}
+    nccl = [each.non_torch_bytes - base for each in budgets]
+    return Readings(
+        parts=spans,
+        non_torch_base=base,
+        nccl=(min(nccl), max(nccl)),
+        requested=budget.requested_bytes,
+        fixed=budget.non_kv_cache_bytes - sum(getattr(budget, name) for name in PARTS),
+        weights_exact=bool(report.spec.checkpoint_dtypes),
+        ranks=request.tp * request.pp,
+    )
+
+
+def _span(budgets: list[MemoryBudget], name: str) -> tuple[int, int]:
+    values = [getattr(budget, name) for budget in budgets]
+    return min(values), max(values)
+
+
+def alternative_budgets(report) -> list[MemoryBudget]:
+    """The budget under each reading of the run that no setting shows, one flipped at a time: the other install
+    (the sampler of 0.8 - 0.11.0), FlashInfer's sampler turned on (0.11.1 - 0.20: NVIDIA's builds), and an
+    NVSwitch board or a PCIe card for a Hopper or Blackwell group."""
+    request, release, gpu = report.request, report.release, report.request.gpu
+    requests = [replace(request, install="pip" if request.install == "docker" else "docker")]
+    if request.flashinfer_sampler is None and release.reached("flashinfer_sampler_opt_in"):
+        requests.append(replace(request, flashinfer_sampler=True))
+    if request.tp > 1 and (gpu.nvswitch or (gpu.arch or "").startswith(("sm90", "sm10"))):
+        requests.append(replace(request, gpus=[replace(each, nvswitch=not gpu.nvswitch) for each in request.gpus]))
+    return [
+        stage_budget(report.spec, each, report.v0, report.max_num_batched_tokens, report.max_num_seqs, report.stage)
+        for each in requests
+    ]
 
 
 def carried(report, kv_bytes: tuple[int, int], parts: dict[str, tuple[int, int]]) -> KVRange:
@@ -73,56 +156,5 @@ def carried(report, kv_bytes: tuple[int, int], parts: dict[str, tuple[int, int]]
 
 
 def binding_cache(report) -> KVCacheSpec:
-    request = report.request
-    return kv_cache_spec(report.spec, request, report.v0, report.max_num_batched_tokens, report.stage)
-
-
-def part_bands(report, widths: BandWidths = FITTED) -> dict[str, tuple[int, int]]:
-    """Each estimated part's band: its values under every reading planned, widened by its share."""
-    budgets = [report.budget, *alternative_budgets(report)]
-    shares = {
-        "weights_bytes": 0.0 if report.spec.checkpoint_dtypes else widths.weights,
-        "activation_bytes": widths.activation,
-        "cudagraph_bytes": widths.cudagraphs,
-        "encoder_bytes": widths.encoder,
-    }
-    bands = {name: _widened([getattr(b, name) for b in budgets], shares[name]) for name in shares}
-    bands["non_torch_bytes"] = _non_torch_band(report, budgets, widths)
-    return bands
-
-
-def _widened(values: list[int], share: float) -> tuple[int, int]:
-    return round(min(values) * (1 - min(share, 1))), round(max(values) * (1 + share))
-
-
-def _non_torch_band(report, budgets: list[MemoryBudget], widths: BandWidths) -> tuple[int, int]:
-    """The kernels vLLM loads outside torch (a spread no setting shows), beside NCCL's buffers as each reading
-    charges them; a multi-GPU group may talk over the network (Ray across nodes: about 1 GiB more, s-05)."""
-    request = report.request
-    rules = release_rules.budget_rules(
-        request.release, report.v0, request.gpu.arch, request.flashinfer_sampler, request.gpu.nvswitch, request.install
-    )
-    base = report.budget.non_torch_bytes - nccl_bytes(rules, request.tp, request.pp)
-    nccl = [budget.non_torch_bytes - base for budget in budgets]
-    floor, ceiling = widths.non_torch
-    network = GiB if request.tp * request.pp > 1 else 0
-    return min(base, floor) + min(nccl), max(base, ceiling) + max(nccl) + network
-
-
-def alternative_budgets(report) -> list[MemoryBudget]:
-    """The budget under each reading of the run that no setting shows, one flipped at a time."""
-    request, release = report.request, report.release
-    requests = [replace(request, install="pip" if request.install == "docker" else "docker")]
-    if request.flashinfer_sampler is None and release.reached("flashinfer_sampler_opt_in"):
-        requests.append(replace(request, flashinfer_sampler=True))
-    gpu = request.gpu
-    if request.tp > 1 and (gpu.nvswitch or (gpu.arch or "").startswith(("sm90", "sm10"))):
-        flipped = [replace(each, nvswitch=not gpu.nvswitch) for each in request.gpus]
-        requests.append(replace(request, gpus=flipped))
-    return [_budget(report, each) for each in requests]
-
-
-def _budget(report, request) -> MemoryBudget:
-    return stage_budget(
-        report.spec, request, report.v0, report.max_num_batched_tokens, report.max_num_seqs, report.stage
-    )
+    """The KV cache of the pipeline stage the report sizes by."""
+    return kv_cache_spec(report.spec, report.request, report.v0, report.max_num_batched_tokens, report.stage)

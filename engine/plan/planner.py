@@ -1,6 +1,7 @@
 """`kvtool plan` as a library: model + GPU + settings in, memory budget and KV-cache plan out."""
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from kvtool.engine.plan import advice
 from kvtool.engine.plan.stages import (  # noqa: F401 (kv_cache_spec, cpu_engine_quantizes re-exported)
@@ -41,6 +42,8 @@ class PlanRequest:
     model: str = ""  # as the user named it (an alias or path), for the serve commands
     tp: int = 1
     pp: int = 1
+    dp: int = 1  # data-parallel ranks, each a tp x pp group of its own
+    expert_parallel: bool = False  # MoE experts split whole over tp x dp ranks
     gpu_memory_utilization: float | None = None  # None: the release's default
     max_model_len: str | int | None = None
     kv_cache_dtype: str = "auto"
@@ -117,6 +120,20 @@ class PlanReport:
     @property
     def warnings(self) -> list[str]:
         return advice.warnings(self)
+
+    @cached_property
+    def kv_range(self):
+        """The range of the KV cache (and what follows from it) over the estimates' bands (kv_range.py)."""
+        from kvtool.engine.plan.kv_range import kv_range
+
+        return kv_range(self)
+
+    @cached_property
+    def fits_margin(self):
+        """How far the plan is from vLLM's start-up line, and how sure (fits_margin.py)."""
+        from kvtool.engine.plan.fits_margin import fits_margin
+
+        return fits_margin(self, self.kv_range)
 
     @property
     def log_lines(self) -> list[str]:

@@ -73,8 +73,13 @@ def stage_budget(spec, request, v0, batched, seqs, index: int = 0) -> MemoryBudg
         request.kv_cache_memory,
         _budget_rules(spec, request, v0, batched, seqs, gpu),
         other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
-        stage=Stage(layers, index == 0, index == request.pp - 1),
+        stage=Stage(layers, index == 0, index == request.pp - 1, expert_ranks(spec, request)),
     )
+
+
+def expert_ranks(spec: ModelSpec, request) -> int:
+    """With expert parallelism a MoE model's experts are split whole over tp x dp ranks (0: by tp)."""
+    return request.tp * request.dp if request.expert_parallel and spec.is_moe else 0
 
 
 def stage_gpu(request, index: int) -> GpuInfo:
@@ -90,6 +95,8 @@ def _budget_rules(spec: ModelSpec, request, v0: bool, batched: int, seqs: int, g
     )
     if request.cudagraphs_subtracted is not None:
         rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
+    if expert_ranks(spec, request):
+        rules = replace(rules, profile=replace(rules.profile, data_parallel_experts=request.dp))
     limits = request.limit_mm_per_prompt
     if spec.modalities and limits is not None:
         per_prompt = sum(limits.get(m, 0) for m in spec.modalities)

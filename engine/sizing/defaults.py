@@ -18,9 +18,8 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", *FP8_KV_CACHE_DTYPES)
 # fp8_inc is Intel Gaudi's scaled format: the embedded engine stores the other two fp8 layouts.
 ENGINE_KV_CACHE_DTYPES = tuple(name for name in KV_CACHE_DTYPES if name != "fp8_inc")
 
-# How vLLM was installed, where that changes its memory: its Docker image brings FlashInfer and triton_kernels;
-# a plain pip wheel of 0.8 - 0.11.0 brings no FlashInfer (the sampler warm-up sorts in PyTorch), and of 0.10.2 -
-# 0.12 no triton_kernels (MXFP4 MoE falls back to Marlin on Hopper). From 0.13 the wheel carries both.
+# How vLLM was installed, where that changes its memory: its Docker image brings FlashInfer; a plain pip wheel
+# of 0.8 - 0.11.0 lists it as an extra only, so the sampler warm-up sorts in PyTorch. From 0.13 the wheel needs it.
 VLLM_INSTALLS = ("docker", "pip")
 DEFAULT_VLLM_INSTALL = "docker"
 

@@ -97,6 +97,12 @@ NESTED_MODEL_TYPES = {
 }
 
 
+def with_type_defaults(config: dict) -> dict:
+    """A top-level config with the fields transformers would fill for its model type (gemma-2-9b-it's config
+    leaves tie_word_embeddings to Gemma2Config's True)."""
+    return {**MODEL_TYPE_DEFAULTS.get(config.get("model_type"), {}), **config}  # an explicit null stays null
+
+
 def with_defaults(config: dict, key: str) -> dict:
     """The nested `key` sub-config of `config` with the fields transformers would fill in ({} when absent)."""
     inner = config.get(key)

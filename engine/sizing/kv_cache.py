@@ -30,7 +30,6 @@ from kvtool.engine.sizing.request_length import RequestTooLongError, check_reque
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import StartupError, UsageError
 
-
 MLA_PADDED_HEAD = 256  # model_executor/models/deepseek_v2.py before 0.7.0: 192-wide heads padded for FlashAttention
 
 
@@ -197,6 +196,13 @@ class KVCacheSpec:
                 not rules.v0_length_check and available_bytes >= block
             )
         return self._checked.request_bytes(max_model_len) <= available_bytes - block * rules.null_block_in_check
+
+    def needed_bytes(self, max_model_len: int) -> int:
+        """The least KV memory vLLM's start-up check passes with for max_model_len (`fits` at its edge)."""
+        block, rules = self.block_bytes, self.layout.rules
+        if rules.v0_check:
+            return _cdiv(max_model_len, self.block_size) * block if rules.v0_length_check else block
+        return self._checked.request_bytes(max_model_len) + block * rules.null_block_in_check
 
     def estimate_max_model_len(self, available_bytes: int, limit: int | None = None) -> int:
         """Largest length in [1, limit] (default: the model's context) whose request fits; 0 if none does."""

@@ -52,11 +52,6 @@ NCCL_BYTES_PER_PEER = 120 * MiB
 NVLS_BYTES, NVLS_BYTES_PER_PEER = int(1.78 * GiB), 45 * MiB
 
 
-# How far each estimate strays from what vLLM prints, as a share of it, on the logs in docs/plan.md: the
-# activation peak (0.17 and 0.60 GiB on two runs with the same flags), the graph estimate (about 40 %).
-ESTIMATE_SPREAD = {"activation_bytes": 0.3, "non_torch_bytes": 0.5, "cudagraph_bytes": 0.4, "encoder_bytes": 0.5}
-
-
 @dataclass(frozen=True)
 class BudgetRules:
     """What differs between vLLM releases in the budget (the defaults are vLLM 0.33's)."""
@@ -145,7 +140,7 @@ def memory_budget(
         requested_bytes=requested,
         weights_bytes=stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align),
         activation_bytes=peak,
-        non_torch_bytes=rules.non_torch_bytes + nccl_bytes(rules, tp, pp),
+        non_torch_bytes=rules.non_torch_bytes + nccl_bytes(rules, max(tp, stage.expert_ranks), pp),
         cudagraph_bytes=graphs,
         kv_cache_memory_bytes=kv_cache_memory,
         encoder_bytes=encoder_bytes(spec, max_num_batched_tokens, peak, dtype, tp, rules.encoder_items)

@@ -24,6 +24,8 @@ SAMPLER_BYTES_PER_LOGIT = {"flashinfer": 14, "triton": 14, "native": 38, "v0": 3
 # cached at one size are not reused for a larger one. Fitted, not derived: three logs of 0.3.3, 0.5.1 and 0.5.5
 # (24 and 48 GB cards, 512 to 163,840 profiled tokens) hold 1.33 - 1.41 times the allocated estimate.
 RESERVED_OVER_ALLOCATED = 1.35
+# fused_moe runs at most this many tokens at once (VLLM_FUSED_MOE_CHUNK_SIZE), its workspaces sized to them
+FUSED_MOE_CHUNK_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -35,17 +37,20 @@ class ProfileRules:
     v0: bool = False  # the V0 engine: mamba state allocated inside the profile step
     encoder_items: int | None = None  # multimodal profile: items of the largest size (None: vLLM's choice)
     reserved: bool = False  # V0 0.2.6 - 0.6.3: the peak is the caching allocator's reserved memory
+    data_parallel_experts: int = 0  # expert parallelism: whole experts on the tokens of this many DP ranks
 
 
-def forward_bytes_per_token(spec: ModelSpec, dtype: str = "auto", tp: int = 1) -> int:
+def forward_bytes_per_token(spec: ModelSpec, dtype: str = "auto", tp: int = 1, gathered: float = 0.0) -> int:
     """Live tensors of one layer per token: the residual stream and the normed input, plus the larger of
     q/k/v and the MLP's gate-up output with its activation (fused MoE: per routed slot, the w13 output, the
-    activation and the w2 output)."""
+    activation and the w2 output). With expert parallelism over data-parallel ranks each rank runs whole
+    experts on `gathered` times its own tokens (every rank's, by the all-gather all2all, vLLM's default)."""
     qkv = (spec.num_attention_heads + 2 * spec.num_key_value_heads) * spec.head_dim // tp
     mlp = 3 * spec.intermediate_size // tp
     if spec.is_moe:
-        expert = 3 * (spec.moe_intermediate_size or spec.intermediate_size) // tp + spec.hidden_size
-        mlp = (spec.num_experts_per_tok or 1) * expert
+        split = 1 if gathered else tp
+        expert = 3 * (spec.moe_intermediate_size or spec.intermediate_size) // split + spec.hidden_size
+        mlp = round((spec.num_experts_per_tok or 1) * expert * (gathered or 1))
     return element_bytes(spec, dtype) * (2 * spec.hidden_size + max(qkv, mlp))
 
 
@@ -66,7 +71,11 @@ def activation_bytes(
 
 def _allocated_peak(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules, last_stage) -> int:
     tokens, element = max_num_batched_tokens, element_bytes(spec, dtype)
-    forward = tokens * forward_bytes_per_token(spec, dtype, tp) + _v0_mamba_cache(spec, max_num_seqs, tp, rules)
+    gathered = (
+        min(rules.data_parallel_experts * tokens, FUSED_MOE_CHUNK_TOKENS) / tokens if rules.data_parallel_experts else 0
+    )
+    per_token = forward_bytes_per_token(spec, dtype, tp, gathered)
+    forward = tokens * per_token + _v0_mamba_cache(spec, max_num_seqs, tp, rules)
     if rules.logits_for_every_token:
         return forward + tokens * spec.vocab_size * element
     if not last_stage:

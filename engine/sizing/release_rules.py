@@ -134,7 +134,7 @@ def budget_rules(
         subtract_cudagraphs=not v0 and release.reached("cudagraph_subtracted"),
         extensible=release.reached("extensible_kv_cache"),
         capture=_capture_rules(release, arch),
-        mxfp4_align=_mxfp4_align(release, arch, install),
+        mxfp4_align=_mxfp4_align(arch),
     )
 
 
@@ -157,17 +157,16 @@ def _capture_rules(release: VllmRelease, arch: str | None) -> CaptureRules:
     )
 
 
-def _mxfp4_align(release: VllmRelease, arch: str | None, install: str) -> tuple[int, int]:
-    """The MXFP4 MoE kernel's padding (quantization/mxfp4.py create_weights): Marlin below SM 9.0, and on
-    Hopper while vLLM pinned a torch older than 2.8 (to 0.10.1) or without the triton_kernels package (a pip
-    wheel before 0.13 vendored it); FlashInfer on SM 10.x; Triton otherwise."""
+def _mxfp4_align(arch: str | None) -> tuple[int, int]:
+    """The MXFP4 MoE experts' padding, (intermediate per rank, hidden): Marlin's (128, 256) below SM 9.0 and on
+    SM 12.x, whose cards the Triton kernels do not take (quantization/mxfp4.py, 0.13); FlashInfer's TRT-LLM
+    kernels on SM 10.x (256, 256). On Hopper the code picks Triton's kernels from 0.10.2 where triton_kernels is
+    installed, yet the logs print Marlin's padding there in 0.10.1 and 0.19 alike (65.97 GiB for gpt-oss-120b,
+    13.64 for gpt-oss-20b), so Hopper pads as Marlin does."""
     sm = _sm(arch)
     if arch and arch.startswith("gfx"):
         return 128, 1
-    no_triton_kernels = install == "pip" and not release.reached("triton_kernels_vendored")
-    if 0 < sm < 90 or (sm == 90 and (release.version < (0, 10, 2) or no_triton_kernels)):
-        return 128, 256
-    return (256, 256) if 100 <= sm < 110 else (64, 1)
+    return (256, 256) if 100 <= sm < 110 else (128, 256)
 
 
 def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KVRules:

@@ -97,7 +97,6 @@ BOUNDARIES = (
         "the sampler warm-up sorts in PyTorch unless VLLM_USE_FLASHINFER_SAMPLER=1 (FlashInfer when installed before)",
     ),
     Boundary("capture_sizes_step_16", (0, 12, 0), "CUDA graph sizes step by 16 from 256 tokens (by 8 before)"),
-    Boundary("triton_kernels_vendored", (0, 13, 0), "the wheel carries triton_kernels (MXFP4 MoE on Triton from pip)"),
     Boundary("conserving_memory_url", (0, 13, 0), "start-up errors name the conserving-memory page"),
     Boundary("requested_ceil", (0, 14, 0), "requested memory = ceil(total x utilization); messages use format_gib"),
     Boundary(

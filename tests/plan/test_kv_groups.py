@@ -92,7 +92,9 @@ def test_v0_keeps_mamba_state_for_max_num_seqs_inside_the_profile():
     )
     reserved = RESERVED_OVER_ALLOCATED  # 0.6.3 measures what the caching allocator holds
     forward = v0.budget.activation_bytes / reserved - 256 * 7 * state
-    assert forward <= text_only.budget.activation_bytes / reserved + 1 and v0.kv.kv_bytes_per_token == 1 * 2 * 2 * 128 * 2
+    assert (
+        forward <= text_only.budget.activation_bytes / reserved + 1 and v0.kv.kv_bytes_per_token == 1 * 2 * 2 * 128 * 2
+    )
 
 
 def sliding(full: int, windowed: int) -> dict:

@@ -10,8 +10,8 @@ from kvtool.engine.plan.planner import PlanRequest, make_plan
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
 from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
-from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.profile_run import RESERVED_OVER_ALLOCATED
+from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import (
     BOUNDARIES,
@@ -77,7 +77,11 @@ def test_v0_profile_token_count_and_chunked_prefill_default(version, max_model_l
     # sampled through the sampler's sort path (top_k = vocab - 1, top_p = 0.99), one row per sequence
     # the forward's intermediates are freed before the sampler runs: the peak is the larger of the two
     expected = max(tokens * ACTIVATION_PER_TOKEN, tokens * HIDDEN_ROW + 256 * V0_SAMPLER_ROW)
-    if VllmRelease.parse(version).version < (0, 6, 4):  # worker.py: init free - free after, the caching allocator's reserved memory
+    if VllmRelease.parse(version).version < (
+        0,
+        6,
+        4,
+    ):  # worker.py: init free - free after, the caching allocator's reserved memory
         expected = round(expected * RESERVED_OVER_ALLOCATED)
     assert report.budget.activation_bytes == expected
 
