@@ -33,7 +33,7 @@ class ProfileRules:
     """What differs between releases in the profiling run (the defaults are vLLM 0.33's)."""
 
     sampler: str = "flashinfer"  # a key of SAMPLER_BYTES_PER_LOGIT
-    logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens, no sampler
+    logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens (model dtype), no sampler
     v0: bool = False  # the V0 engine: mamba state allocated inside the profile step
     encoder_items: int | None = None  # multimodal profile: items of the largest size (None: vLLM's choice)
     reserved: bool = False  # V0 0.2.6 - 0.6.3: the peak is the caching allocator's reserved memory
@@ -76,8 +76,8 @@ def _allocated_peak(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules
     )
     per_token = forward_bytes_per_token(spec, dtype, tp, gathered)
     forward = tokens * per_token + _v0_mamba_cache(spec, max_num_seqs, tp, rules)
-    if rules.logits_for_every_token:
-        return forward + tokens * spec.vocab_size * element
+    if rules.logits_for_every_token:  # the forward's intermediates are freed before compute_logits
+        return max(forward, tokens * (spec.hidden_size + spec.vocab_size) * element)
     if not last_stage:
         return forward
     sampler = tokens * spec.hidden_size * element + sampler_rows(spec, tokens, max_num_seqs, rules) * (
