@@ -13,10 +13,16 @@ from dataclasses import dataclass, replace
 from kvtool.engine.plan.stages import kv_cache_spec, stage_budget
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.log_budget import ESTIMATED
 from kvtool.engine.sizing.memory_budget import MemoryBudget, nccl_bytes
 from kvtool.engine.sizing.units import GiB, MiB
 
 PARTS = ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "encoder_bytes")
+# GPUs that share one memory with their host: Jetson Orin (SM 8.7), Thor (11.0), GB10 / DGX Spark (12.1), as vLLM's
+# utils/mem_utils.py names them. What the host takes while vLLM starts (the checkpoint read from disk, staging
+# buffers) leaves the same pool, and shows as non-torch memory.
+UNIFIED_MEMORY_ARCHS = ("sm87", "sm110", "sm121")
+PRINTED_ROUNDING = GiB // 200  # a figure a log prints with two decimals
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class BandWidths:
     encoder: float = 2.0  # share of the multimodal profile's estimate (its dummy items per processor)
     non_torch: tuple[int, int] = (20 * MiB, 600 * MiB)  # kernels loaded outside torch: 0.02 - 0.43 GiB printed
     network: int = GiB  # NCCL over the network (ranks on several nodes, Ray): s-05 leaves 0.9 GiB more
+    unified_host: float = 0.25  # of the weights: what the host takes while vLLM starts, on a unified-memory part
 
 
 FITTED = BandWidths()
@@ -49,6 +56,7 @@ class Readings:
     others: int  # what other processes may hold and the release charges, where no reading says (else 0)
     weights_exact: bool  # the checkpoint's own bytes (safetensors headers)
     ranks: int  # GPUs of the tp x pp group
+    unified: bool  # the GPU shares one memory with its host (GB10, Jetson): the host's start-up use shows
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,23 @@ def kv_range(report, widths: BandWidths = FITTED) -> KVRange:
         return carried(report, (kv, kv), {})
     facts = readings(report)
     bands = part_bands(facts, widths)
+    if report.from_log is not None:
+        facts = replace(facts, others=0)  # the log measured what else held the GPU
+        bands = {**part_bands(facts, widths), **log_bands(report, widths)}
     return carried(report, bytes_range(facts, bands), bands)
+
+
+def log_bands(report, widths: BandWidths) -> dict[str, tuple[int, int]]:
+    """An answer from a start-up log: each part the log printed or its budget solved is known to its two-decimal
+    rounding, and carries the estimate's share only of what it moved to the new settings."""
+    log, budget = report.from_log, report.budget
+    shares = {**_shares(widths, False), "non_torch_bytes": 0.5}
+    bands = {}
+    for name, source in log.sources.items():
+        if name in PARTS and source != ESTIMATED:
+            spread = PRINTED_ROUNDING + round(abs(log.moved.get(name, 0)) * shares[name])
+            bands[name] = (getattr(budget, name) - spread, getattr(budget, name) + spread)
+    return bands
 
 
 def bytes_range(facts: Readings, bands: dict[str, tuple[int, int]]) -> tuple[int, int]:
@@ -80,21 +104,29 @@ def bytes_range(facts: Readings, bands: dict[str, tuple[int, int]]) -> tuple[int
 
 def part_bands(facts: Readings, widths: BandWidths = FITTED) -> dict[str, tuple[int, int]]:
     """Each part's band: its readings' span widened by the estimate's share (and spread)."""
-    shares = {
-        "weights_bytes": 0.0 if facts.weights_exact else widths.weights,
-        "activation_bytes": widths.activation,
-        "cudagraph_bytes": widths.cudagraphs,
-        "encoder_bytes": widths.encoder,
-    }
-    bands = {name: _widened(facts.parts[name], share) for name, share in shares.items()}
+    shares = _shares(widths, facts.weights_exact)
+    bands = {name: _widened(facts.parts[name], shares[name]) for name in facts.parts}
     low, high = bands["activation_bytes"]
     bands["activation_bytes"] = (low, high + widths.activation_spread)
     floor, ceiling = widths.non_torch
     network = widths.network if facts.ranks > 1 else 0
+    host = round(widths.unified_host * facts.parts["weights_bytes"][1]) if facts.unified else 0
     base = facts.non_torch_base
-    bands["non_torch_bytes"] = (min(base, floor) + facts.nccl[0], max(base, ceiling) + facts.nccl[1] + network)
+    bands["non_torch_bytes"] = (
+        min(base, floor) + facts.nccl[0],
+        max(base, ceiling) + facts.nccl[1] + network + host,
+    )
     bands["other_process_bytes"] = (0, facts.others)
     return bands
+
+
+def _shares(widths: BandWidths, weights_exact: bool) -> dict[str, float]:
+    return {
+        "weights_bytes": 0.0 if weights_exact else widths.weights,
+        "activation_bytes": widths.activation,
+        "cudagraph_bytes": widths.cudagraphs,
+        "encoder_bytes": widths.encoder,
+    }
 
 
 def _widened(span: tuple[int, int], share: float) -> tuple[int, int]:
@@ -121,6 +153,7 @@ def readings(report) -> Readings:
         others=_unread_others(report, rules),
         weights_exact=bool(report.spec.checkpoint_dtypes),
         ranks=request.tp * request.pp,
+        unified=gpu.arch in UNIFIED_MEMORY_ARCHS,
     )
 
 

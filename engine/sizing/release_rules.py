@@ -44,7 +44,7 @@ def scheduler_limits(
     if total_bytes >= 160 * GiB and release.reached("huge_gpu_tier"):
         return defaults.HUGE_GPU_SCHEDULER_LIMITS["server"]
     small = "a100" in name and release.reached("a100_small_tier")
-    small = small or (gpu_arch == "sm121" and release.reached("gb10_small_tier"))
+    small = small or gpu_arch == "sm121"  # GB10: NVML reports no memory (unified), so vLLM reads 0 until 0.33
     if total_bytes >= 70 * GiB and not small:
         return defaults.LARGE_GPU_SCHEDULER_LIMITS["server"]
     return defaults.SMALL_GPU_SCHEDULER_LIMITS["server"]

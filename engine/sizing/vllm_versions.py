@@ -130,7 +130,6 @@ BOUNDARIES = (
     ),
     Boundary("capture_1024_blackwell", (0, 28, 0), "CUDA graphs up to 1024 tokens on data-centre Blackwell"),
     Boundary("null_block_in_check", (0, 29, 0), "the start-up check keeps one block for the null block"),
-    Boundary("gb10_small_tier", (0, 33, 0), "GB10 (SM 12.1) stays on the small scheduler tier"),
     Boundary(
         "extensible_kv_cache",
         (0, 34, 0),
