@@ -233,12 +233,14 @@ def _print_verdict(report) -> None:
     if report.fits:
         console.print(
             f"[bold green]fits[/]: max_model_len {kv.max_model_len:,} starts; "
-            f"safe max_model_len {kv.safe_max_model_len:,}{_margin_words(report)}"
+            f"safe max_model_len {kv.safe_max_model_len:,}{_margin_words(report)}",
+            soft_wrap=True,
         )
     else:
         console.print(
             f"[bold red]does not fit[/]: max_model_len {kv.max_model_len:,}; "
-            f"safe max_model_len {kv.safe_max_model_len:,}{_margin_words(report)}"
+            f"safe max_model_len {kv.safe_max_model_len:,}{_margin_words(report)}",
+            soft_wrap=True,
         )
     failed = report.failed_check
     if failed is not None:
