@@ -14,14 +14,10 @@ from kvtool.engine.plan.stages import kv_cache_spec, stage_budget
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing.log_budget import ESTIMATED
-from kvtool.engine.sizing.memory_budget import MemoryBudget, nccl_bytes
+from kvtool.engine.sizing.memory_budget import UNIFIED_MEMORY_ARCHS, MemoryBudget, nccl_bytes
 from kvtool.engine.sizing.units import GiB, MiB
 
 PARTS = ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes", "encoder_bytes")
-# GPUs that share one memory with their host: Jetson Orin (SM 8.7), Thor (11.0), GB10 / DGX Spark (12.1), as vLLM's
-# utils/mem_utils.py names them. What the host takes while vLLM starts (the checkpoint read from disk, staging
-# buffers) leaves the same pool, and shows as non-torch memory.
-UNIFIED_MEMORY_ARCHS = ("sm87", "sm110", "sm121")
 PRINTED_ROUNDING = GiB // 200  # a figure a log prints with two decimals
 
 
@@ -141,9 +137,10 @@ def readings(report) -> Readings:
     rules = release_rules.budget_rules(
         request.release, report.v0, gpu.arch, request.flashinfer_sampler, gpu.nvswitch, request.install
     )
-    base = budget.non_torch_bytes - nccl_bytes(rules, request.tp, request.pp)
+    host = round(rules.host_share * budget.weights_bytes)  # planned beside the kernels; the band spans 0 to its far end
+    base = budget.non_torch_bytes - nccl_bytes(rules, request.tp, request.pp) - host
     spans = {name: _span(budgets, name) for name in PARTS if name != "non_torch_bytes"}
-    nccl = [each.non_torch_bytes - base for each in budgets]
+    nccl = [each.non_torch_bytes - base - host for each in budgets]
     return Readings(
         parts=spans,
         non_torch_base=base,

@@ -49,6 +49,12 @@ EXTENSIBLE_MARGIN_FRACTION = 0.75
 # peer (0.19 logs on H100 print 1.82 GiB more non-torch memory at tp 2 than at tp 1, five logs, and 1.88 - 1.96 GiB
 # at tp 4, two logs; two 0.10 logs at tp 8, whose baseline preceded NCCL's init, leave 2.28 GiB).
 NCCL_BYTES_PER_PEER = 120 * MiB
+# GPUs that share one memory with their host (Jetson Orin SM 8.7, Thor 11.0, GB10 / DGX Spark 12.1, as vLLM's
+# utils/mem_utils.py names them): what the host takes while vLLM starts (the checkpoint read in, its staging
+# buffers) leaves the same pool and shows as non-torch memory. Fitted, not derived: 15 % of the weights, on three
+# GB10 logs (0.11, 0.13 and 0.29: 28 %, 11 % and 25 % beyond plan's other estimates).
+UNIFIED_MEMORY_ARCHS = ("sm87", "sm110", "sm121")
+UNIFIED_HOST_SHARE = 0.15
 NVLS_BYTES, NVLS_BYTES_PER_PEER = int(1.78 * GiB), 45 * MiB
 
 
@@ -61,6 +67,7 @@ class BudgetRules:
     non_torch_bytes: int = V1_NON_TORCH_BYTES  # 0 in 0.2.0-0.2.5 (only the torch allocator peak)
     nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1: NCCL's buffers are allocated inside the profile run
     nvls_bytes: int = 0  # NVSwitch systems at tp > 1: NCCL's NVLS buffers
+    host_share: float = 0.0  # unified-memory parts: the host's start-up use, as a share of the weights
     charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
     extensible: bool = False  # 0.34: the KV cache sized after warmup, a margin of the device kept free
     subtract_cudagraphs: bool = True  # 0.20+
@@ -134,13 +141,16 @@ def memory_budget(
     no_graphs = enforce_eager or not rules.subtract_cudagraphs
     graphs = 0 if no_graphs else _cudagraphs(spec, rules, max_num_seqs, max_num_batched_tokens, stage, quantization)
     requested = math.ceil(requested) if rules.ceil_request else int(requested)
+    weights = stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align)
     return MemoryBudget(
         total_bytes=int(total_bytes),
         gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=requested,
-        weights_bytes=stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align),
+        weights_bytes=weights,
         activation_bytes=peak,
-        non_torch_bytes=rules.non_torch_bytes + nccl_bytes(rules, max(tp, stage.expert_ranks), pp),
+        non_torch_bytes=rules.non_torch_bytes
+        + nccl_bytes(rules, max(tp, stage.expert_ranks), pp)
+        + round(rules.host_share * weights),
         cudagraph_bytes=graphs,
         kv_cache_memory_bytes=kv_cache_memory,
         encoder_bytes=encoder_bytes(spec, max_num_batched_tokens, peak, dtype, tp, rules.encoder_items)

@@ -117,7 +117,7 @@ CASES = [
         " --gpu-memory-utilization 0.85 --max-model-len 196608 --vllm-version 0.29.1",
         0.50,
         "the FP8 config for an AWQ checkpoint of unknown group size; two DGX Sparks over the network; its own 0.80 "
-        "and 0.85 figures put the Spark at 124.8 GiB, not 0.11's 119.7: plan lands 49 % high, its range holds it",
+        "and 0.85 figures put the Spark at 124.8 GiB, not 0.11's 119.7: plan lands 19 % high, its range holds it",
         config="proxy",
     ),
     Case("s-108", "", 0.0, "no config.json of GLM-5.3-Flash is published with the log", config="none"),

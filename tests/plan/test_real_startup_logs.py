@@ -63,11 +63,11 @@ def test_a_log_without_a_config_is_not_planned_and_says_why(case):
 
 
 def test_over_the_logs_most_land_within_10_percent_and_the_range_holds_vllm_s_figure(verdicts):
-    """docs/plan.md: 56 of 66 printed figures within 10 %, 64 of 67 inside the range, median width 17 %."""
+    """docs/plan.md: 57 of 67 printed figures within 10 %, 65 of 67 inside the range, median width 17 %."""
     errors = [seen["error"] for seen in verdicts.values() if seen["error"] is not None]
     insides = [seen["inside"] for seen in verdicts.values() if seen["inside"] is not None]
     widths = [seen["width"] for seen in verdicts.values() if seen["width"] is not None]
-    assert sum(abs(error) <= 0.10 for error in errors) / len(errors) >= 0.83
+    assert sum(abs(error) <= 0.10 for error in errors) / len(errors) >= 0.85
     assert sum(insides) / len(insides) >= 0.95
     assert statistics.median(widths) <= 0.20
 
