@@ -6,11 +6,10 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from kvtool.cli import engine_options as flags
-from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
+from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, INSTALLS, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
@@ -123,7 +122,7 @@ def plan(
         typer.Option(
             help="How vLLM was installed: its Docker image, or a pip wheel (0.8 - 0.11.0: without FlashInfer, so the "
             f"sampler warm-up sorts in PyTorch) \\[default: {defaults.DEFAULT_VLLM_INSTALL}].",
-            click_type=click.Choice(defaults.VLLM_INSTALLS),
+            click_type=INSTALLS,
             show_default=False,
             rich_help_panel=ENGINE,
         ),

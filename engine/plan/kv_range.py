@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from kvtool.engine.plan.stages import kv_cache_spec, stage_budget
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
-from kvtool.engine.sizing.log_budget import ESTIMATED
 from kvtool.engine.sizing.memory_budget import UNIFIED_MEMORY_ARCHS, MemoryBudget, nccl_bytes
 from kvtool.engine.sizing.units import GiB, MiB
 
@@ -82,6 +81,8 @@ def kv_range(report, widths: BandWidths = FITTED) -> KVRange:
 def log_bands(report, widths: BandWidths) -> dict[str, tuple[int, int]]:
     """An answer from a start-up log: each part the log printed or its budget solved is known to its two-decimal
     rounding, and carries the estimate's share only of what it moved to the new settings."""
+    from kvtool.engine.sizing.log_budget import ESTIMATED  # only an answer from a log loads the log's reader
+
     log, budget = report.from_log, report.budget
     shares = {**_shares(widths, False), "non_torch_bytes": 0.5}
     bands = {}
