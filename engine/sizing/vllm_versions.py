@@ -84,7 +84,7 @@ BOUNDARIES = (
     Boundary("mla_cutlass_128_blackwell", (0, 10, 0), "MLA on Blackwell uses block size 128 (CUTLASS MLA)"),
     Boundary("v1_only", (0, 11, 0), "V0 is gone"),
     Boundary(
-        "nccl_not_charged",
+        "baseline_after_nccl_init",
         (0, 11, 0),
         "the memory baseline is taken after NCCL's init (its buffers, allocated at the first collective, are still "
         "charged)",
