@@ -71,10 +71,11 @@ def kv_range(report, widths: BandWidths = FITTED) -> KVRange:
         kv = report.budget.kv_cache_bytes
         return carried(report, (kv, kv), {})
     facts = readings(report)
-    bands = part_bands(facts, widths)
     if report.from_log is not None:
         facts = replace(facts, others=0)  # the log measured what else held the GPU
-        bands = {**part_bands(facts, widths), **log_bands(report, widths)}
+    bands = part_bands(facts, widths)
+    if report.from_log is not None:
+        bands |= log_bands(report, widths)
     return carried(report, bytes_range(facts, bands), bands)
 
 
