@@ -226,7 +226,7 @@ def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload
         block_size_given="block_size" in given,
         pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
         flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
-        engine=vllm_engine(release),
+        engine=release.engine_asked(parse_env_flag("VLLM_USE_V1")),
         install=run["install"],
         **given,
     )
@@ -240,14 +240,6 @@ def _plan_from_log(path: Path, given: dict, num_gpus: int | None, run: dict, wor
     from kvtool.engine.plan.from_log_run import LogRun
 
     return plan_from_log(path, WhatIf(**given, num_gpus=num_gpus), LogRun(**run), workloads)
-
-
-def vllm_engine(release: VllmRelease) -> str | None:
-    """VLLM_USE_V1 as the releases that read it (0.7 - 0.10) read it: V1 asked for, or V0."""
-    use_v1 = parse_env_flag("VLLM_USE_V1")
-    if use_v1 is None or release.reached("v1_only") or release.version < (0, 7, 0):
-        return None
-    return "V1" if use_v1 else "V0"
 
 
 def render():

@@ -206,6 +206,12 @@ class VllmRelease:
         unsupported = stateful and not self.reached("v1_hybrid_models")
         return old_gpu or unsupported or (kv_cache_dtype != "auto" and not self.reached("v1_fp8_kv"))
 
+    def engine_asked(self, use_v1: bool | None) -> str | None:
+        """The engine VLLM_USE_V1 asks for in the releases that read it (0.7 - 0.10): "V1", "V0", or None."""
+        if use_v1 is None or self.reached("v1_only") or self.version < (0, 7, 0):
+            return None
+        return "V1" if use_v1 else "V0"
+
     def kv_cache_dtypes(self) -> tuple[str, ...]:
         """The `--kv-cache-dtype` choices of the plain (not model-specific) kinds."""
         if not self.reached("kv_cache_dtype_fp8"):
