@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from functools import partial
 
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
-from kvtool.engine.sizing.startup_log import VllmStartupLog
+from kvtool.engine.startup_log.reader import VllmStartupLog
 
 # flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
 _KEY_FIELDS = {

@@ -82,7 +82,7 @@ def kv_range(report, widths: BandWidths = FITTED) -> KVRange:
 def log_bands(report, widths: BandWidths) -> dict[str, tuple[int, int]]:
     """An answer from a start-up log: each part the log printed or its budget solved is known to its two-decimal
     rounding, and carries the estimate's share only of what it moved to the new settings."""
-    from kvtool.engine.sizing.log_budget import ESTIMATED  # only an answer from a log loads the log's reader
+    from kvtool.engine.startup_log.budget import ESTIMATED  # only an answer from a log loads the log's reader
 
     log, budget = report.from_log, report.budget
     shares = {**_shares(widths, False), "non_torch_bytes": 0.5}

@@ -15,7 +15,7 @@ from real_log_cases import CASES, LOG_FILES, Case
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing.startup_log import read_startup_log
+from kvtool.engine.startup_log.reader import read_startup_log
 
 GiB = 1 << 30
 HERE = Path(__file__).parent / "startup_logs"

@@ -10,6 +10,7 @@ from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, make_plan
 from kvtool.engine.sizing.cudagraphs import CaptureRules, capture_sizes
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
 from kvtool.engine.sizing.memory_budget import NVLS_BYTES, memory_budget
 from kvtool.engine.sizing.profile_run import (
@@ -152,7 +153,9 @@ def test_nccl_buffers_are_charged_in_every_release_and_nvls_adds_its_own_on_nvsw
         ("0.19.0", "sm90", True, 1, 0),
     ):
         rules = budget_rules(VllmRelease.parse(version), False, arch, nvswitch=nvswitch)
-        budget = memory_budget(spec, 80 * GiB, 0.9, tp=tp, rules=rules)
+        budget = memory_budget(
+            spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.9, tensor_parallel_size=tp), rules=rules
+        )
         assert budget.non_torch_bytes - rules.non_torch_bytes == nccl
 
 
