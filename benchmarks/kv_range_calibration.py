@@ -18,7 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "plan"))
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(TESTS / "plan"), str(TESTS)]
 from real_log_cases import CASES, group, planned, printed  # noqa: E402
 
 from kvtool.engine.plan.kv_range import FITTED, BandWidths, binding_cache, bytes_range, part_bands, readings  # noqa: E402

@@ -1,5 +1,6 @@
-"""What `kvtool plan --from-log`'s tests run on: the start-up logs of startup_logs/ (74 real ones in logs.jsonl,
-one per release family in releases/), what each printed, and what each needs beside it.
+"""What `kvtool plan --from-log`'s tests run on: the start-up logs of startup_logs/ (the 74 real ones as
+tests/startup_log_records.py reads them, one per release family in releases/), what each printed, and what each
+needs beside it.
 
 The model is given with --model where the log's id is a local path kvtool cannot read (the logs' own
 configs, or the published config.json fields below); a GPU only where the log names none and vLLM's default
@@ -8,22 +9,17 @@ scheduler limits for it matter (a sliding-window model). The logs of s-101 on ta
 """
 
 import json
-import re
 from pathlib import Path
 
-from real_log_cases import CASES, LOG_FILES, Case
+from real_log_cases import CASES, Case
+from startup_log_records import FOLDER, LOGS
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.startup_log.reader import read_startup_log
 
 GiB = 1 << 30
-HERE = Path(__file__).parent / "startup_logs"
-PUBLIC = {
-    re.match(r"s-\d+", record["id"])[0]: record
-    for name in LOG_FILES
-    for record in map(json.loads, (HERE / name).read_text().splitlines())
-}
+HERE = FOLDER  # startup_logs/
 RELEASES = json.loads((HERE / "releases" / "expected.json").read_text())
 QWEN2_7B = str(HERE / "configs" / "Qwen__Qwen2.5-7B-Instruct" / "config.json")
 SAME_RUN = 0.01  # a log's own figures
@@ -152,14 +148,14 @@ def plan(tmp_path, log: str | Path, *args: str) -> tuple[int, dict]:
 
 def public_log(tmp_path, key: str) -> Path:
     path = tmp_path / f"{key}.log"
-    path.write_text(PUBLIC[key]["log"])
+    path.write_text(LOGS[key]["log"])
     return path
 
 
 def printed(key: str) -> dict:
     """What the log printed: KV memory (GiB), tokens, blocks (V0), concurrency, estimated length, start."""
-    if key in PUBLIC:
-        record = PUBLIC[key]
+    if key in LOGS:
+        record = LOGS[key]
         failure = read_startup_log(record["log"]).failure  # the estimated length in vLLM's error
         figures = {
             "kv_gib": record["reported_available_kv_gib"],
@@ -197,11 +193,11 @@ def misses(report: dict, key: str) -> dict[str, float]:
     return {name: ours[name] / value - 1 for name, value in printed(key).items() if value and name != "starts"}
 
 
-ALL_LOGS = sorted(PUBLIC.keys() - NO_CONFIG) + sorted(RELEASES)
+ALL_LOGS = sorted(LOGS.keys() - NO_CONFIG) + sorted(RELEASES)
 
 
 def log_path(tmp_path, key: str) -> Path:
-    return public_log(tmp_path, key) if key in PUBLIC else HERE / "releases" / f"{key}.log"
+    return public_log(tmp_path, key) if key in LOGS else HERE / "releases" / f"{key}.log"
 
 
 def kv(report: dict) -> int:

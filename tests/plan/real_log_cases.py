@@ -1,4 +1,4 @@
-"""The real vLLM start-up logs of startup_logs/logs.jsonl as plan cases: each log's own settings (its config, GPU,
+"""The 74 real vLLM start-up logs (tests/startup_log_records.py) as plan cases: each log's own settings (its config, GPU,
 flags, release and environment, read off the log and its note) as plan's flags, what vLLM printed, and the
 tolerance the case holds with its reason. tests/plan/test_real_startup_logs.py checks them and
 benchmarks/kv_range_calibration.py fits the range's band widths on them.
@@ -12,9 +12,9 @@ A log without a published config, or that names no GPU, is not planned against i
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from unittest.mock import patch
 
+from startup_log_records import LOGS
 from typer.testing import CliRunner
 
 from kvtool.cli import plan as plan_command
@@ -22,14 +22,7 @@ from kvtool.cli.app import app
 from kvtool.engine.plan.report_json import report_to_json
 
 GiB = 1 << 30
-HERE = Path(__file__).parent
 C, OWN = "tests/plan/startup_logs/configs", "tests/plan/real_log_configs"
-LOG_FILES = ("logs.jsonl", "logs_added.jsonl")  # the 15 given first, and the 59 held out until later
-LOGS = {
-    re.match(r"s-\d+", record["id"])[0]: record
-    for name in LOG_FILES
-    for record in map(json.loads, (HERE / "startup_logs" / name).open())
-}
 L31 = f"{C}/meta-llama__Llama-3.1-8B-Instruct/config.json"
 Q25_7B = f"{C}/Qwen__Qwen2.5-7B-Instruct/config.json"  # Qwen2-7B has Qwen2.5-7B's shapes
 Q25_3B = f"{OWN}/Qwen__Qwen2.5-3B/config.json"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from from_log_cases import BESIDE, HERE, PUBLIC, QWEN2_7B, GiB, kv, plan, public_log
+from from_log_cases import BESIDE, HERE, LOGS, QWEN2_7B, GiB, kv, plan, public_log
 from hub_stand_in import HubStandIn
 from typer.testing import CliRunner
 
@@ -81,15 +81,15 @@ BAD_INPUT = {
         [],
         "The log stops before vLLM measured its memory",
     ),
-    "model not resolvable": (PUBLIC["s-01"]["log"], [], "The log's model 'Qwen2-7B-Instruct' is not"),
-    "model not named": (PUBLIC["s-28"]["log"], [], "The log does not name its model"),
-    "config with missing fields": (PUBLIC["s-01"]["log"], ["--model", "{bad}"], "is missing or has a bad"),
+    "model not resolvable": (LOGS["s-01"]["log"], [], "The log's model 'Qwen2-7B-Instruct' is not"),
+    "model not named": (LOGS["s-28"]["log"], [], "The log does not name its model"),
+    "config with missing fields": (LOGS["s-01"]["log"], ["--model", "{bad}"], "is missing or has a bad"),
     "a share without the GPU's memory": (
-        PUBLIC["s-01"]["log"],
+        LOGS["s-01"]["log"],
         ["--model", QWEN2_7B, "--gpu-memory-utilization", "0.5"],
         "The log prints no GPU memory",
     ),
-    "a setting the release refuses": (PUBLIC["s-20"]["log"], ["--kv-cache-dtype", "fp9"], "does not accept"),
+    "a setting the release refuses": (LOGS["s-20"]["log"], ["--kv-cache-dtype", "fp9"], "does not accept"),
 }
 
 

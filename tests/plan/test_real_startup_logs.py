@@ -1,4 +1,4 @@
-"""`kvtool plan` on the 74 real vLLM start-up logs of startup_logs/logs.jsonl, each planned with that log's own
+"""`kvtool plan` on the 74 real vLLM start-up logs (tests/startup_log_records.py), each planned with that log's own
 settings (real_log_cases.py: its config, GPU, flags, release and environment, and the tolerance it holds with the
 reason). Each planned log must start or fail as it did, land within its tolerance on the KV cache vLLM printed, and
 have that figure inside plan's range; a log plan misses says why (`known`) and must keep missing, so that a fix
