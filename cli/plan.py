@@ -12,8 +12,9 @@ from kvtool.cli import engine_options as flags
 from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, INSTALLS, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, PlanTarget, Workload, make_plan
+from kvtool.engine.plan.planner import make_plan
 from kvtool.engine.plan.report_json import report_to_json
+from kvtool.engine.plan.request import PlanRequest, PlanTarget, Workload
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory

@@ -21,7 +21,8 @@ from kvtool.engine.plan.from_log_run import (
     run_model_spec,
     same_card,
 )
-from kvtool.engine.plan.planner import PlanReport, PlanRequest, PlanTarget, Workload, make_plan
+from kvtool.engine.plan.planner import PlanReport, make_plan
+from kvtool.engine.plan.request import PlanRequest, PlanTarget, Workload
 from kvtool.engine.plan.stages import kv_cache_spec
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
-from kvtool.engine.plan.planner import PlanRequest, PlanTarget, Workload
+from kvtool.engine.plan.request import PlanRequest, PlanTarget, Workload
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
 from kvtool.engine.sizing.kv_cache import KVCacheSpec

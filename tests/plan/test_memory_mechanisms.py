@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, make_plan
+from kvtool.engine.plan.planner import make_plan
+from kvtool.engine.plan.request import PlanRequest
 from kvtool.engine.sizing.cudagraphs import CaptureRules, capture_sizes
 from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu

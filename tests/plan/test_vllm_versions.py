@@ -6,7 +6,8 @@ import math
 import pytest
 
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, make_plan
+from kvtool.engine.plan.planner import make_plan
+from kvtool.engine.plan.request import PlanRequest
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
