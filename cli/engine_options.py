@@ -57,7 +57,26 @@ class ByteSize(ParamType):
         return parse_bytes(value, param.opts[0])
 
 
+class Choice(ParamType):
+    """One of a fixed list of words."""
+
+    name = "choice"
+
+    def __init__(self, choices: tuple[str, ...]):
+        self.choices = choices
+
+    def convert(self, value, param, ctx) -> str:
+        if value not in self.choices:
+            flag = param.opts[0]
+            raise UsageError(
+                f"{flag} must be one of {', '.join(self.choices)}, got '{value}'.",
+                f"Use e.g. {flag} {self.choices[0]}.",
+            )
+        return value
+
+
 COUNT, FRACTION, LENGTH, BYTE_SIZE = Count(), Fraction(), Length(), ByteSize()
+INSTALLS = Choice(defaults.VLLM_INSTALLS)
 
 Dtype = Annotated[str, typer.Option(help=f"Weights dtype: {', '.join(defaults.DTYPES)}.", rich_help_panel=MODEL)]
 Quantization = Annotated[

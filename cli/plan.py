@@ -4,17 +4,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
 from kvtool.cli import engine_options as flags
+from kvtool.cli import plan_options as options
 from kvtool.cli import plan_performance as performance
-from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, PlanTarget, Workload, make_plan
+from kvtool.engine.plan.planner import make_plan
 from kvtool.engine.plan.report_json import report_to_json
+from kvtool.engine.plan.request import PlanRequest, PlanTarget, Workload
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
@@ -22,132 +22,47 @@ from kvtool.engine.sizing.kv_layout import parse_layer_partition
 from kvtool.engine.sizing.quantization_methods import check_quantization
 from kvtool.engine.sizing.release_rules import parse_env_flag
 from kvtool.engine.sizing.units import parse_human_int
-from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, NEWEST_NAME, VllmRelease
+from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, VllmRelease
 from kvtool.errors import ExitCode, KvtoolError, UsageError
 
-GPU, WORKLOAD, OUTPUT, LOG = "GPU", "Workload", "Output", "From a start-up log"
 DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
 
 
 def plan(  # noqa: PLR0913 (a Typer command: one parameter per option)
-    from_log: Annotated[
-        Path | None,
-        typer.Option(
-            "--from-log",
-            help="A vLLM start-up log: what it measured, answered for the settings given here (the others as in "
-            "the log).",
-            rich_help_panel=LOG,
-        ),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            "-m",
-            help="Catalog name or alias, HF id, config.json, model folder or .gguf file "
-            f"\\[default: {defaults.DEFAULT_MODEL}; with --from-log the log's].",
-            rich_help_panel=MODEL,
-        ),
-    ] = None,
+    from_log: options.FromLog = None,
+    model: options.Model = None,
     dtype: flags.Dtype = "auto",
     quantization: flags.Quantization = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option(
-            help="A GPU name (H100-80GB, L4, ...), device indices (0,1), or local \\[default: the local devices].",
-            rich_help_panel=GPU,
-        ),
-    ] = None,
-    gpu_mem: Annotated[
-        str | None, typer.Option(help="Memory of one GPU, e.g. 23.58GiB or 80GB.", rich_help_panel=GPU)
-    ] = None,
-    num_gpus: Annotated[
-        int | None, typer.Option(click_type=COUNT, help="How many GPUs \\[default: tp x pp].", rich_help_panel=GPU)
-    ] = None,
-    tp: Annotated[
-        int | None,
-        typer.Option(
-            "--tp",
-            "--tensor-parallel-size",
-            click_type=COUNT,
-            help="Tensor-parallel size \\[default: 1].",
-            rich_help_panel=GPU,
-        ),
-    ] = None,
-    pp: Annotated[
-        int | None,
-        typer.Option(
-            "--pp",
-            "--pipeline-parallel-size",
-            click_type=COUNT,
-            help="Pipeline-parallel size \\[default: 1].",
-            rich_help_panel=GPU,
-        ),
-    ] = None,
-    gpu_free: Annotated[
-        int | None,
-        typer.Option(
-            click_type=BYTE_SIZE,
-            help="Memory other processes leave free on each GPU, e.g. 60GiB \\[default: NVML's reading].",
-            rich_help_panel=GPU,
-        ),
-    ] = None,
-    vllm_version: Annotated[
-        str | None,
-        typer.Option(
-            help=f"The vLLM release to predict, 0.2 to {NEWEST_NAME} (V0 before 0.8) "
-            f"\\[default: {DEFAULT_RELEASE_NAME}; with --from-log the log's].",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
+    gpu: options.Gpu = None,
+    gpu_mem: options.GpuMem = None,
+    num_gpus: options.NumGpus = None,
+    tp: options.TensorParallelSize = None,
+    pp: options.PipelineParallelSize = None,
+    dp: options.DataParallelSize = None,
+    enable_expert_parallel: options.EnableExpertParallel = None,
+    gpu_free: options.GpuFree = None,
+    vllm_version: options.VllmVersion = None,
+    vllm_install: options.VllmInstall = defaults.DEFAULT_VLLM_INSTALL,
     gpu_memory_utilization: flags.GpuMemoryUtilization = None,
     max_model_len: flags.MaxModelLen = None,
     kv_cache_dtype: flags.KvCacheDtype = None,
     max_num_seqs: flags.MaxNumSeqs = None,
     max_num_batched_tokens: flags.MaxNumBatchedTokens = None,
     kv_cache_memory: flags.KvCacheMemory = None,
-    block_size: Annotated[
-        int | None,
-        typer.Option(
-            click_type=COUNT, help="Tokens per KV block \\[default: 16; 64 for MLA models].", rich_help_panel=ENGINE
-        ),
-    ] = None,
-    enforce_eager: Annotated[
-        bool | None,
-        typer.Option(
-            "--enforce-eager/--no-enforce-eager",
-            help="No CUDA graphs (their memory goes to the KV cache) \\[default: no].",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    limit_mm_per_prompt: Annotated[
-        str | None,
-        typer.Option(
-            help="Items per prompt by modality: image=2,audio=0 or '{\"image\": 2}' \\[default: vLLM's].",
-            rich_help_panel=ENGINE,
-        ),
-    ] = None,
-    workload: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="PROMPT:OUTPUT tokens, e.g. 6144:2048 (repeatable) \\[default: the shipped profiles].",
-            rich_help_panel=WORKLOAD,
-        ),
-    ] = None,
-    max_concurrency: performance.MaxConcurrency = None,
-    request_rate: performance.RequestRate = None,
-    num_prompts: performance.NumPrompts = None,
-    lengths: performance.LengthsOption = None,
-    slo: performance.SloOption = None,
-    gpu_bandwidth: performance.GpuBandwidth = None,
-    gpu_tflops: performance.GpuTflops = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.", rich_help_panel=OUTPUT)] = False,
-    list_models: Annotated[
-        bool, typer.Option("--list-models", help="List the model catalog and exit.", rich_help_panel=OUTPUT)
-    ] = False,
-    list_gpus: Annotated[
-        bool, typer.Option("--list-gpus", help="List the GPU catalog and exit.", rich_help_panel=OUTPUT)
-    ] = False,
+    block_size: options.BlockSize = None,
+    enforce_eager: options.EnforceEager = None,
+    limit_mm_per_prompt: options.LimitMmPerPrompt = None,
+    workload: options.Workloads = None,
+    max_concurrency: options.MaxConcurrency = None,
+    request_rate: options.RequestRate = None,
+    num_prompts: options.NumPrompts = None,
+    lengths: options.Lengths = None,
+    slo: options.Slo = None,
+    gpu_bandwidth: options.GpuBandwidth = None,
+    gpu_tflops: options.GpuTflops = None,
+    as_json: options.AsJson = False,
+    list_models: options.ListModels = False,
+    list_gpus: options.ListGpus = False,
 ) -> None:
     """How much KV cache a model gets on a GPU, the largest max_model_len that starts, and how many sequences fit.
 
@@ -166,13 +81,15 @@ def plan(  # noqa: PLR0913 (a Typer command: one parameter per option)
         kv_cache_dtype=kv_cache_dtype,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        enable_expert_parallel=enable_expert_parallel,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         enforce_eager=enforce_eager,
         kv_cache_memory=kv_cache_memory,
         block_size=block_size,
     )
-    target = PlanTarget(gpu, gpu_mem, gpu_free, num_gpus, vllm_version)
+    target = PlanTarget(gpu, gpu_mem, gpu_free, num_gpus, vllm_version, vllm_install)
     workloads = parse_workloads(workload)
     served = performance.PerformanceOptions(
         max_concurrency, request_rate, num_prompts, lengths, slo, gpu_bandwidth, gpu_tflops
@@ -228,6 +145,8 @@ def _plan(args: EngineArgs, target: PlanTarget, workloads: list[Workload]):
         release=release,
         pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
         flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
+        engine=release.engine_asked(parse_env_flag("VLLM_USE_V1")),
+        install=target.vllm_install,
     )
     return make_plan(spec, request)
 

@@ -43,12 +43,24 @@ def plan_forecast(report, workloads, options: PerformanceOptions, gpu_given: str
     loads, slo = parse_loads(options), parse_slo(options.slo) if options.slo is not None else None
     shapes = [RequestShape(w.name, w.prompt_tokens, w.output_tokens) for w in workloads]
     _check_lengths(shapes, report.kv.max_model_len)
-    if report.request.pp > 1:
-        raise UsageError("served performance is not modelled with pipeline parallelism.", "Drop --pp, or --workload.")
+    _check_parallelism(report.request)
     if not report.fits:
         return None
     setup = serving_setup(report, gpu_figures(report, options, gpu_given))
     return forecast(setup, shapes, loads, slo, report.release.version)
+
+
+def _check_parallelism(request) -> None:
+    """One tensor-parallel group is what the forecast models: pipeline stages, data-parallel ranks and expert
+    parallelism are refused, not forecast as if absent."""
+    unmodelled = {
+        "pipeline parallelism": ("--pp", request.pp > 1),
+        "data parallelism": ("--dp", request.dp > 1),
+        "expert parallelism": ("--enable-expert-parallel", request.expert_parallel),
+    }
+    for name, (flag, given) in unmodelled.items():
+        if given:
+            raise UsageError(f"served performance is not modelled with {name}.", f"Drop {flag}, or --workload.")
 
 
 def serving_setup(report, figures: GpuFigures) -> ServingSetup:
@@ -62,7 +74,8 @@ def planned_setup(args: EngineArgs, gpu: str, vllm_version: str | None = None) -
     default max_model_len would not start: a server that ran chose a length that does."""
     from kvtool.engine.discovery.gpus import resolve_gpus
     from kvtool.engine.discovery.models import resolve_model_spec
-    from kvtool.engine.plan.planner import PlanRequest, make_plan
+    from kvtool.engine.plan.planner import make_plan
+    from kvtool.engine.plan.request import PlanRequest
 
     release = VllmRelease.parse(vllm_version or DEFAULT_RELEASE_NAME)
     request = PlanRequest.from_engine_args(args, gpus=resolve_gpus(gpu, None, None), release=release)

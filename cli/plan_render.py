@@ -4,6 +4,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kvtool.cli import plan_render_verdict as verdict
 from kvtool.engine.sizing.units import GiB
 
 console = Console(highlight=False)
@@ -45,17 +46,15 @@ def print_report(report) -> None:
         console.print(_gpu_table(report))
         console.print(_budget_table(report))
     console.print(_kv_table(report))
+    if not _kv_budget_given(report):
+        console.print(verdict.range_line(report), soft_wrap=True)
     if report.workloads:
         console.print(_workload_table(report))
-    _print_verdict(report)
+    verdict.print_verdict(console, report)
 
 
 def _kv_budget_given(report) -> bool:
     return report.budget.kv_cache_memory_bytes is not None
-
-
-def _device(report) -> str:
-    return "CPU" if report.request.gpus[0].source == "kv-cache-memory" else "GPU"
 
 
 def _title(report) -> Text:
@@ -204,33 +203,6 @@ def _workload_table(report) -> Table:
             *vram,
         )
     return table
-
-
-def _print_verdict(report) -> None:
-    kv, advice = report.kv, report.recommendations
-    if report.fits:
-        console.print(
-            f"[bold green]fits[/]: max_model_len {kv.max_model_len:,} starts; "
-            f"safe max_model_len {kv.safe_max_model_len:,}"
-        )
-    else:
-        console.print(
-            f"[bold red]does not fit[/]: max_model_len {kv.max_model_len:,}; "
-            f"safe max_model_len {kv.safe_max_model_len:,}"
-        )
-    failed = report.failed_check
-    if failed is not None:
-        console.print(f"[red]vLLM {report.release.name} stops at its '{failed.name.replace('_', ' ')}' check[/]")
-    sized = failed is None or failed.name == "one_request"  # the figures are logged once the cache is sized
-    for line in (report.log_lines if _device(report) == "GPU" else [kv.log_line(_device(report))]) * sized:
-        console.print(f"[dim]vLLM would log:[/] {line}", soft_wrap=True)
-    if advice["vllm_serve"] is None:
-        console.print(f"[bold]no command[/]: {advice['no_command_reason']}", soft_wrap=True)
-    else:
-        console.print(f"[bold]vllm serve[/]   {advice['vllm_serve']}", soft_wrap=True)
-        console.print(f"[bold]kvtool serve[/] {advice['kvtool_serve']}", soft_wrap=True)
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
 
 
 def print_catalogs(models: bool, gpus: bool) -> None:

@@ -16,7 +16,7 @@ from kvtool.cli.server_options import REQUESTS, SERVER
 from kvtool.engine.server import defaults as server_defaults
 from kvtool.engine.sizing import defaults, messages
 from kvtool.engine.sizing.engine_args import EngineArgs
-from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
+from kvtool.engine.sizing.kv_cache_check import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.errors import StartupError
 

@@ -82,9 +82,12 @@ def _command(head: list[str], report, advice: dict, vllm: bool) -> str:
 
 def _vllm_only_flags(report) -> list[str]:
     request, args = report.request, []
-    for flag, value in (("--tensor-parallel-size", request.tp), ("--pipeline-parallel-size", request.pp)):
+    sizes = (("--tensor-parallel-size", request.tp), ("--pipeline-parallel-size", request.pp))
+    for flag, value in (*sizes, ("--data-parallel-size", request.dp)):
         if value > 1:
             args += [flag, str(value)]
+    if request.expert_parallel:
+        args.append("--enable-expert-parallel")
     if request.quantization:
         args += ["--quantization", request.quantization]
     if request.block_size_given:

@@ -4,7 +4,6 @@ given only by its size, and the estimated share of the budget when it decides mu
 from dataclasses import replace
 
 from kvtool.engine.sizing import release_rules
-from kvtool.engine.sizing.memory_budget import ESTIMATE_SPREAD
 from kvtool.engine.sizing.profile_run import activation_bytes
 from kvtool.engine.sizing.units import format_gib
 
@@ -52,15 +51,18 @@ def estimate_note(report) -> str | None:
     """When the estimated components could move the KV cache by more than a few percent."""
     budget = report.budget
     parts = {label: getattr(budget, field) for field, label in ESTIMATED.items()}
-    spread = sum(ESTIMATE_SPREAD[field] * getattr(budget, field) for field in ESTIMATED)
+    low, high = report.kv_range.bytes
+    spread = (high - low) / 2
     sampler = _sampler_alternative(report)
-    spread = max(spread, abs(sampler))
     kv = budget.kv_cache_bytes
     if kv > 0 and spread < SPREAD_WORTH_SAYING * kv:
         return None
     named = ", ".join(f"{name} {format_gib(size)} GiB" for name, size in parts.items() if size)
-    share = f", {spread / kv:.0%} of the KV cache" if kv > 0 else ""
-    line = f"estimated, not measured: {named} (about ±{format_gib(spread)} GiB{share}); {FROM_LOG}."
+    share = f", ±{spread / kv:.0%} of it" if kv > 0 else ""
+    line = (
+        f"estimated, not measured: {named}; the KV cache lies between {format_gib(low)} and {format_gib(high)} GiB "
+        f"over their bands{share}; {FROM_LOG}."
+    )
     if sampler:
         line += (
             f" The sampler warm-up assumes FlashInfer, as in vLLM's Docker image; without it (a pip install, or "
@@ -72,7 +74,8 @@ def estimate_note(report) -> str | None:
 def _sampler_alternative(report) -> int:
     """0.8 - 0.11 sample with FlashInfer only where it is installed: the peak without it, less the peak assumed."""
     request = report.request
-    if report.v0 or request.flashinfer_sampler is not None or request.release.reached("flashinfer_sampler_opt_in"):
+    pinned = request.flashinfer_sampler is not None or request.install == "pip"
+    if report.v0 or pinned or request.release.reached("flashinfer_sampler_opt_in"):
         return 0
     rules = release_rules.budget_rules(request.release, report.v0, request.gpu.arch, request.flashinfer_sampler)
     if rules.profile.sampler != "flashinfer":

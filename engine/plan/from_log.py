@@ -21,7 +21,8 @@ from kvtool.engine.plan.from_log_run import (
     run_model_spec,
     same_card,
 )
-from kvtool.engine.plan.planner import PlanReport, PlanRequest, PlanTarget, Workload, make_plan
+from kvtool.engine.plan.planner import PlanReport, make_plan
+from kvtool.engine.plan.request import PlanRequest, PlanTarget, Workload
 from kvtool.engine.plan.stages import kv_cache_spec
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo
@@ -92,7 +93,9 @@ def plan_from_log(
     spec = run_model_spec(log, args.model)
     given = given_gpu(target)
     gpu, total_source = run_gpu(log, given)
-    request_on = partial(log_request, log, spec, args, release=release, workloads=workloads or [])
+    request_on = partial(
+        log_request, log, spec, args, release=release, workloads=workloads or [], install=target.vllm_install
+    )
     at_log, cache, measured, gpu = _measure(log, spec, request_on, gpu, total_source)
     if total_source is None and _takes_another_share(at_log.request, args):
         raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)

@@ -4,7 +4,7 @@ what to know (a GPU memory solved from the log, another GPU, a config that disag
 from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing.units import GiB
-from kvtool.engine.startup_log.budget import DERIVED, MEASURED, LogBudget
+from kvtool.engine.startup_log.budget import DERIVED, ESTIMATED, MEASURED, LogBudget, count_only_uncertain
 from kvtool.engine.startup_log.reader import VllmStartupLog
 
 AGREES = 0.01  # the KV arithmetic on the log's own budget lands this close to what the log printed
@@ -13,6 +13,10 @@ GPU_GIVEN = "The log ran on {log:.2f} GiB; answered for the given {given:.2f} Gi
 OVERDRAWN = (
     "The log's printed figures take more than {utilization} x {gib:.2f} GiB: the GPU has more memory than that; "
     "give it with --gpu-mem."
+)
+COUNT_ONLY = (
+    "The log prints no memory figure, only its KV cache as {printed}, which the model's sliding-window or state "
+    "layers tie to the release's grouping: answered with plan's estimate, and its range."
 )
 DISAGREES = (
     "The log printed {printed} for its {gib:.2f} GiB of KV cache where the model's config gives {planned}: "
@@ -46,9 +50,17 @@ def gpu_notes(measured: LogBudget, gpu: GpuInfo, answer_gpu: GpuInfo) -> list[st
     return notes
 
 
+def _count(printed: dict) -> str:
+    if "kv_cache_tokens" in printed:
+        return f"{printed['kv_cache_tokens']:,} tokens"
+    return f"{printed.get('num_gpu_blocks', 0):,} blocks"
+
+
 def kv_notes(log: VllmStartupLog, cache: KVCacheSpec, measured: LogBudget, max_model_len: int) -> list[str]:
     """Whether the model's KV arithmetic gives, for the log's own KV cache, what the log printed."""
     kv = measured.budget.kv_cache_bytes
+    if measured.sources["kv_cache_bytes"] == ESTIMATED and count_only_uncertain(log, cache):
+        return [COUNT_ONLY.format(printed=_count(printed_figures(log)))]
     if measured.sources["kv_cache_bytes"] != MEASURED or kv <= 0:
         return []
     planned, printed = cache.plan(kv, max_model_len), printed_figures(log)

@@ -2,13 +2,17 @@
 states it, else as given beside it (`--model`, `--gpu`, `--dtype`, ...), else vLLM's default."""
 
 import re
+from dataclasses import replace
 
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
-from kvtool.engine.plan.planner import PlanRequest, PlanTarget, Workload
+from kvtool.engine.plan.request import PlanRequest, PlanTarget, Workload
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.quantization_methods import QUANTIZATION_METHODS
+from kvtool.engine.sizing.release_rules import kv_rules
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import NEWEST, VllmRelease
@@ -23,6 +27,7 @@ MODEL_UNKNOWN = "The log's model '{model}' is not a local path, a catalog model 
 MODEL_UNNAMED = "The log does not name its model."
 GIVE_MODEL = "Give it with --model: a config.json, a model folder or a Hub id."
 SAME_CARD = 0.01  # a GPU given beside a log within this of the one it prints or names is that card
+PRINTED_TP_CANDIDATES = (1, 2, 4, 8, 16)
 
 
 def log_release(log: VllmStartupLog, given: str | None) -> tuple[VllmRelease, list[str]]:
@@ -63,6 +68,8 @@ def run_gpu(log: VllmStartupLog, given: GpuInfo | None) -> tuple[GpuInfo, str | 
     log's budget (the GPU returned holds a first guess)."""
     logged = log_gpu(log)
     if logged is not None and (logged.source == "log" or not same_card(given, logged)):
+        if given is not None and logged.arch is None and same_card(given, logged):
+            logged = replace(logged, arch=given.arch, nvswitch=given.nvswitch)  # the card the log's memory is of
         return logged, MEASURED if logged.source == "log" else CATALOG
     if given is not None:
         return given, GIVEN
@@ -89,10 +96,12 @@ def log_request(
     *,
     release: VllmRelease,
     workloads: list[Workload],
+    install: str,
 ) -> PlanRequest:
     """The log's settings, the EngineArgs given beside it where the log does not say (model, dtype, quantization,
-    multimodal limits); V0's profile batch only where its flags set it (else it follows max_model_len)."""
-    tp, pp = log.tensor_parallel_size or 1, log.pipeline_parallel_size or 1
+    multimodal limits), on the given install (what-ifs move its budget by the same rules); V0's profile batch
+    only where its flags set it (else it follows max_model_len)."""
+    tp, pp = log.tensor_parallel_size or printed_tp(log, spec, release) or 1, log.pipeline_parallel_size or 1
     flags = typed_settings(log.args)
     batched = flags.get("max_num_batched_tokens") if log.engine == "V0" else log.max_num_batched_tokens
     return PlanRequest(
@@ -100,8 +109,10 @@ def log_request(
         model=log.model or args.model or spec.name,
         tp=tp,
         pp=pp,
+        dp=log.data_parallel_size or 1,
+        expert_parallel=bool(log.enable_expert_parallel),
         gpu_memory_utilization=flags.get("gpu_memory_utilization") or log.gpu_memory_utilization,  # V0 prints 2 digits
-        max_model_len=log.max_model_len or (log.failure and log.failure.max_model_len) or None,
+        max_model_len=(log.failure and log.failure.max_model_len) or log.max_model_len or None,  # the failed run's
         kv_cache_dtype=log.kv_cache_dtype or "auto",
         dtype=log.dtype or args.dtype,
         quantization=log.quantization if log.quantization in QUANTIZATION_METHODS else args.quantization,
@@ -116,7 +127,24 @@ def log_request(
         block_size_given=log.block_size is not None,
         engine=_forced_engine(log, release, gpu),
         cudagraphs_subtracted=log.cudagraph_memory_profiling,
+        install=install,
     )
+
+
+def printed_tp(log: VllmStartupLog, spec: ModelSpec, release: VllmRelease) -> int | None:
+    """An excerpt that states no tensor-parallel size but prints its KV memory and tokens: the size whose KV bytes
+    per token turn the one into the other (within 2 %), as each rank prints its own share."""
+    memory, tokens = log.memory.available_kv_cache_memory_gib, log.memory.kv_cache_size_tokens
+    if not memory or not tokens or memory <= 0:
+        return None
+    mixed = "full_attention" in spec.layer_types and "sliding_attention" in spec.layer_types
+    rules = kv_rules(release, log.engine == "V0", 1, mixed)
+    length = log.max_model_len or spec.derived_max_model_len
+    for tp in PRINTED_TP_CANDIDATES:
+        cache = KVCacheSpec(spec, KVLayout(tp=tp, kv_cache_dtype=log.kv_cache_dtype or "auto", rules=rules))
+        if abs(cache.plan(round(memory * GiB), length).kv_cache_tokens / tokens - 1) <= 0.02:
+            return tp
+    return None
 
 
 def _forced_engine(log: VllmStartupLog, release: VllmRelease, gpu: GpuInfo) -> str | None:

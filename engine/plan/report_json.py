@@ -9,7 +9,7 @@ from kvtool.engine.sizing.units import GiB
 
 def report_to_json(report: PlanReport) -> dict:
     """The `kvtool plan --json` contract (docs/design.md)."""
-    kv, budget, spec = report.kv, report.budget, report.spec
+    kv, budget, spec, band = report.kv, report.budget, report.spec, report.kv_range
     gpu = report.request.gpu
     return {
         "kv_bytes_per_token": kv.kv_bytes_per_token,
@@ -18,10 +18,15 @@ def report_to_json(report: PlanReport) -> dict:
         "block_bytes": kv.block_bytes,
         "num_blocks": kv.num_blocks,
         "kv_cache_tokens": kv.kv_cache_tokens,
+        "kv_cache_tokens_range": list(band.tokens),
+        "kv_cache_bytes_range": list(band.bytes),
         "max_model_len": kv.max_model_len,
         "safe_max_model_len": kv.safe_max_model_len,
+        "safe_max_model_len_range": list(band.safe_max_model_len),
         "fits": report.fits,
+        "fits_margin": report.fits_margin.to_json(),
         "max_concurrency": round(kv.max_concurrency, 4),
+        "max_concurrency_range": list(band.max_concurrency),
         "request_kv_bytes": kv.request_bytes,
         "max_num_seqs": report.max_num_seqs,
         "max_num_batched_tokens": report.max_num_batched_tokens,
@@ -39,6 +44,7 @@ def report_to_json(report: PlanReport) -> dict:
             "encoder_bytes": budget.encoder_bytes,
             "other_process_bytes": budget.other_process_bytes,
             "kv_headroom_bytes": budget.kv_headroom_bytes,
+            "ranges": {name: list(ends) for name, ends in band.parts.items()},
         },
         "model": _model_json(spec, report),
         "gpu": {

@@ -65,7 +65,7 @@ def stage_budget(spec, request, v0, batched, seqs, index: int = 0) -> MemoryBudg
         spec,
         gpu.total_bytes,
         request.engine_config(batched, seqs),
-        _budget_rules(spec, request, v0, batched, seqs, gpu.arch),
+        _budget_rules(spec, request, v0, batched, seqs, gpu),
         other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
         stage=Stage(layers, index == 0, index == request.pp - 1),
     )
@@ -78,8 +78,10 @@ def stage_gpu(request, index: int) -> GpuInfo:
     return min(group, key=lambda gpu: gpu.total_bytes)
 
 
-def _budget_rules(spec: ModelSpec, request, v0: bool, batched: int, seqs: int, arch: str | None):
-    rules = release_rules.budget_rules(request.release, v0, arch, request.flashinfer_sampler)
+def _budget_rules(spec: ModelSpec, request, v0: bool, batched: int, seqs: int, gpu: GpuInfo):
+    rules = release_rules.budget_rules(
+        request.release, v0, gpu.arch, request.flashinfer_sampler, gpu.nvswitch, request.install
+    )
     if request.cudagraphs_subtracted is not None:
         rules = replace(rules, subtract_cudagraphs=request.cudagraphs_subtracted and not v0)
     limits = request.limit_mm_per_prompt

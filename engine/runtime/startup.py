@@ -10,6 +10,7 @@ import dataclasses
 from kvtool.engine.sizing import defaults, kv_cache
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.engine_config import EngineConfig
+from kvtool.engine.sizing.kv_cache_check import check_kv_cache
 from kvtool.engine.sizing.spec import ModelSpec, spec_from_hf_config
 from kvtool.errors import UsageError
 
@@ -60,5 +61,5 @@ def plan_kv_cache(config: EngineConfig, spec: ModelSpec, available_bytes: int) -
         max_num_batched_tokens=config.scheduler_config.max_num_batched_tokens,
     )
     cache = kv_cache.KVCacheSpec(spec, layout)
-    cache.check_fits(available_bytes, max_model_len)
+    check_kv_cache(cache, available_bytes, max_model_len)
     return cache.plan(available_bytes, max_model_len)

@@ -19,6 +19,11 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", *FP8_KV_CACHE_DTYPES)
 # fp8_inc is Intel Gaudi's scaled format: the embedded engine stores the other two fp8 layouts.
 ENGINE_KV_CACHE_DTYPES = tuple(name for name in KV_CACHE_DTYPES if name != "fp8_inc")
 
+# How vLLM was installed, where that changes its memory: its Docker image brings FlashInfer; a plain pip wheel
+# of 0.8 - 0.11.0 lists it as an extra only, so the sampler warm-up sorts in PyTorch. From 0.13 the wheel needs it.
+VLLM_INSTALLS = ("docker", "pip")
+DEFAULT_VLLM_INSTALL = "docker"
+
 # What happens to a request whose prompt + max_tokens exceeds max_model_len.
 OVERFLOW_POLICIES = ("reject", "clamp")
 DEFAULT_OVERFLOW = "clamp"  # vLLM 0.32+; "reject" is the <= 0.31 behaviour

@@ -44,6 +44,8 @@ class EngineArgs:
     enable_chunked_prefill: bool = True
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    enable_expert_parallel: bool | None = None  # MoE experts split whole over tp x dp ranks
     device: str = "auto"
     threads: int | None = None  # CPU threads; None: defaults.default_cpu_threads(), following what is free
 
@@ -96,11 +98,12 @@ class EngineArgs:
                 f"gpu_memory_utilization must be in (0, 1], got {utilization}.",
                 fix=f"Pass a fraction such as {defaults.DEFAULT_GPU_MEMORY_UTILIZATION}.",
             )
-        if (self.tensor_parallel_size or 1) != 1:
-            raise UsageError(
-                f"The embedded engine runs on one device; tensor_parallel_size={self.tensor_parallel_size}.",
-                fix="Use tensor_parallel_size=1, or serve with --backend vllm for several GPUs.",
-            )
+        for name in ("tensor_parallel_size", "data_parallel_size"):
+            if (getattr(self, name) or 1) != 1:
+                raise UsageError(
+                    f"The embedded engine runs on one device; {name}={getattr(self, name)}.",
+                    fix=f"Use {name}=1, or serve with --backend vllm for several GPUs.",
+                )
 
     def resolve(self, spec: ModelSpec, scheduler_defaults: tuple[int, int]) -> EngineConfig:
         """Every setting decided for the embedded engine: the context length from the model, the scheduler limits

@@ -45,6 +45,8 @@ class SchedulerConfig:
 class ParallelConfig:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1  # ranks, each a tp x pp group of its own
+    enable_expert_parallel: bool = False  # MoE experts split whole over tp x dp ranks
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError
 
 GPU_CATALOG_FILE = Path(__file__).resolve().parents[2] / "profiles" / "gpus.yaml"
+# Shared memory one thread block may opt into, by compute capability (cudaDevAttrMaxSharedMemoryPerBlockOptin,
+# CUDA C Programming Guide, "Technical Specifications per Compute Capability").
+SHARED_MEMORY_PER_BLOCK = {7.0: 98304, 7.5: 65536, 8.0: 166912, 8.6: 101376, 8.7: 166912, 8.9: 101376, 9.0: 232448}
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,16 @@ class GpuInfo:
     mig_mode: bool | None = None
     source: str = "catalog"  # "nvml" | "catalog" | "size" | "kv-cache-memory"
     arch: str | None = None  # sm90 (compute capability 9.0), gfx942, ...
+    nvswitch: bool = False  # an NVSwitch (HGX) board: NCCL adds NVLink SHARP buffers at tp > 1
 
     @property
     def compute_capability(self) -> float | None:
         digits = self.arch[2:] if self.arch and self.arch.startswith("sm") else ""
         return int(digits[:-1]) + int(digits[-1]) / 10 if digits.isdigit() and len(digits) >= 2 else None
+
+    @property
+    def shared_memory_per_block(self) -> int | None:
+        return SHARED_MEMORY_PER_BLOCK.get(self.compute_capability)
 
 
 @lru_cache(maxsize=1)
@@ -43,7 +51,12 @@ def _catalog_rows() -> tuple[dict, ...]:
 
 def gpu_catalog() -> tuple[GpuInfo, ...]:
     return tuple(
-        GpuInfo(name=row["name"], total_bytes=int(row["memory_gib"] * GiB), arch=row.get("arch"))
+        GpuInfo(
+            name=row["name"],
+            total_bytes=int(row["memory_gib"] * GiB),
+            arch=row.get("arch"),
+            nvswitch=row.get("nvswitch", False),
+        )
         for row in _catalog_rows()
     )
 

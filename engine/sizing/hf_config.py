@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from kvtool.engine.sizing.hf_defaults import with_defaults
+from kvtool.engine.sizing.hf_defaults import with_defaults, with_type_defaults
 
 # vLLM's keys for the model's context length, in its order; the smallest present wins (docs/design.md).
 MAX_LEN_KEYS = (
@@ -55,7 +55,7 @@ def text_config(config: dict) -> dict:
     key = "text_config" if isinstance(config.get("text_config"), dict) else "llm_config"
     inner = with_defaults(config, key)
     if not inner:
-        return config
+        return with_type_defaults(config)
     outer = {k: config[k] for k in ("quantization_config", "torch_dtype", "dtype", "model_type") if k in config}
     return {**outer, **{k: v for k, v in inner.items() if v is not None or k not in outer}}
 

@@ -63,6 +63,19 @@ MODEL_TYPE_DEFAULTS = {
         sliding_window=4096,
         tie_word_embeddings=True,
     ),
+    "gemma3_text": dict(
+        vocab_size=262208,
+        hidden_size=2304,
+        intermediate_size=9216,
+        num_hidden_layers=26,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=256,
+        max_position_embeddings=131072,
+        sliding_window=4096,
+        _sliding_window_pattern=6,
+        tie_word_embeddings=True,
+    ),
     "clip_vision_model": dict(
         hidden_size=768, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=32, num_channels=3
     ),
@@ -80,7 +93,14 @@ NESTED_MODEL_TYPES = {
     "vipllava": {"text_config": "llama", "vision_config": "clip_vision_model"},
     "llava_onevision": {"text_config": "qwen2", "vision_config": "siglip_vision_model"},
     "paligemma": {"text_config": "gemma", "vision_config": "siglip_vision_model"},
+    "gemma3": {"text_config": "gemma3_text", "vision_config": "siglip_vision_model"},
 }
+
+
+def with_type_defaults(config: dict) -> dict:
+    """A top-level config with the fields transformers would fill for its model type (gemma-2-9b-it's config
+    leaves tie_word_embeddings to Gemma2Config's True)."""
+    return {**MODEL_TYPE_DEFAULTS.get(config.get("model_type"), {}), **config}  # an explicit null stays null
 
 
 def with_defaults(config: dict, key: str) -> dict:

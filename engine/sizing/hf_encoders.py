@@ -5,7 +5,10 @@ from kvtool.engine.sizing.hf_config import first
 from kvtool.engine.sizing.hf_defaults import with_defaults
 
 ENCODER_KEYS = {"vision_config": "image", "audio_config": "audio", "vision_tower_config": "image"}
-DEFAULT_MAX_IMAGE_PIXELS = 12845056  # Qwen2-VL's processor default (max_pixels)
+# The most text tokens one image becomes where the tower resizes freely: the Qwen-VL processors' pixel limits give
+# 16,384 merged tokens alike (Qwen2-VL and 2.5-VL: 12,845,056 pixels of 14 x 14 patches, 2 x 2 merged; Qwen3-VL
+# and 3.5: 16,777,216 pixels of 16 x 16 patches, 2 x 2 merged).
+DEFAULT_MAX_IMAGE_TOKENS = 16384
 
 
 def encoder_configs(config: dict) -> list[tuple[str, dict]]:
@@ -55,7 +58,7 @@ def encoder_tokens_per_item(config: dict, modality: str, tower: dict) -> int:
     if tower.get("image_size"):
         side = int(tower["image_size"]) // patch
         return max(1, side * side // (merge * merge))
-    return DEFAULT_MAX_IMAGE_PIXELS // (patch * patch) // (merge * merge)
+    return DEFAULT_MAX_IMAGE_TOKENS
 
 
 def patches_per_token(tower: dict) -> int:

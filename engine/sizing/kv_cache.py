@@ -17,17 +17,9 @@ from kvtool.engine.sizing.defaults import (
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
 from kvtool.engine.sizing.kv_layout import FULL, SLIDING, STATE, KVGroups, KVLayout, kv_groups, stage_kinds
 from kvtool.engine.sizing.spec import ModelSpec
-from kvtool.errors import StartupError, UsageError
+from kvtool.errors import UsageError
 
-
-class KVCacheTooSmallError(StartupError):
-    """The KV cache cannot hold one request of max_model_len tokens (vLLM's start-up failure)."""
-
-    def __init__(self, message: str, needed_bytes: int, available_bytes: int, estimated_max_model_len: int):
-        super().__init__(message)
-        self.needed_bytes = needed_bytes
-        self.available_bytes = available_bytes
-        self.estimated_max_model_len = estimated_max_model_len
+MLA_PADDED_HEAD = 256  # model_executor/models/deepseek_v2.py before 0.7.0: 192-wide heads padded for FlashAttention
 
 
 def kv_cache_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
@@ -75,16 +67,25 @@ class KVCacheSpec:
     @property
     def kv_heads_per_rank(self) -> int:
         """KV heads each tensor-parallel rank stores; heads are replicated when tp exceeds them."""
-        return 1 if self.model.is_mla else max(1, self.model.num_key_value_heads // self.layout.tp)
+        if self.stores_latent:
+            return 1
+        heads = self.model.num_attention_heads if self.model.is_mla else self.model.num_key_value_heads
+        return max(1, heads // self.layout.tp)
+
+    @property
+    def stores_latent(self) -> bool:
+        """MLA's single latent per token (vLLM 0.7.1+); earlier releases store every head's K and V."""
+        return self.model.is_mla and self.layout.rules.mla_cache == "latent"
 
     @cached_property
     def layer_bytes_per_token(self) -> int:
         """One token in one attention layer: K and V heads, or MLA's single latent (no factor 2, no TP split)."""
         model = self.model
         dtype_bytes = kv_cache_dtype_bytes(self.layout.kv_cache_dtype, model.dtype)
-        if model.is_mla:
+        if self.stores_latent:
             return (model.kv_lora_rank + model.qk_rope_head_dim) * dtype_bytes
-        return 2 * self.kv_heads_per_rank * model.head_dim * dtype_bytes
+        head_dim = MLA_PADDED_HEAD if model.is_mla and self.layout.rules.mla_cache == "heads_256" else model.head_dim
+        return 2 * self.kv_heads_per_rank * head_dim * dtype_bytes
 
     @cached_property
     def kinds(self) -> tuple[str, ...]:
@@ -158,7 +159,7 @@ class KVCacheSpec:
         return round(self.request_blocks(max_model_len) * self.block_bytes)
 
     @cached_property
-    def _checked(self) -> "KVCacheSpec":
+    def checked(self) -> "KVCacheSpec":
         """What the start-up check sizes: this stage, or every stage's layers together (0.14 - 0.16)."""
         if self.layout.rules.whole_model_check and self.layout.pp > 1:
             return replace(self, layout=replace(self.layout, pp=1, stage=None, partition=None))
@@ -173,14 +174,21 @@ class KVCacheSpec:
             return max_model_len <= available_bytes // block * block_size or (
                 not rules.v0_length_check and available_bytes >= block
             )
-        return self._checked.request_bytes(max_model_len) <= available_bytes - block * rules.null_block_in_check
+        return self.checked.request_bytes(max_model_len) <= available_bytes - block * rules.null_block_in_check
+
+    def needed_bytes(self, max_model_len: int) -> int:
+        """The least KV memory vLLM's start-up check passes with for max_model_len (`fits` at its edge)."""
+        block, rules = self.block_bytes, self.layout.rules
+        if rules.v0_check:
+            return _cdiv(max_model_len, self.block_size) * block if rules.v0_length_check else block
+        return self.checked.request_bytes(max_model_len) + block * rules.null_block_in_check
 
     def estimate_max_model_len(self, available_bytes: int, limit: int | None = None) -> int:
         """Largest length in [1, limit] (default: the model's context) whose request fits; 0 if none does."""
         size, rules, high = self.block_bytes, self.layout.rules, limit or self.model.derived_max_model_len
         if rules.v0_check:
             return min(int(available_bytes) // size * self.block_size if size else 0, high)
-        usable, low, checked = available_bytes - size * rules.null_block_in_check, 0, self._checked
+        usable, low, checked = available_bytes - size * rules.null_block_in_check, 0, self.checked
         while low < high:
             middle = (low + high + 1) // 2
             low, high = (middle, high) if checked.request_bytes(middle) <= usable else (low, middle - 1)
@@ -212,26 +220,11 @@ class KVCacheSpec:
             block_bytes=self.block_bytes,
             num_blocks=num_blocks,
             max_model_len=max_model_len,
-            request_bytes=self._checked.request_bytes(max_model_len),
+            request_bytes=self.checked.request_bytes(max_model_len),
             max_concurrency=concurrency,
             kv_cache_tokens=tokens,
             safe_max_model_len=self.safe_max_model_len(available_bytes),
             fits=self.fits(available_bytes, max_model_len),
-        )
-
-    def check_fits(self, available_bytes: int, max_model_len: int) -> None:
-        """Raise KVCacheTooSmallError, worded like vLLM 0.33, unless one max_model_len request fits."""
-        if available_bytes <= 0:
-            raise KVCacheTooSmallError(messages.no_memory_for_cache(), 0, int(available_bytes), 0)
-        if self.fits(available_bytes, max_model_len):
-            return
-        needed = self._checked.request_bytes(max_model_len)
-        estimate = self.estimate_max_model_len(available_bytes, limit=max_model_len)
-        raise KVCacheTooSmallError(
-            messages.kv_cache_too_small(max_model_len, needed, available_bytes, estimate),
-            needed,
-            int(available_bytes),
-            estimate,
         )
 
 

@@ -25,6 +25,8 @@ class KVRules:
     group_size_heuristic: bool = True  # 0.18+: the largest kind's count when under 1.5 x the smallest's
     whole_model_check: bool = False  # 0.14-0.16: the start-up check takes every stage's layers together
     state_blocks_per_request: int = 1  # mamba groups: 1 ('none'), 2 from 0.28 (prefix caching on: 'align')
+    mla_cache: str = "latent"  # MLA: one latent per token (0.7.1+); "heads" K and V per head (0.7.0), padded to 256
+    # ("heads_256", FlashAttention's head sizes, before 0.7.0)
 
 
 V033 = KVRules()

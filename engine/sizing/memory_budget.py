@@ -8,35 +8,44 @@ release's rules are in BudgetRules, set by vllm_startup.budget_rules.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvtool.engine.sizing.cudagraphs import CaptureRules, cudagraph_bytes
-from kvtool.engine.sizing.engine_config import EngineConfig
+from kvtool.engine.sizing.engine_config import EngineConfig, ParallelConfig
 from kvtool.engine.sizing.profile_run import ProfileRules, activation_bytes, encoder_bytes
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.weights import Stage, model_quant_facts, stage_weights_bytes
 from kvtool.errors import UsageError
 
-MiB = 1 << 20
+MiB, GiB = 1 << 20, 1 << 30
 # What the profile measures outside torch's allocator on one GPU once the baseline is taken after the CUDA
 # context exists: lazily loaded kernels and the like. Printed "non-torch memory" on single-GPU logs: 0.02 GiB
 # (V1 0.10.2, three logs), 0.03 - 0.09 GiB (V0 0.7 - 0.8, seven logs).
 V1_NON_TORCH_BYTES = 20 * MiB
 V0_NON_TORCH_BYTES = 50 * MiB
+# On the HPC parts (SM 8.0, 9.0, 10.x) V1 loads more of them: 0.24 - 0.27 GiB on H100 (0.19, nine logs at tp 1),
+# 0.33 GiB on A100 (0.26). The KV range carries the spread between the two.
+V1_HPC_NON_TORCH_BYTES = 250 * MiB
 # Where the release measures total - free, its own CUDA context is charged too (about 0.3 - 0.5 GiB).
 CONTEXT_BYTES = 450 * MiB
 # The extensible KV cache (0.34, v1/worker/extensible_kv_cache.py measure_kv_cache_bytes) keeps free a margin of
 # max(KV_CACHE_MARGIN_FLOOR_BYTES, KV_CACHE_MARGIN_FRACTION x the transient peak) of the device.
 EXTENSIBLE_MARGIN_FLOOR = 1 << 30
 EXTENSIBLE_MARGIN_FRACTION = 0.75
-# NCCL communicator buffers per peer rank, where charged. Fitted, not derived: 0.117 GiB at tp 2 on A100 (two
-# logs against their tp 1 runs), 2.28 GiB at tp 8 on H100 (two logs of different models, after their sampler).
-NCCL_BYTES_PER_PEER = {"ampere": 120 * MiB, "hopper": 333 * MiB}
-
-
-# How far each estimate strays from what vLLM prints, as a share of it, on the logs in docs/plan.md: the
-# activation peak (0.17 and 0.60 GiB on two runs with the same flags), the graph estimate (about 40 %).
-ESTIMATE_SPREAD = {"activation_bytes": 0.3, "non_torch_bytes": 0.5, "cudagraph_bytes": 0.4, "encoder_bytes": 0.5}
+# NCCL's buffers, charged in every release that measures free memory: NCCL allocates them at the first collective,
+# inside the profile run, so even the baseline vLLM takes after NCCL's init (0.11+) misses them. Fitted, not
+# derived: 120 MiB per peer rank (0.117 GiB at tp 2 on A100, two 0.10.1 logs against their tp 1 runs); on NVSwitch
+# systems (HGX H100 / H200 / B200) NCCL's NVLink SHARP (NVLS) buffers instead at tp > 1: 1.78 GiB and 45 MiB per
+# peer (0.19 logs on H100 print 1.82 GiB more non-torch memory at tp 2 than at tp 1, five logs, and 1.88 - 1.96 GiB
+# at tp 4, two logs; two 0.10 logs at tp 8, whose baseline preceded NCCL's init, leave 2.28 GiB).
+NCCL_BYTES_PER_PEER = 120 * MiB
+# GPUs that share one memory with their host (Jetson Orin SM 8.7, Thor 11.0, GB10 / DGX Spark 12.1, as vLLM's
+# utils/mem_utils.py names them): what the host takes while vLLM starts (the checkpoint read in, its staging
+# buffers) leaves the same pool and shows as non-torch memory. Fitted, not derived: 15 % of the weights, on three
+# GB10 logs (0.11, 0.13 and 0.29: 28 %, 11 % and 25 % beyond plan's other estimates).
+UNIFIED_MEMORY_ARCHS = ("sm87", "sm110", "sm121")
+UNIFIED_HOST_SHARE = 0.15
+NVLS_BYTES, NVLS_BYTES_PER_PEER = int(1.78 * GiB), 45 * MiB
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,9 @@ class BudgetRules:
     ceil_request: bool = True  # 0.14+: ceil(total x utilization)
     profile: ProfileRules = field(default_factory=ProfileRules)
     non_torch_bytes: int = V1_NON_TORCH_BYTES  # 0 in 0.2.0-0.2.5 (only the torch allocator peak)
-    nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1 up to 0.10.2 take their baseline before NCCL init
+    nccl_bytes_per_peer: int = 0  # V0 0.3.1+ and V1: NCCL's buffers are allocated inside the profile run
+    nvls_bytes: int = 0  # NVSwitch systems at tp > 1: NCCL's NVLS buffers
+    host_share: float = 0.0  # unified-memory parts: the host's start-up use, as a share of the weights
     charge_other_processes: bool = False  # 0.2.6-0.3.0, 0.6.4 and V1 0.7-0.9.0 measure total - free
     extensible: bool = False  # 0.34: the KV cache sized after warmup, a margin of the device kept free
     subtract_cudagraphs: bool = True  # 0.20+
@@ -112,19 +123,24 @@ def memory_budget(
     max_num_batched_tokens, max_num_seqs = scheduler.max_num_batched_tokens, scheduler.max_num_seqs
     tp, pp = config.parallel_config.tensor_parallel_size, config.parallel_config.pipeline_parallel_size
     _check_inputs(gpu_memory_utilization, total_bytes)
-    stage = stage or Stage(math.ceil(spec.num_hidden_layers / pp))
+    experts = expert_ranks(spec, config.parallel_config)
+    stage = replace(stage or Stage(math.ceil(spec.num_hidden_layers / pp)), expert_ranks=experts)
+    profile = replace(rules.profile, data_parallel_experts=config.parallel_config.data_parallel_size if experts else 0)
     requested = total_bytes * gpu_memory_utilization
-    peak = activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules.profile, stage.last)
+    peak = activation_bytes(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, profile, stage.last)
     no_graphs = enforce_eager or not rules.subtract_cudagraphs
     graphs = 0 if no_graphs else _cudagraphs(spec, rules, max_num_seqs, max_num_batched_tokens, stage, quantization)
     requested = math.ceil(requested) if rules.ceil_request else int(requested)
+    weights = stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align)
     return MemoryBudget(
         total_bytes=int(total_bytes),
         gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=requested,
-        weights_bytes=stage_weights_bytes(spec, dtype, quantization, tp, stage, rules.mxfp4_align),
+        weights_bytes=weights,
         activation_bytes=peak,
-        non_torch_bytes=rules.non_torch_bytes + rules.nccl_bytes_per_peer * (tp * pp - 1),
+        non_torch_bytes=rules.non_torch_bytes
+        + nccl_bytes(rules, max(tp, stage.expert_ranks), pp)
+        + round(rules.host_share * weights),
         cudagraph_bytes=graphs,
         kv_cache_memory_bytes=kv_cache_memory,
         encoder_bytes=encoder_bytes(spec, max_num_batched_tokens, peak, dtype, tp, rules.encoder_items)
@@ -133,6 +149,18 @@ def memory_budget(
         other_process_bytes=other_process_bytes if rules.charge_other_processes else 0,
         kv_headroom_bytes=_headroom(rules, total_bytes - requested, other_process_bytes, peak),
     )
+
+
+def expert_ranks(spec: ModelSpec, parallel: ParallelConfig) -> int:
+    """With expert parallelism a MoE model's experts are split whole over tp x dp ranks (0: split by tp)."""
+    if not (parallel.enable_expert_parallel and spec.is_moe):
+        return 0
+    return parallel.tensor_parallel_size * parallel.data_parallel_size
+
+
+def nccl_bytes(rules: BudgetRules, tp: int, pp: int) -> int:
+    """NCCL's buffers on one GPU where the release charges them: per peer rank, and NVLS at tp > 1."""
+    return rules.nccl_bytes_per_peer * (tp * pp - 1) + (rules.nvls_bytes if tp > 1 else 0)
 
 
 def _headroom(rules: BudgetRules, unrequested: int, other_process_bytes: int, peak: int) -> int:

@@ -140,6 +140,11 @@ FREE_MEMORY_BELOW_UTILIZATION = (
 NO_MEMORY_FOR_CACHE_V0 = (  # 0.2.0 - 0.12 (V0 and V1)
     "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
 )
+SHARED_MEMORY_BELOW_MAX_SEQ_LEN = (  # V0 0.2.0 - 0.2.1 (worker.py _check_if_can_support_max_seq_len)
+    "vLLM cannot currently support max_model_len={max_model_len} with block_size={block_size} on GPU with compute "
+    "capability {capability} (required shared memory {required} > available shared memory {available}). This will "
+    "be fixed in a future release."
+)
 MAX_SEQ_LEN_ABOVE_BLOCKS = (  # V0, 0.2.7 - 0.10.2
     "The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be stored in KV "
     "cache ({kv_cache_tokens}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "

@@ -19,6 +19,13 @@ from kvtool.engine.sizing.weights import element_bytes
 # values 4 and int64 indices 8, the int64 index input 8 and the radix sort's double buffers 4 + 8: 38.
 # Eight V0 logs (0.7.1 - 0.8.5, docs/plan.md) print 38.5 - 40 bytes per logit; two V1 0.10.1 logs 14.5.
 SAMPLER_BYTES_PER_LOGIT = {"flashinfer": 14, "triton": 14, "native": 38, "v0": 38}
+# V0 0.2.6 - 0.6.3 measure the memory still held after the profile run (free memory before and after, with no
+# empty_cache() between), so the peak is what torch's caching allocator reserved, not what it allocated: blocks
+# cached at one size are not reused for a larger one. Fitted, not derived: three logs of 0.3.3, 0.5.1 and 0.5.5
+# (24 and 48 GB cards, 512 to 163,840 profiled tokens) hold 1.33 - 1.41 times the allocated estimate.
+RESERVED_OVER_ALLOCATED = 1.35
+# fused_moe runs at most this many tokens at once (VLLM_FUSED_MOE_CHUNK_SIZE), its workspaces sized to them
+FUSED_MOE_CHUNK_TOKENS = 32768
 
 
 @dataclass(frozen=True)
@@ -26,20 +33,24 @@ class ProfileRules:
     """What differs between releases in the profiling run (the defaults are vLLM 0.33's)."""
 
     sampler: str = "flashinfer"  # a key of SAMPLER_BYTES_PER_LOGIT
-    logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens, no sampler
+    logits_for_every_token: bool = False  # V1 0.7.0-0.7.2: logits over all batched tokens (model dtype), no sampler
     v0: bool = False  # the V0 engine: mamba state allocated inside the profile step
     encoder_items: int | None = None  # multimodal profile: items of the largest size (None: vLLM's choice)
+    reserved: bool = False  # V0 0.2.6 - 0.6.3: the peak is the caching allocator's reserved memory
+    data_parallel_experts: int = 0  # expert parallelism: whole experts on the tokens of this many DP ranks
 
 
-def forward_bytes_per_token(spec: ModelSpec, dtype: str = "auto", tp: int = 1) -> int:
+def forward_bytes_per_token(spec: ModelSpec, dtype: str = "auto", tp: int = 1, gathered: float = 0.0) -> int:
     """Live tensors of one layer per token: the residual stream and the normed input, plus the larger of
     q/k/v and the MLP's gate-up output with its activation (fused MoE: per routed slot, the w13 output, the
-    activation and the w2 output)."""
+    activation and the w2 output). With expert parallelism over data-parallel ranks each rank runs whole
+    experts on `gathered` times its own tokens (every rank's, by the all-gather all2all, vLLM's default)."""
     qkv = (spec.num_attention_heads + 2 * spec.num_key_value_heads) * spec.head_dim // tp
     mlp = 3 * spec.intermediate_size // tp
     if spec.is_moe:
-        expert = 3 * (spec.moe_intermediate_size or spec.intermediate_size) // tp + spec.hidden_size
-        mlp = (spec.num_experts_per_tok or 1) * expert
+        split = 1 if gathered else tp
+        expert = 3 * (spec.moe_intermediate_size or spec.intermediate_size) // split + spec.hidden_size
+        mlp = round((spec.num_experts_per_tok or 1) * expert * (gathered or 1))
     return element_bytes(spec, dtype) * (2 * spec.hidden_size + max(qkv, mlp))
 
 
@@ -52,11 +63,21 @@ def activation_bytes(
     rules: ProfileRules = ProfileRules(),
     last_stage: bool = True,
 ) -> int:
-    """Peak of the profile step beyond the weights: max(forward, kept hidden states + sampler)."""
+    """Peak of the profile step beyond the weights: max(forward, kept hidden states + sampler), as the
+    release measures it (allocated, or reserved by the caching allocator)."""
+    peak = _allocated_peak(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules, last_stage)
+    return round(peak * RESERVED_OVER_ALLOCATED) if rules.reserved else peak
+
+
+def _allocated_peak(spec, max_num_batched_tokens, max_num_seqs, dtype, tp, rules, last_stage) -> int:
     tokens, element = max_num_batched_tokens, element_bytes(spec, dtype)
-    forward = tokens * forward_bytes_per_token(spec, dtype, tp) + _v0_mamba_cache(spec, max_num_seqs, tp, rules)
-    if rules.logits_for_every_token:
-        return forward + tokens * spec.vocab_size * element
+    gathered = (
+        min(rules.data_parallel_experts * tokens, FUSED_MOE_CHUNK_TOKENS) / tokens if rules.data_parallel_experts else 0
+    )
+    per_token = forward_bytes_per_token(spec, dtype, tp, gathered)
+    forward = tokens * per_token + _v0_mamba_cache(spec, max_num_seqs, tp, rules)
+    if rules.logits_for_every_token:  # the forward's intermediates are freed before compute_logits
+        return max(forward, tokens * (spec.hidden_size + spec.vocab_size) * element)
     if not last_stage:
         return forward
     sampler = tokens * spec.hidden_size * element + sampler_rows(spec, tokens, max_num_seqs, rules) * (

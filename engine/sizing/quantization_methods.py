@@ -61,6 +61,7 @@ METHODS: dict[str, tuple[Scheme, str]] = {
             "gptq_marlin_24",
             "moe_wna16",
             "auto-round",
+            "auto_round",
             "rtn",
             "hqq",
             "qqq",
@@ -146,7 +147,21 @@ RELEASE_WINDOWS: dict[str, tuple[tuple[int, int, int] | None, tuple[int, int, in
 }
 
 
+# Spellings vLLM resolves through the checkpoint it loads (config/model.py _verify_quantization: each method's
+# override_quantization_method). From 0.17 the parser takes any string (`quantization: QuantizationMethods | str`,
+# a metavar, no longer argparse's choices): an AutoRound checkpoint (quant_method "auto-round") hands whatever was
+# given to INC, and GPTQ / AWQ checkpoints take "marlin" for their Marlin kernels. Before 0.17 only the listed
+# methods parse ("auto-round" 0.9 - 0.15.0, "marlin" to 0.10.1).
+CHECKPOINT_SPELLINGS = ("auto_round", "auto-round", "marlin")
+NEVER_LISTED = ("auto_round",)  # AutoRound's package name, in no release's QUANTIZATION_METHODS
+ANY_STRING_PARSED = (0, 17, 0)
+
+
 def accepted(method: str, version: tuple[int, int, int]) -> bool:
+    if method in CHECKPOINT_SPELLINGS and version >= ANY_STRING_PARSED:
+        return True
+    if method in NEVER_LISTED:
+        return False
     lacks_until, lacks_from = RELEASE_WINDOWS.get(method, (None, None))
     return (lacks_until is None or version > lacks_until) and (lacks_from is None or version < lacks_from)
 

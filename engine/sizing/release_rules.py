@@ -10,7 +10,12 @@ from kvtool.engine.sizing.kv_layout import KVRules
 from kvtool.engine.sizing.memory_budget import (
     CONTEXT_BYTES,
     NCCL_BYTES_PER_PEER,
+    NVLS_BYTES,
+    NVLS_BYTES_PER_PEER,
+    UNIFIED_HOST_SHARE,
+    UNIFIED_MEMORY_ARCHS,
     V0_NON_TORCH_BYTES,
+    V1_HPC_NON_TORCH_BYTES,
     V1_NON_TORCH_BYTES,
     BudgetRules,
 )
@@ -41,7 +46,7 @@ def scheduler_limits(
     if total_bytes >= 160 * GiB and release.reached("huge_gpu_tier"):
         return defaults.HUGE_GPU_SCHEDULER_LIMITS["server"]
     small = "a100" in name and release.reached("a100_small_tier")
-    small = small or (gpu_arch == "sm121" and release.reached("gb10_small_tier"))
+    small = small or gpu_arch == "sm121"  # GB10: NVML reports no memory (unified), so vLLM reads 0 until 0.33
     if total_bytes >= 70 * GiB and not small:
         return defaults.LARGE_GPU_SCHEDULER_LIMITS["server"]
     return defaults.SMALL_GPU_SCHEDULER_LIMITS["server"]
@@ -79,13 +84,18 @@ def _v0_batched_tokens(release: VllmRelease, max_model_len: int, chunked_off: bo
     return max(max_model_len, defaults.V0_UNCHUNKED_MIN_BATCHED_TOKENS, floor)
 
 
-def sampler_path(release: VllmRelease, v0: bool, use_flashinfer: bool | None = None) -> str:
+def sampler_path(
+    release: VllmRelease, v0: bool, use_flashinfer: bool | None = None, install: str = defaults.DEFAULT_VLLM_INSTALL
+) -> str:
     """The sampler the profile warms up (v1/sample/ops/topk_topp_sampler.py of each release), as
-    VLLM_USE_FLASHINFER_SAMPLER (`use_flashinfer`) steers it. Unset, 0.8 - 0.11 use FlashInfer when it is
-    installed, as in vLLM's Docker image (a pip install without it sorts in PyTorch, as =0 does); 0.12 - 0.20
-    only when set to 1; 0.21+ unless set to 0 (its PyTorch path masks in place in Triton too)."""
+    VLLM_USE_FLASHINFER_SAMPLER (`use_flashinfer`) steers it. Unset, 0.8 - 0.11.0 use FlashInfer when it is
+    installed, as in vLLM's Docker image (their pip wheels list it as an extra only: a pip install sorts in
+    PyTorch, as =0 does); 0.11.1 - 0.20 only when set to 1; 0.21+ unless set to 0 (its PyTorch path masks in place
+    in Triton too)."""
     if v0:
         return "v0"
+    if not release.reached("flashinfer_sampler_opt_in") and install == "pip" and use_flashinfer is None:
+        use_flashinfer = False
     if release.reached("flashinfer_sampler_default") or not release.reached("flashinfer_sampler_opt_in"):
         return "native" if use_flashinfer is False and not release.reached("triton_top_k_top_p") else "flashinfer"
     if use_flashinfer:
@@ -94,32 +104,45 @@ def sampler_path(release: VllmRelease, v0: bool, use_flashinfer: bool | None = N
 
 
 def budget_rules(
-    release: VllmRelease, v0: bool, arch: str | None = None, use_flashinfer_sampler: bool | None = None
+    release: VllmRelease,
+    v0: bool,
+    arch: str | None = None,
+    use_flashinfer_sampler: bool | None = None,
+    nvswitch: bool = False,
+    install: str = defaults.DEFAULT_VLLM_INSTALL,
 ) -> BudgetRules:
-    """How the release measures what is not KV cache, on a GPU of architecture `arch`."""
+    """How the release measures what is not KV cache, on a GPU of architecture `arch` (`nvswitch`: an HGX
+    board, where NCCL adds its NVLS buffers), installed as `install` (defaults.VLLM_INSTALLS)."""
     total_minus_free = (
         (release.reached("peak_all_processes") and not release.reached("peak_since_init"))
         or release.version[:3] == (0, 6, 4)
         or (not v0 and not release.reached("free_memory_check"))
     )
-    non_torch = CONTEXT_BYTES if total_minus_free else V0_NON_TORCH_BYTES if v0 else V1_NON_TORCH_BYTES
-    nccl = release.reached("peak_all_processes") and (v0 or not release.reached("nccl_not_charged"))
+    non_torch = CONTEXT_BYTES if total_minus_free else V0_NON_TORCH_BYTES if v0 else _v1_non_torch(arch)
+    nccl = release.reached("peak_all_processes")
     profile = ProfileRules(
-        sampler=sampler_path(release, v0, use_flashinfer_sampler),
+        sampler=sampler_path(release, v0, use_flashinfer_sampler, install),
         logits_for_every_token=not v0 and release.version < (0, 7, 3),
         v0=v0,
+        reserved=release.reached("peak_all_processes") and not release.reached("v0_allocated_peak"),
     )
     return BudgetRules(
         ceil_request=release.reached("requested_ceil"),
         profile=profile,
         non_torch_bytes=non_torch if release.reached("peak_all_processes") else 0,
-        nccl_bytes_per_peer=NCCL_BYTES_PER_PEER["hopper" if _sm(arch) >= 90 else "ampere"] if nccl else 0,
+        nccl_bytes_per_peer=(NVLS_BYTES_PER_PEER if nvswitch else NCCL_BYTES_PER_PEER) if nccl else 0,
+        nvls_bytes=NVLS_BYTES if nccl and nvswitch else 0,
+        host_share=UNIFIED_HOST_SHARE if arch in UNIFIED_MEMORY_ARCHS else 0.0,
         charge_other_processes=total_minus_free,
         subtract_cudagraphs=not v0 and release.reached("cudagraph_subtracted"),
         extensible=release.reached("extensible_kv_cache"),
         capture=_capture_rules(release, arch),
-        mxfp4_align=_mxfp4_align(release, arch),
+        mxfp4_align=_mxfp4_align(arch),
     )
+
+
+def _v1_non_torch(arch: str | None) -> int:
+    return V1_HPC_NON_TORCH_BYTES if _sm(arch) in (80, 90, 100, 103) else V1_NON_TORCH_BYTES
 
 
 def _sm(arch: str | None) -> int:
@@ -137,15 +160,16 @@ def _capture_rules(release: VllmRelease, arch: str | None) -> CaptureRules:
     )
 
 
-def _mxfp4_align(release: VllmRelease, arch: str | None) -> tuple[int, int]:
-    """The MXFP4 MoE kernel's padding (quantization/mxfp4.py create_weights): Marlin below SM 9.0, and on
-    Hopper while vLLM pinned a torch older than 2.8 (to 0.10.1); FlashInfer on SM 10.x; Triton otherwise."""
+def _mxfp4_align(arch: str | None) -> tuple[int, int]:
+    """The MXFP4 MoE experts' padding, (intermediate per rank, hidden): Marlin's (128, 256) below SM 9.0 and on
+    SM 12.x, whose cards the Triton kernels do not take (quantization/mxfp4.py, 0.13); FlashInfer's TRT-LLM
+    kernels on SM 10.x (256, 256). On Hopper the code picks Triton's kernels from 0.10.2 where triton_kernels is
+    installed, yet the logs print Marlin's padding there in 0.10.1 and 0.19 alike (65.97 GiB for gpt-oss-120b,
+    13.64 for gpt-oss-20b), so Hopper pads as Marlin does."""
     sm = _sm(arch)
     if arch and arch.startswith("gfx"):
         return 128, 1
-    if 0 < sm < 90 or (sm == 90 and release.version < (0, 10, 2)):
-        return 128, 256
-    return (256, 256) if 100 <= sm < 110 else (64, 1)
+    return (256, 256) if 100 <= sm < 110 else (128, 256)
 
 
 def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KVRules:
@@ -162,7 +186,14 @@ def kv_rules(release: VllmRelease, v0: bool, pp: int, mixed_sliding: bool) -> KV
         whole_model_check=release.reached("whole_model_kv_check") and not release.reached("per_stage_kv_check"),
         state_blocks_per_request=2 if release.reached("mamba_align_mode") else 1,
         hybrid_groups=not v0 and release.reached("hybrid_kv_manager"),
+        mla_cache=_mla_cache(release),
     )
+
+
+def _mla_cache(release: VllmRelease) -> str:
+    if release.reached("mla_latent_cache"):
+        return "latent"
+    return "heads" if release.reached("mla_unpadded_heads") else "heads_256"
 
 
 def parse_env_flag(name: str) -> bool | None:

@@ -4,7 +4,7 @@ import re
 
 from kvtool.errors import UsageError
 
-GiB = 1 << 30
+GiB, MiB = 1 << 30, 1 << 20
 # vLLM's human-readable ints (`--max-model-len 8k`, vLLM 0.10+): lower case is decimal (1k = 1000),
 # upper case binary (1K = 1024).
 _INT_SUFFIXES = {

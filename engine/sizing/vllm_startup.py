@@ -38,7 +38,23 @@ def startup_checks(release: VllmRelease, v0: bool, budget, kv, gpu, estimate: in
         )
     checks.append(StartupCheck("kv_memory", budget.kv_cache_bytes > 0 and kv.num_blocks > 0, _no_memory(release)))
     checks.append(StartupCheck("one_request", kv.fits, _too_small(release, v0, kv, estimate)))
+    if not release.reached("paged_attention_v2") and gpu.shared_memory_per_block:
+        checks.append(_shared_memory_check(kv, gpu))
     return checks
+
+
+def _shared_memory_check(kv, gpu) -> StartupCheck:
+    """0.2.0 - 0.2.1: the paged-attention kernel holds one fp32 logit per token of a sequence in shared memory
+    (vLLM pads the length with a float division, as printed)."""
+    padded = (kv.max_model_len + kv.block_size - 1) / kv.block_size * kv.block_size
+    message = messages.SHARED_MEMORY_BELOW_MAX_SEQ_LEN.format(
+        max_model_len=kv.max_model_len,
+        block_size=kv.block_size,
+        capability=tuple(int(part) for part in str(gpu.compute_capability).split(".")),
+        required=(padded + 512) * 4,
+        available=gpu.shared_memory_per_block,
+    )
+    return StartupCheck("shared_memory", padded * 4 <= gpu.shared_memory_per_block, message)
 
 
 def _free_memory_message(release: VllmRelease, gpu, budget) -> str:

@@ -30,6 +30,12 @@ class Boundary:
 
 BOUNDARIES = (
     Boundary(
+        "paged_attention_v2",
+        (0, 2, 2),
+        "paged attention splits long sequences (0.2.0 - 0.2.1 keep a whole sequence's logits in shared memory and "
+        "refuse a max_model_len x 4 B above the GPU's shared memory per block)",
+    ),
+    Boundary(
         "peak_all_processes",
         (0, 2, 6),
         "V0 peak = total - free after profiling: non-torch memory and other "
@@ -45,6 +51,11 @@ BOUNDARIES = (
     Boundary("fp8_e4m3", (0, 4, 3), "--kv-cache-dtype fp8, fp8_e4m3, fp8_e5m2"),
     Boundary("chunked_prefill_auto", (0, 5, 3), "V0 turns chunked prefill on when max_model_len > 32768"),
     Boundary("limit_mm_per_prompt", (0, 5, 5), "--limit-mm-per-prompt exists"),
+    Boundary(
+        "v0_allocated_peak",
+        (0, 6, 4),
+        "V0 takes torch's allocated peak (0.2.6 - 0.6.3: the memory still reserved after the profile run)",
+    ),
     Boundary("v0_concurrency_log", (0, 6, 3), "V0 logs 'Maximum concurrency for L tokens per request'"),
     Boundary(
         "v0_baseline_snapshot",
@@ -52,6 +63,8 @@ BOUNDARIES = (
         "V0 charges the non-torch increase since a baseline snapshot (0.6.4: total - free - torch allocated)",
     ),
     Boundary("chunked_prefill_2048", (0, 6, 5), "V0 chunked prefill defaults to 2048 batched tokens"),
+    Boundary("mla_unpadded_heads", (0, 7, 0), "MLA models cache per-head K and V of qk_nope + qk_rope (256 before)"),
+    Boundary("mla_latent_cache", (0, 7, 1), "MLA models cache one latent of kv_lora_rank + qk_rope per token"),
     Boundary("v1_default", (0, 8, 0), "the V1 engine is the default (V0 stays for unsupported settings)"),
     Boundary("sampler_warmup", (0, 8, 0), "V1 warms the sampler up on max_num_seqs rows inside the profile"),
     Boundary("mla_flashmla_64", (0, 8, 0), "MLA on Hopper forces block size 64 (FlashMLA)"),
@@ -71,15 +84,16 @@ BOUNDARIES = (
     Boundary("mla_cutlass_128_blackwell", (0, 10, 0), "MLA on Blackwell uses block size 128 (CUTLASS MLA)"),
     Boundary("v1_only", (0, 11, 0), "V0 is gone"),
     Boundary(
-        "nccl_not_charged",
+        "baseline_after_nccl_init",
         (0, 11, 0),
-        "the memory baseline is taken after NCCL init: its buffers are not charged to the KV budget",
+        "the memory baseline is taken after NCCL's init (its buffers, allocated at the first collective, are still "
+        "charged)",
     ),
     Boundary("kv_cache_dtype_bfloat16", (0, 11, 0), "--kv-cache-dtype bfloat16"),
     Boundary("full_and_piecewise", (0, 11, 0), "FULL CUDA graphs for decode batches beside the PIECEWISE ones"),
     Boundary(
         "flashinfer_sampler_opt_in",
-        (0, 12, 0),
+        (0, 11, 1),
         "the sampler warm-up sorts in PyTorch unless VLLM_USE_FLASHINFER_SAMPLER=1 (FlashInfer when installed before)",
     ),
     Boundary("capture_sizes_step_16", (0, 12, 0), "CUDA graph sizes step by 16 from 256 tokens (by 8 before)"),
@@ -117,7 +131,6 @@ BOUNDARIES = (
     ),
     Boundary("capture_1024_blackwell", (0, 28, 0), "CUDA graphs up to 1024 tokens on data-centre Blackwell"),
     Boundary("null_block_in_check", (0, 29, 0), "the start-up check keeps one block for the null block"),
-    Boundary("gb10_small_tier", (0, 33, 0), "GB10 (SM 12.1) stays on the small scheduler tier"),
     Boundary(
         "extensible_kv_cache",
         (0, 34, 0),
@@ -193,6 +206,12 @@ class VllmRelease:
         old_gpu = compute_capability is not None and compute_capability < 8.0
         unsupported = stateful and not self.reached("v1_hybrid_models")
         return old_gpu or unsupported or (kv_cache_dtype != "auto" and not self.reached("v1_fp8_kv"))
+
+    def engine_asked(self, use_v1: bool | None) -> str | None:
+        """The engine VLLM_USE_V1 asks for in the releases that read it (0.7 - 0.10): "V1", "V0", or None."""
+        if use_v1 is None or self.reached("v1_only") or self.version < (0, 7, 0):
+            return None
+        return "V1" if use_v1 else "V0"
 
     def kv_cache_dtypes(self) -> tuple[str, ...]:
         """The `--kv-cache-dtype` choices of the plain (not model-specific) kinds."""

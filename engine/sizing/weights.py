@@ -17,11 +17,13 @@ PER_LAYER_PARTS = ("attention", "mlp", "experts", "other")
 
 @dataclass(frozen=True)
 class Stage:
-    """The layers one pipeline stage holds, and whether it holds the input embedding / the output layer."""
+    """The layers one pipeline stage holds, whether it holds the input embedding / the output layer, and over how
+    many ranks its MoE experts are split: with expert parallelism whole experts over tp x dp ranks (0: by tp)."""
 
     layers: int
     first: bool = True
     last: bool = True
+    expert_ranks: int = 0
 
 
 def resolve_dtype(dtype: str, checkpoint_dtype: str | None, bf16_supported: bool = True) -> str:
@@ -90,10 +92,11 @@ def stage_weights_bytes(
         parts["experts"] = _padded_mxfp4_experts(spec, tp, mxfp4_align) * tp
     scale = total / sum(parts.values()) if spec.checkpoint_dtypes and sum(parts.values()) else 1.0
     share = stage.layers / max(1, spec.num_hidden_layers)
-    held = sum(parts.get(name, 0) for name in PER_LAYER_PARTS) * share
+    held = sum(parts.get(name, 0) for name in PER_LAYER_PARTS if name != "experts") * share
     held += parts.get("embeddings", 0) * _embedding_share(spec, stage)
     held += parts.get("encoder", 0) * stage.first
-    return int(held * scale) // tp
+    experts = parts.get("experts", 0) * share * tp / (stage.expert_ranks or tp)
+    return int((held + experts) * scale) // tp
 
 
 def _groups(spec: ModelSpec) -> dict[str, int]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu, with_free_memory
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import STATE_KINDS
 from kvtool.engine.sizing.memory_budget import MemoryBudget
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.startup_log.reader import VllmStartupLog
@@ -32,6 +33,16 @@ PARTS = (
     "other_process_bytes",
 )
 ROUNDING = 0.03 * GiB  # what the log's two-decimal figures may miss together
+GIB_FIGURES = (
+    "total_gpu_memory_gib",
+    "requested_memory_gib",
+    "weights_memory_gib",
+    "peak_activation_memory_gib",
+    "peak_torch_memory_gib",
+    "non_torch_memory_gib",
+    "consumed_memory_gib",
+    "available_kv_cache_memory_gib",
+)
 NEEDS_A_GPU = "The log prints neither its GPU's memory nor its KV cache, and names no GPU kvtool knows."
 GIVE_A_GPU = "Give the GPU it ran on with --gpu (e.g. --gpu A100-80GB) or --gpu-mem (e.g. --gpu-mem 79.2GiB)."
 
@@ -69,6 +80,7 @@ def log_gpu(log: VllmStartupLog) -> GpuInfo | None:
         total_bytes=round(total * GiB),
         source="log",
         arch=named.arch if named else None,
+        nvswitch=named.nvswitch if named else False,
     )
     return with_free_memory([gpu], round(free * GiB))[0] if free else gpu
 
@@ -134,11 +146,14 @@ def printed_parts(log: VllmStartupLog, estimate: MemoryBudget) -> dict[str, int]
 
 def log_kv_bytes(log: VllmStartupLog, cache: KVCacheSpec, max_model_len: int) -> int | None:
     """The KV cache of the log's run (its tightest rank): the memory printed, set within the block the printed
-    block or token count puts it in; else that block count's memory; None when the log prints neither."""
+    block or token count puts it in (the count alone where ranks printed apart: the engine keeps the smallest, and
+    an excerpt may quote another rank's memory); else that block count's memory; None when the log prints neither."""
     memory, failure = log.memory, log.failure
     gib = memory.available_kv_cache_memory_gib
     if gib is None and failure is not None:
         gib = failure.available_kv_cache_memory_gib
+    if gib is None and count_only_uncertain(log, cache):
+        return None  # the estimate answers, and says why (from_log_notes)
     blocks = _printed_blocks(log, cache, max_model_len)
     size = cache.block_bytes
     if gib is None and blocks is None:
@@ -146,19 +161,31 @@ def log_kv_bytes(log: VllmStartupLog, cache: KVCacheSpec, max_model_len: int) ->
     if gib is None:  # somewhere in the block after the last: its middle (none at all when no block)
         return round((blocks + 0.5) * size) if blocks else 0
     kv = round(gib * GiB)
-    if blocks is not None and abs(cache.num_blocks(kv) - blocks) <= max(1, blocks // 100):
+    near = blocks is not None and abs(cache.num_blocks(kv) - blocks) <= max(1, blocks // 100)
+    if blocks is not None and (near or cache.layout.tp > 1):  # ranks apart: the count is the engine's (smallest)
         kv = min(max(kv, blocks * size), (blocks + 1) * size - 1)
     return kv
 
 
+def count_only_uncertain(log: VllmStartupLog, cache: KVCacheSpec) -> bool:
+    """A log that prints no memory figure at all, only a count of tokens or blocks, of a model whose sliding-window
+    or state layers make that count follow the release's grouping: the count does not pin the memory, and a budget
+    solved from it would carry the arithmetic's error into every part."""
+    printed = [getattr(log.memory, name) for name in GIB_FIGURES]
+    windowed = "sliding_attention" in cache.kinds and cache.layout.rules.sliding_batches > 0  # V0: sized as full
+    stateful = any(kind in STATE_KINDS for kind in cache.kinds)
+    return not any(value is not None for value in printed) and (windowed or stateful)
+
+
 def _printed_blocks(log: VllmStartupLog, cache: KVCacheSpec, max_model_len: int) -> int | None:
     """The log's KV cache in kvtool's blocks: from the tokens it printed (any release's formula, solved by
-    bisection), else V0's block count (one block table over all layers, as kvtool counts)."""
+    bisection), else the block count it printed (V0's, and V1 0.6.4 - 0.7's '# GPU blocks': one block over all
+    layers, as kvtool counts)."""
     tokens = log.memory.kv_cache_size_tokens
     if tokens is None and log.failure is not None:
         tokens = log.failure.kv_cache_size_tokens
     if tokens is None:
-        return log.memory.num_gpu_blocks if log.engine == "V0" else None
+        return log.memory.num_gpu_blocks
     low, high = 0, tokens + 1
     while low < high:  # the fewest blocks whose tokens reach the printed count
         middle = (low + high) // 2

@@ -91,6 +91,7 @@ NOT_MEMORY_OR_LENGTH = {
     "QUANTIZATION_NEEDS_CPU",
     "QUANTIZATION_DTYPE",
     "BF16_EMULATED_NOTE",  # a start-up note about speed, not a failure
+    "SHARED_MEMORY_BELOW_MAX_SEQ_LEN",  # 0.2.0 - 0.2.1: the attention kernel's shared memory, not the KV cache
     "GGUF_TYPE_UNSUPPORTED",
     "GGUF_ARCH_UNKNOWN",
     "TOKEN_OUT_OF_VOCAB",

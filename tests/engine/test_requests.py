@@ -83,6 +83,7 @@ def test_text_prompt_without_a_tokenizer_is_a_usage_error(short_llm):
         dict(overflow="drop"),
         dict(gpu_memory_utilization=1.5),
         dict(tensor_parallel_size=2),
+        dict(data_parallel_size=2),
     ],
 )
 def test_bad_engine_config_is_a_usage_error(bad):

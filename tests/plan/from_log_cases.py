@@ -1,22 +1,25 @@
-"""What `kvtool plan --from-log`'s tests run on: the start-up logs of startup_logs/ (15 real ones in logs.jsonl,
-one per release family in releases/), what each printed, and what each needs beside it.
+"""What `kvtool plan --from-log`'s tests run on: the start-up logs of startup_logs/ (the 74 real ones as
+tests/startup_log_records.py reads them, one per release family in releases/), what each printed, and what each
+needs beside it.
 
 The model is given with --model where the log's id is a local path kvtool cannot read (the logs' own
 configs, or the published config.json fields below); a GPU only where the log names none and vLLM's default
-scheduler limits for it matter (a sliding-window model).
+scheduler limits for it matter (a sliding-window model). The logs of s-101 on take what their plan case
+(real_log_cases.py) says of them: the model, the GPU, the release and the install where the log does not say.
 """
 
 import json
 from pathlib import Path
 
+from real_log_cases import CASES, Case
+from startup_log_records import FOLDER, LOGS
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.startup_log.reader import read_startup_log
 
 GiB = 1 << 30
-HERE = Path(__file__).parent / "startup_logs"
-PUBLIC = {record["id"][:4]: record for record in map(json.loads, (HERE / "logs.jsonl").read_text().splitlines())}
+HERE = FOLDER  # startup_logs/
 RELEASES = json.loads((HERE / "releases" / "expected.json").read_text())
 QWEN2_7B = str(HERE / "configs" / "Qwen__Qwen2.5-7B-Instruct" / "config.json")
 SAME_RUN = 0.01  # a log's own figures
@@ -98,10 +101,36 @@ BESIDE = {
     "0.10.2": ["--model", "{mistral_awq}"],
     "0.15.1": ["--model", "mistral-small-24b"],  # 3.2's text model has 3.1's and 3's architecture
 }
-# Logs whose KV figures kvtool's KV arithmetic misses, whatever the budget: they must keep missing, so
-# that a fix shows up here. (s-25's whole-model check of 0.14 - 0.16 and gemma-3's padded groups in 0.26.0
-# are modelled now.)
-KNOWN: dict[str, str] = {}
+BESIDE_FLAGS = ("--gpu", "--gpu-mem", "--vllm-version", "--vllm-install", "--dtype", "--quantization")
+
+
+def _beside(case: Case) -> list[str]:
+    """A plan case's model, GPU, release and install, as flags beside its log (they count where it is silent)."""
+    args, beside = case.args.split(), ["--model", case.args.split()[1]]
+    for flag in BESIDE_FLAGS:
+        if flag in args:
+            beside += [flag, args[args.index(flag) + 1]]
+    return beside
+
+
+BESIDE |= {case.log: _beside(case) for case in CASES if case.args and case.log not in BESIDE and case.log >= "s-1"}
+ENV = {case.log: case.env for case in CASES if case.env}
+NO_CONFIG = {case.log for case in CASES if not case.args}
+ROUNDED_RANK = "the memory quoted is one rank's; the tokens, the engine's smallest rank's, come back exact"
+# Logs whose own figures plan does not give back, and why: they must keep missing, so that a fix shows up here.
+KNOWN: dict[str, str] = {
+    "s-104": ROUNDED_RANK,
+    "s-115": ROUNDED_RANK,
+    "s-107": "the reporter's summary: vLLM's words quote the failed start at 0.80 (22.5 GiB), the 0.85 start's "
+    "figures are prose",
+    "s-109": "it prints no memory figure, only tokens of a hybrid model: answered with the estimate, which says so",
+    "s-117": "0.2.0's paged-attention shared-memory failure is not read from a log, nor its max_model_len",
+    "s-139": "it sized its KV cache as printed, then failed warming its sampler up after its graphs",
+    "s-155": "prefix caching given for a hybrid model keeps two state blocks a request ('align'), which plan keeps "
+    "from 0.28 only",
+    "s-157": "another tenant's memory, which V1 0.8 charges and the log does not show",
+    "s-158": "DeepSeek V4's compressed attention caches 238 KB a token in 0.22, plan's arithmetic 12 KB",
+}
 
 
 def plan(tmp_path, log: str | Path, *args: str) -> tuple[int, dict]:
@@ -111,21 +140,22 @@ def plan(tmp_path, log: str | Path, *args: str) -> tuple[int, dict]:
         configs[name] = tmp_path / f"{name}.json"
         configs[name].write_text(json.dumps(config))
     args = [arg.format(**configs) for arg in args]
-    result = CliRunner().invoke(app, ["plan", "--from-log", str(log), *args, "--json"])
+    env = ENV.get(Path(log).stem, {})
+    result = CliRunner().invoke(app, ["plan", "--from-log", str(log), *args, "--json"], env=env)
     assert result.exit_code in (0, 1), result.output
     return result.exit_code, json.loads(result.stdout)
 
 
 def public_log(tmp_path, key: str) -> Path:
     path = tmp_path / f"{key}.log"
-    path.write_text(PUBLIC[key]["log"])
+    path.write_text(LOGS[key]["log"])
     return path
 
 
 def printed(key: str) -> dict:
     """What the log printed: KV memory (GiB), tokens, blocks (V0), concurrency, estimated length, start."""
-    if key in PUBLIC:
-        record = PUBLIC[key]
+    if key in LOGS:
+        record = LOGS[key]
         failure = read_startup_log(record["log"]).failure  # the estimated length in vLLM's error
         figures = {
             "kv_gib": record["reported_available_kv_gib"],
@@ -163,11 +193,11 @@ def misses(report: dict, key: str) -> dict[str, float]:
     return {name: ours[name] / value - 1 for name, value in printed(key).items() if value and name != "starts"}
 
 
-ALL_LOGS = sorted(PUBLIC.keys() - {"s-28"}) + sorted(RELEASES)
+ALL_LOGS = sorted(LOGS.keys() - NO_CONFIG) + sorted(RELEASES)
 
 
 def log_path(tmp_path, key: str) -> Path:
-    return public_log(tmp_path, key) if key in PUBLIC else HERE / "releases" / f"{key}.log"
+    return public_log(tmp_path, key) if key in LOGS else HERE / "releases" / f"{key}.log"
 
 
 def kv(report: dict) -> int:

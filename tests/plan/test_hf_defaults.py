@@ -45,3 +45,11 @@ def test_explicit_nested_fields_win_and_unknown_types_are_left_alone():
     assert (spec.hidden_size, spec.num_hidden_layers) == (2048, 32)
     with pytest.raises(Exception, match="missing or has a bad architecture field"):
         spec_from_hf_config({"model_type": "someone_elses", "text_config": {"hidden_size": 2048}}, "m")
+
+
+def test_a_top_level_config_gets_its_model_type_s_defaults_and_keeps_an_explicit_null():
+    # gemma-2-9b-it's config leaves tie_word_embeddings to Gemma2Config (True): one 256,000 x 3,584 matrix, not two
+    gemma2 = spec_from_config_file("tests/plan/startup_logs/configs/google__gemma-2-9b-it/config.json")
+    assert gemma2.tie_word_embeddings
+    mistral = spec_from_hf_config({"model_type": "mistral", "sliding_window": None, "num_hidden_layers": 2})
+    assert mistral.sliding_window is None and mistral.num_key_value_heads == 8

@@ -6,7 +6,8 @@ from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing import kv_cache
 from kvtool.engine.sizing.context_length import resolve_max_model_len
 from kvtool.engine.sizing.engine_args import check_parallel_sizes
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_cache_check import KVCacheTooSmallError, check_kv_cache
 from kvtool.engine.sizing.kv_layout import KVLayout, KVRules
 from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.units import GiB
@@ -102,7 +103,7 @@ def test_plan_kv_cache_blocks_tokens_and_concurrency(llama):
 
 def test_too_small_cache_raises_vllm_wording_with_estimate(llama):
     with pytest.raises(KVCacheTooSmallError) as caught:
-        cache(llama).check_fits(1 * GiB, 131072)
+        check_kv_cache(cache(llama), 1 * GiB, 131072)
     err = caught.value
     assert err.needed_bytes == 131072 * 131072
     assert err.estimated_max_model_len == (512 - 1) * 16
@@ -111,9 +112,9 @@ def test_too_small_cache_raises_vllm_wording_with_estimate(llama):
         "cache is needed, which is larger than the available KV cache memory (1.0 GiB). Based "
         "on the available memory, the estimated maximum model length is 8176."
     )
-    cache(llama).check_fits(1 * GiB, 8176)
+    check_kv_cache(cache(llama), 1 * GiB, 8176)
     with pytest.raises(KVCacheTooSmallError, match="No available memory for the cache blocks"):
-        cache(llama).check_fits(0, 16)
+        check_kv_cache(cache(llama), 0, 16)
 
 
 @pytest.mark.parametrize(

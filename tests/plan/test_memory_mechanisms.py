@@ -8,12 +8,18 @@ from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, make_plan
+from kvtool.engine.plan.planner import make_plan
+from kvtool.engine.plan.request import PlanRequest
 from kvtool.engine.sizing.cudagraphs import CaptureRules, capture_sizes
 from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
-from kvtool.engine.sizing.memory_budget import memory_budget
-from kvtool.engine.sizing.profile_run import ProfileRules, activation_bytes, forward_bytes_per_token
+from kvtool.engine.sizing.memory_budget import NVLS_BYTES, memory_budget
+from kvtool.engine.sizing.profile_run import (
+    RESERVED_OVER_ALLOCATED,
+    ProfileRules,
+    activation_bytes,
+    forward_bytes_per_token,
+)
 from kvtool.engine.sizing.release_rules import budget_rules, sampler_path
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import VllmRelease
@@ -136,18 +142,43 @@ def test_non_torch_memory_follows_what_each_release_measures(version, non_torch)
     assert budget_rules(release, release.uses_v0()).non_torch_bytes == non_torch
 
 
-def test_nccl_buffers_are_charged_per_peer_where_the_baseline_precedes_them():
+def test_nccl_buffers_are_charged_in_every_release_and_nvls_adds_its_own_on_nvswitch_boards():
+    """NCCL allocates its buffers at the first collective, inside the profile run: 0.11's baseline after NCCL's
+    init still sees them. On an HGX board NVLS buffers come on top at tp > 1 (0.19 logs: 1.8 GiB on H100)."""
     spec = resolve_model_spec("llama3.1-8b")
-    for version, arch, per_peer in (
-        ("0.10.1", "sm80", 120 * MiB),
-        ("0.10.0", "sm90", 333 * MiB),
-        ("0.11.0", "sm90", 0),
+    for version, arch, nvswitch, tp, nccl in (
+        ("0.10.1", "sm80", False, 4, 3 * 120 * MiB),
+        ("0.11.0", "sm80", False, 2, 120 * MiB),
+        ("0.19.0", "sm90", True, 2, NVLS_BYTES + 45 * MiB),
+        ("0.19.0", "sm90", True, 4, NVLS_BYTES + 3 * 45 * MiB),
+        ("0.19.0", "sm90", True, 1, 0),
     ):
-        rules = budget_rules(VllmRelease.parse(version), False, arch)
+        rules = budget_rules(VllmRelease.parse(version), False, arch, nvswitch=nvswitch)
         budget = memory_budget(
-            spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.9, tensor_parallel_size=4), rules=rules
+            spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.9, tensor_parallel_size=tp), rules=rules
         )
-        assert budget.non_torch_bytes - rules.non_torch_bytes == 3 * per_peer
+        assert budget.non_torch_bytes - rules.non_torch_bytes == nccl
+
+
+def test_the_h100_sweep_s_nccl_lands_where_the_logs_print_it():
+    """llm-d-planner's 0.19 sweep (tests/plan/startup_logs, s-123 - s-143): Llama-3.1-8B on H100 at tp 1, 2, 4 prints
+    0.25, 2.07 and 2.13 GiB of non-torch memory (the 70B at tp 4, s-143, 2.21)."""
+    printed = {1: 0.25, 2: 2.07, 4: 2.13}
+    for tp, gib in printed.items():
+        args = [
+            "plan",
+            "-m",
+            "llama3.1-8b",
+            "--gpu",
+            "H100-80GB",
+            "--tp",
+            str(tp),
+            "--vllm-version",
+            "0.19.0",
+            "--json",
+        ]
+        report = json.loads(runner.invoke(app, args).stdout)
+        assert report["memory"]["non_torch_bytes"] / GiB == pytest.approx(gib, abs=0.1)
 
 
 def test_a_size_without_a_name_says_which_scheduler_tier_it_assumed():
@@ -196,7 +227,8 @@ def test_v0_without_chunked_prefill_profiles_max_model_len_tokens_and_that_decid
     llama, gpu = resolve_model_spec("llama3.1-8b"), find_gpu("RTX-4090")
     short, long = (plan("0.5.2", llama, gpu, max_model_len=length) for length in (8192, 32768))
     assert short.fits and not long.fits
-    assert long.budget.activation_bytes == 32768 * forward_bytes_per_token(llama) > short.budget.activation_bytes
+    held = round(32768 * forward_bytes_per_token(llama) * RESERVED_OVER_ALLOCATED)  # reserved, not allocated
+    assert long.budget.activation_bytes == held > short.budget.activation_bytes
 
 
 @pytest.mark.parametrize("name, value", [("VLLM_USE_FLASHINFER_SAMPLER", "yes"), ("VLLM_PP_LAYER_PARTITION", "a,b")])
@@ -204,3 +236,38 @@ def test_vllm_environment_it_cannot_read_is_one_line(name, value, monkeypatch):
     monkeypatch.setenv(name, value)
     result = runner.invoke(app, ["plan", "-m", "llama3.1-8b", "--gpu", "H100-80GB", "--pp", "2"])
     assert result.exit_code == 2 and name in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "version, install, sampler",
+    [
+        ("0.10.1", "docker", "flashinfer"),  # the image has FlashInfer
+        ("0.10.1", "pip", "native"),  # the wheel lists flashinfer-python as an extra only
+        ("0.11.1", "docker", "native"),  # opt-in (VLLM_USE_FLASHINFER_SAMPLER=1) from 0.11.1
+        ("0.21.0", "pip", "flashinfer"),  # the wheel requires it, and it is the default again
+    ],
+)
+def test_a_pip_install_of_0_8_to_0_11_0_sorts_in_pytorch(version, install, sampler):
+    assert sampler_path(VllmRelease.parse(version), False, install=install) == sampler
+
+
+def test_mxfp4_experts_are_padded_as_the_logs_print_them_on_hopper_and_geforce_blackwell():
+    """gpt-oss on one GPU: Marlin's padding (hidden to x 256, intermediate to x 128) on Hopper, whose logs print it
+    in 0.10.1 and 0.19 (s-111: 65.97 GiB for 120b; s-139: 13.64 for 20b), and on SM 12.x (s-153's GB10: 13.72)."""
+    for model, gpu, version, printed in (
+        ("gpt-oss-120b", "H100-80GB", "0.10.1", 65.97),
+        ("gpt-oss-20b", "H100-80GB", "0.19.0", 13.64),
+        ("gpt-oss-20b", "GB10", "0.13.0", 13.72),
+    ):
+        args = ["plan", "-m", model, "--gpu", gpu, "--vllm-version", version, "--json"]
+        report = json.loads(runner.invoke(app, args).stdout)
+        assert report["memory"]["weights_bytes"] / GiB == pytest.approx(printed, rel=0.01), (model, gpu)
+
+
+def test_vllm_use_v1_picks_the_engine_of_the_releases_that_read_it(monkeypatch):
+    args = ["plan", "-m", "llama3.1-8b", "--gpu", "H100-80GB", "--json", "--vllm-version"]
+    monkeypatch.setenv("VLLM_USE_V1", "0")
+    assert json.loads(runner.invoke(app, [*args, "0.8.5"]).stdout)["vllm"]["engine"] == "V0"
+    assert json.loads(runner.invoke(app, [*args, "0.11.0"]).stdout)["vllm"]["engine"] == "V1"  # V0 is gone
+    monkeypatch.setenv("VLLM_USE_V1", "1")
+    assert json.loads(runner.invoke(app, [*args, "0.7.1"]).stdout)["vllm"]["engine"] == "V1"

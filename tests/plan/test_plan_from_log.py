@@ -31,8 +31,10 @@ from kvtool.cli.app import app
 @pytest.mark.parametrize("key", ALL_LOGS)
 def test_every_log_gives_back_its_own_figures(tmp_path, key):
     code, report = plan(tmp_path, log_path(tmp_path, key), *BESIDE.get(key, []))
-    assert (code == 0) == printed(key)["starts"] == report["fits"]
+    assert (code == 0) == report["fits"]
     off = {name: miss for name, miss in misses(report, key).items() if abs(miss) > SAME_RUN}
+    if report["fits"] != printed(key)["starts"]:
+        off["starts"] = report["fits"]
     if key in KNOWN:
         assert off, f"now within 1 %: drop the known miss ({KNOWN[key]})"
     else:
@@ -51,6 +53,20 @@ PAIRS = [  # (log, settings, the log of the same machine and model at those sett
     ("s-01", ["--gpu", "A100-80GB", "--tp", "2", "--gpu-memory-utilization", "0.5"], "s-04"),
     ("s-14", [], "s-30"),  # the same flags three days apart: the noise floor of any answer
     ("s-30", [], "s-14"),
+    # llm-d-planner's sweep of 0.19.0 on H100 (NVSwitch boards: NCCL's NVLS buffers at tp > 1)
+    ("s-123", ["--max-model-len", "32768"], "s-124"),
+    ("s-123", ["--kv-cache-dtype", "fp8"], "s-125"),
+    ("s-123", ["--tp", "2"], "s-126"),
+    ("s-123", ["--tp", "4"], "s-127"),
+    ("s-126", ["--tp", "1"], "s-123"),
+    ("s-127", ["--tp", "2"], "s-126"),
+    ("s-128", ["--tp", "2"], "s-129"),
+    ("s-129", ["--tp", "1"], "s-128"),
+    ("s-128", ["--kv-cache-dtype", "fp8"], "s-142"),
+    ("s-138", ["--tp", "4"], "s-143"),
+    ("s-143", ["--tp", "2"], "s-138"),
+    ("s-139", ["--tp", "2", "--gpu-memory-utilization", "0.9"], "s-140"),  # gpt-oss: sliding-window layers
+    ("s-140", ["--tp", "1", "--gpu-memory-utilization", "0.95"], "s-139"),
 ]
 
 
@@ -160,3 +176,26 @@ def test_a_v1_activation_peak_moves_with_max_num_batched_tokens_by_the_estimate(
     run = ["--model", str(tmp_path / "mistral_awq.json"), "--vllm-version", "0.10.2", "--gpu-mem", "23.56GiB"]
     estimate = plain_plan_activation(*run, "--max-num-batched-tokens", "8192") - plain_plan_activation(*run)
     assert report["from_log"]["moved"]["activation_bytes"] == estimate > 0
+
+
+def test_a_log_printing_only_tokens_of_a_hybrid_model_answers_with_the_estimate_and_says_so(tmp_path):
+    """s-109 prints its KV cache as 622,408 tokens and no memory figure; Qwen3.6's linear-attention layers tie those
+    tokens to the release's grouping, so plan answers with its estimate and says so, its range holding the count."""
+    _, report = plan(tmp_path, public_log(tmp_path, "s-109"), *BESIDE["s-109"])
+    assert report["from_log"]["measured"] == {} and "kv_cache_bytes" in report["from_log"]["estimated"]
+    assert any("prints no memory figure" in note for note in report["from_log"]["notes"])
+    low, high = report["kv_cache_tokens_range"]
+    assert low <= printed("s-109")["tokens"] <= high
+
+
+def test_the_range_of_a_log_s_own_run_is_its_rounding_and_a_what_if_carries_what_moved(tmp_path):
+    log = public_log(tmp_path, "s-123")
+    _, own = plan(tmp_path, log, *BESIDE["s-123"])
+    low, high = own["kv_cache_bytes_range"]
+    assert high - low < 0.05 * GiB and low <= printed("s-123")["kv_gib"] * GiB <= high
+    _, tp2 = plan(tmp_path, log, *BESIDE["s-123"], "--tp", "2")  # s-126: the same card at tp 2, 63.76 GiB
+    low, high = tp2["kv_cache_bytes_range"]
+    assert (
+        low <= printed("s-126")["kv_gib"] * GiB <= high
+        and high - low > own["kv_cache_bytes_range"][1] - own["kv_cache_bytes_range"][0]
+    )

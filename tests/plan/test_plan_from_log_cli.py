@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from from_log_cases import BESIDE, HERE, PUBLIC, QWEN2_7B, GiB, kv, plan, public_log
+from from_log_cases import BESIDE, HERE, LOGS, QWEN2_7B, GiB, kv, plan, public_log
 from hub_stand_in import HubStandIn
 from typer.testing import CliRunner
 
@@ -29,11 +29,11 @@ def test_the_json_says_what_was_measured_derived_and_estimated(tmp_path):
 def test_without_the_gpu_s_memory_it_is_solved_from_the_log_and_with_it_the_rest_is(tmp_path):
     log = public_log(tmp_path, "s-01")
     _, alone = plan(tmp_path, log, *BESIDE["s-01"])
-    # 80 GiB, not the catalog's 79.28: the estimate then misses by more than the log's rounding
-    _, given = plan(tmp_path, log, *BESIDE["s-01"], "--gpu", "A100-80GB", "--gpu-mem", "80GiB")
+    # 81 GiB, not the catalog's 79.28: the estimate then misses by more than the log's rounding
+    _, given = plan(tmp_path, log, *BESIDE["s-01"], "--gpu", "A100-80GB", "--gpu-mem", "81GiB")
     assert alone["from_log"]["derived"].keys() == {"total_bytes"}
     assert set(alone["from_log"]["estimated"]) == {"activation_bytes", "non_torch_bytes"}
-    assert given["from_log"]["gpu_memory"] == "given" and given["memory"]["total_bytes"] == 80 * GiB
+    assert given["from_log"]["gpu_memory"] == "given" and given["memory"]["total_bytes"] == 81 * GiB
     assert given["from_log"]["derived"].keys() == {"activation_bytes", "non_torch_bytes"}
     derived = sum(given["from_log"]["derived"].values())
     requested = given["memory"]["requested_bytes"]
@@ -55,7 +55,7 @@ def test_a_gpu_given_beside_a_log_that_prints_or_names_its_own_is_another_unless
 
 def test_the_table_says_in_one_line_what_the_log_measured(tmp_path):
     log = public_log(tmp_path, "s-01")
-    args = ["--model", QWEN2_7B, "--gpu", "A100-80GB", "--gpu-mem", "80GiB"]
+    args = ["--model", QWEN2_7B, "--gpu", "A100-80GB", "--gpu-mem", "81GiB"]
     result = CliRunner().invoke(app, ["plan", "--from-log", str(log), *args])
     lines = [line for line in result.stdout.splitlines() if line.startswith("from the log")]
     assert len(lines) == 1 and "measured weights, KV cache; derived activation peak, non-torch" in lines[0]
@@ -81,15 +81,15 @@ BAD_INPUT = {
         [],
         "The log stops before vLLM measured its memory",
     ),
-    "model not resolvable": (PUBLIC["s-01"]["log"], [], "The log's model 'Qwen2-7B-Instruct' is not"),
-    "model not named": (PUBLIC["s-28"]["log"], [], "The log does not name its model"),
-    "config with missing fields": (PUBLIC["s-01"]["log"], ["--model", "{bad}"], "is missing or has a bad"),
+    "model not resolvable": (LOGS["s-01"]["log"], [], "The log's model 'Qwen2-7B-Instruct' is not"),
+    "model not named": (LOGS["s-28"]["log"], [], "The log does not name its model"),
+    "config with missing fields": (LOGS["s-01"]["log"], ["--model", "{bad}"], "is missing or has a bad"),
     "a share without the GPU's memory": (
-        PUBLIC["s-01"]["log"],
+        LOGS["s-01"]["log"],
         ["--model", QWEN2_7B, "--gpu-memory-utilization", "0.5"],
         "The log prints no GPU memory",
     ),
-    "a setting the release refuses": (PUBLIC["s-20"]["log"], ["--kv-cache-dtype", "fp9"], "does not accept"),
+    "a setting the release refuses": (LOGS["s-20"]["log"], ["--kv-cache-dtype", "fp9"], "does not accept"),
 }
 
 

@@ -105,3 +105,29 @@ def test_every_method_plans_in_a_release_that_has_it():
         assert result.exit_code in (0, 1), (method, result.output)
         dense = weights_bytes(resolve_model_spec("llama3.1-8b"))  # experts_int8 leaves a dense model as it is
         assert json.loads(result.stdout)["memory"]["weights_bytes"] < dense or METHODS[method][1] == "experts"
+
+
+@pytest.mark.parametrize(
+    "method, version, takes",
+    [
+        ("auto_round", "0.16.1", False),  # argparse's choices: QUANTIZATION_METHODS alone, which lacks it
+        ("auto_round", "0.17.0", True),  # any string parses; an AutoRound checkpoint hands it to INC
+        ("auto_round", "0.22.1", True),  # the s-109 log's launch
+        ("auto-round", "0.11.0", True),  # listed 0.9 - 0.15.0
+        ("auto-round", "0.16.0", False),
+        ("auto-round", "0.19.0", True),
+        ("marlin", "0.10.1", True),  # listed to 0.10.1
+        ("marlin", "0.12.0", False),
+        ("marlin", "0.18.0", True),  # GPTQ and AWQ checkpoints' override takes "marlin"
+    ],
+)
+def test_spellings_vllm_resolves_through_the_checkpoint_are_taken_where_its_parser_takes_them(method, version, takes):
+    args = ["plan", "--model", "llama3.1-8b", "--gpu", "H100-80GB", "--vllm-version", version, "--json"]
+    result = runner.invoke(app, [*args, "--quantization", method])
+    assert (result.exit_code != 2) is takes, result.output
+
+
+def test_an_autoround_checkpoint_spelled_auto_round_plans_as_autoround_s_4_bits():
+    args = ["plan", "--model", "llama3.1-8b", "--gpu", "H100-80GB", "--vllm-version", "0.22.1", "--json"]
+    spelled = {m: json.loads(runner.invoke(app, [*args, "--quantization", m]).stdout) for m in ("auto_round", "gptq")}
+    assert spelled["auto_round"]["memory"]["weights_bytes"] == spelled["gptq"]["memory"]["weights_bytes"]

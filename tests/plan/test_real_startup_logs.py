@@ -1,112 +1,107 @@
-"""`kvtool plan` on the real vLLM start-up logs of tests/plan/startup_logs/logs.jsonl, each planned with that
-log's own settings: its config, GPU, flags, release and environment (read off the log and its note).
+"""`kvtool plan` on the 74 real vLLM start-up logs (tests/startup_log_records.py), each planned with that log's own
+settings (real_log_cases.py: its config, GPU, flags, release and environment, and the tolerance it holds with the
+reason). Each planned log must start or fail as it did, land within its tolerance on the KV cache vLLM printed, and
+have that figure inside plan's range; a log plan misses says why (`known`) and must keep missing, so that a fix
+shows up here. A log without a published config is not planned and says so.
 
-Each case says what vLLM printed and what plan answers, and the tolerance it holds on the KV-cache memory
-(and on the tokens, where printed) with the reason:
-* 10 % where the config is the model's own (or the same architecture) and the GPU is named: the
-  estimated terms (activation peak, non-torch memory, NCCL, CUDA graphs) are the only unknowns;
-* wider where facts are missing, said at the case (a bf16 config for an FP8 checkpoint, a card's total that
-  no log prints).
-Start or fail must always be called right. A log with no config at all cannot be planned and says so.
+Over all of them: the share within 10 %, the share inside the range and the median width of the range are held
+where docs/plan.md reports them ("Checked against real start-up logs").
 """
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
+import statistics
 
 import pytest
-from typer.testing import CliRunner
+from real_log_cases import CASES, LOGS, Case, planned, printed
 
-from kvtool.cli.app import app
+from kvtool.engine.sizing.units import GiB
 
-GiB = 1 << 30
-HERE = Path(__file__).parent
-LOGS = {json.loads(line)["id"][:4]: json.loads(line) for line in (HERE / "startup_logs/logs.jsonl").open()}
-CONFIGS, OWN = HERE / "startup_logs/configs", HERE / "real_log_configs"
-QWEN2_7B = CONFIGS / "Qwen__Qwen2.5-7B-Instruct/config.json"  # same architecture as the logs' Qwen2-7B
-QWEN25_3B = OWN / "Qwen__Qwen2.5-3B/config.json"
-PIP = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}  # a pip install of 0.8 - 0.11: no FlashInfer, the sampler sorts
+PLANNED = [case for case in CASES if case.args]
 
 
-@dataclass(frozen=True)
-class Case:
-    log: str
-    args: str  # plan's flags: the log's settings
-    within: float  # tolerance on the KV-cache memory and tokens
-    why: str
-    env: dict | None = None
+def verdict(case: Case, report: dict) -> dict:
+    """How the plan fared on the log: its error on the printed figure, whether the range holds it, the range's
+    width as a share of it, and whether the start or failure was called right."""
+    gib, tokens = printed(case)
+    if case.compare == "memory" and gib is not None:
+        planned_gib = report["memory"]["kv_cache_bytes"] / GiB
+        low, high = (value / GiB for value in report["kv_cache_bytes_range"])
+        error = (planned_gib - gib) / abs(gib) if gib else None
+        inside, width = low - 0.005 <= gib <= high + 0.005, (high - low) / max(abs(gib), 0.25)
+    elif tokens:
+        low, high = report["kv_cache_tokens_range"]
+        error, inside, width = report["kv_cache_tokens"] / tokens - 1, low <= tokens <= high, (high - low) / tokens
+    else:
+        error = inside = width = None
+    return {"error": error, "inside": inside, "width": width, "starts": report["fits"] is LOGS[case.log]["startup_ok"]}
 
 
-CASES = [
-    Case("s-01", f"-m {QWEN2_7B} --gpu A100-80GB --max-model-len 16384 --gpu-memory-utilization 0.25"
-         " --dtype bfloat16 --vllm-version 0.10.1", 0.10, "Qwen2-7B has Qwen2.5-7B's shapes"),
-    Case("s-02", f"-m {QWEN2_7B} --gpu A100-80GB --max-model-len 16384 --gpu-memory-utilization 0.5"
-         " --dtype bfloat16 --vllm-version 0.10.1", 0.10, "as s-01"),
-    Case("s-03", f"-m {QWEN2_7B} --gpu A100-80GB --tp 2 --max-model-len 16384 --gpu-memory-utilization 0.25"
-         " --dtype bfloat16 --vllm-version 0.10.1", 0.10, "as s-01; tp 2 on one node"),
-    Case("s-04", f"-m {QWEN2_7B} --gpu A100-80GB --tp 2 --max-model-len 16384 --gpu-memory-utilization 0.5"
-         " --dtype bfloat16 --vllm-version 0.10.1", 0.10, "as s-03"),
-    Case("s-05", f"-m {QWEN2_7B} --gpu A100-40GB --tp 2 --max-model-len 16384 --gpu-memory-utilization 0.5"
-         " --dtype bfloat16 --vllm-version 0.10.1", 0.10,
-         "as s-03; its two ranks talk over Ray across nodes, whose NCCL buffers (about 1 GiB more) plan does not model"),
-    Case("s-06", f"-m {CONFIGS}/openai__gpt-oss-120b/config.json --gpu A100-80GB --tp 4 --max-model-len 16384"
-         " --gpu-memory-utilization 0.8 --vllm-version 0.10.1", 0.10, "the model's own config"),
-    Case("s-11", f"-m {CONFIGS}/Qwen__Qwen3-235B-A22B-FP8/config.json --gpu H100-80GB --tp 8 --max-model-len 32768"
-         " --kv-cache-dtype fp8 --vllm-version 0.10.0", 0.10,
-         "the model's own config; expert parallelism has no plan flag; vLLM was pip-installed in a conda env (the "
-         "log's site-packages path) and 0.10.0's wheel brings no FlashInfer", PIP),
-    Case("s-12", f"-m {CONFIGS}/Qwen__Qwen3-32B/config.json --gpu H100-80GB --tp 8 --max-model-len 32768"
-         " --kv-cache-dtype fp8 --vllm-version 0.10.0", 0.10, "the same machine and install as s-11", PIP),
-    Case("s-14", f"-m {QWEN25_3B} --gpu-mem 23.65GiB --dtype float16 --max-model-len 4096 --max-num-seqs 1"
-         " --vllm-version 0.10.2", 0.10, "the card's total is printed; s-30 is the same run a day earlier"),
-    Case("s-16", f"-m {OWN}/TheBloke__Mistral-7B-Instruct-v0.2-GPTQ/config.json --gpu GB10 --dtype float16"
-         " --quantization gptq --vllm-version 0.11.0", 0.10, "NVIDIA's 0.11.0 build on a DGX Spark"),
-    Case("s-20", f"-m {OWN}/microsoft__Phi-3-mini-4k-instruct/config.json --gpu RTX-3090-WSL --dtype float16"
-         " --max-model-len 4096 --gpu-memory-utilization 0.85 --vllm-version 0.19.1", 0.10,
-         "0.19.1 estimates its CUDA graphs but does not subtract them yet"),
-    Case("s-22", f"-m {CONFIGS}/llava-hf__llava-1.5-7b-hf/config.json --gpu RTX-4080-WSL --quantization awq"
-         " --max-model-len 4096 --gpu-memory-utilization 0.85 --vllm-version 0.10.2", 0.10,
-         "the text_config leaves Llama's fields to transformers' defaults; the checkpoint is its AWQ 4-bit version"),
-    Case("s-25", f"-m {CONFIGS}/Qwen__Qwen3-Coder-30B-A3B-Instruct/config.json --gpu RTX-5070-Ti,RTX-5090 --pp 2"
-         " --quantization fp8 --gpu-memory-utilization 0.9 --vllm-version 0.15.2", 0.30,
-         "a bf16 config for the FP8 checkpoint, and no log prints the RTX 50 cards' totals: the failure, its "
-         "reason and the 24.0 GiB needed are exact, the 3.18 GiB available within 30 %",
-         {"VLLM_PP_LAYER_PARTITION": "16,32"}),
-    Case("s-28", "", 0.0, "no config.json of Mistral-Small-4-119B-2603 is published with the log"),
-    Case("s-30", f"-m {QWEN25_3B} --gpu-mem 23.65GiB --dtype float16 --max-model-len 4096 --max-num-seqs 1"
-         " --vllm-version 0.10.2", 0.10, "as s-14; its printed activation peak is 0.60 GiB where s-14's is 0.17"),
-]  # fmt: skip
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict]:
+    return {case.log: verdict(case, planned(case)[0]) for case in PLANNED}
 
 
-def plan(case: Case) -> dict:
-    result = CliRunner().invoke(app, ["plan", *case.args.split(), "--json"], env=case.env)
-    assert result.exit_code in (0, 1), result.output
-    return json.loads(result.stdout)
+@pytest.mark.parametrize("case", PLANNED, ids=[case.log for case in PLANNED])
+def test_plan_answers_what_vllm_printed(case, verdicts):
+    seen = verdicts[case.log]
+    held = {
+        "starts": seen["starts"],
+        "inside": seen["inside"] is not False,
+        "within": seen["error"] is None or case.within is None or abs(seen["error"]) <= case.within,
+    }
+    said = f"{case.log} ({LOGS[case.log]['vllm_version']}): {seen} ({case.why})"
+    if case.known:
+        assert not all(held.values()), f"{said}: the known miss '{case.known}' is gone, update the case"
+    else:
+        assert all(held.values()), said
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.log for case in CASES])
-def test_plan_answers_what_vllm_printed(case):
-    log = LOGS[case.log]
-    if not case.args:
-        pytest.skip(case.why)
-    report = plan(case)
-    kv_gib = report["memory"]["kv_cache_bytes"] / GiB
-    said = f"{case.log} (vLLM {log['vllm_version']}): vLLM printed {log['available_kv_gib']} GiB"
-    said += f", {log['reported_kv_tokens']} tokens; plan {kv_gib:.2f} GiB, {report['kv_cache_tokens']} tokens"
-    assert report["fits"] is log["startup_ok"], said
-    assert kv_gib == pytest.approx(log["available_kv_gib"], rel=case.within), f"{said} ({case.why})"
-    if log["reported_kv_tokens"]:
-        assert report["kv_cache_tokens"] == pytest.approx(log["reported_kv_tokens"], rel=case.within), said
+@pytest.mark.parametrize("case", [case for case in CASES if not case.args], ids=lambda case: case.log)
+def test_a_log_without_a_config_is_not_planned_and_says_why(case):
+    assert case.config == "none" and "no config.json" in case.why
+    pytest.skip(case.why)
+
+
+def test_over_the_logs_most_land_within_10_percent_and_the_range_holds_vllm_s_figure(verdicts):
+    """docs/plan.md: 57 of 67 printed figures within 10 %, 65 of 67 inside the range, median width 17 %."""
+    errors = [seen["error"] for seen in verdicts.values() if seen["error"] is not None]
+    insides = [seen["inside"] for seen in verdicts.values() if seen["inside"] is not None]
+    widths = [seen["width"] for seen in verdicts.values() if seen["width"] is not None]
+    assert sum(abs(error) <= 0.10 for error in errors) / len(errors) >= 0.85
+    assert sum(insides) / len(insides) >= 0.95
+    assert statistics.median(widths) <= 0.20
 
 
 def test_the_pipeline_stage_failure_is_vllms_own():
     """s-25: 0.15 checks the whole model's KV (48 layers x 96 KiB x 262,144 tokens = 24.0 GiB) against the
     smallest stage's memory (the 16-layer stage on the 16 GB card), as vLLM issue #34076 reports."""
     case = next(case for case in CASES if case.log == "s-25")
-    message = plan(case)["warnings"][0]
+    message = planned(case)[0]["warnings"][0]
     assert "max seq len (262144), (24.0 GiB KV cache is needed" in message
     assert "estimated maximum model length is" in message
 
 
+def test_a_gpu_shared_with_another_tenant_is_what_v1_0_8_charges_and_v0_does_not():
+    """s-157: vLLM 0.8.5 V1 at utilization 0.4 on an A800 stops with 'No available memory for the cache blocks'
+    where V0 with the same flags starts. V1 0.8 measures total - free, so memory another process holds counts
+    against it; the log does not show one, so plan calls a start, not sure of it, and calls the failure once the
+    card's free memory says a tenant holds the share the utilization leaves out."""
+    case = next(case for case in CASES if case.log == "s-157")
+    alone = planned(case)[0]
+    assert alone["fits"] and not alone["fits_margin"]["sure"] and alone["kv_cache_bytes_range"][0] < 0
+    shared = planned(Case("s-157", case.args + " --gpu-free 31.7GiB", 0.10, case.why))[0]
+    assert not shared["fits"] and shared["vllm"]["checks"][-2]["name"] == "kv_memory"
+    v0 = planned(Case("s-157", case.args + " --gpu-free 31.7GiB", 0.10, case.why, {"VLLM_USE_V1": "0"}))[0]
+    assert v0["fits"] and v0["vllm"]["engine"] == "V0"
+
+
+def test_the_logged_figures_are_printed_as_each_record_says():
+    """The data file's own figures are what its logs print (a check on the copy, not on plan)."""
+    for key, record in LOGS.items():
+        if record.get("reported_available_kv_gib") is not None:
+            assert str(record["reported_available_kv_gib"]) in record["log"].replace(",", ""), key
+
+
 def test_every_log_has_a_case():
-    assert {case.log for case in CASES} == set(LOGS)
+    assert {case.log for case in CASES} == set(LOGS) and len(LOGS) == 74
+    assert all(json.dumps(case.env) for case in CASES)

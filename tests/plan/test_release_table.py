@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.sizing.profile_run import RESERVED_OVER_ALLOCATED
 
 GiB, MiB = 1 << 30, 1 << 20
 LLAMA = resolve_model_spec("llama3.1-8b")
@@ -34,8 +35,14 @@ def peak(tokens: int, rows: int, bytes_per_logit: int, forward: int = A) -> int:
     return max(tokens * forward, tokens * HIDDEN * 2 + rows * VOCAB * bytes_per_logit)
 
 
+def held(peak_bytes: int) -> int:
+    """0.2.6 - 0.6.3 take what torch's caching allocator still holds after the profile (plan's fitted ratio)."""
+    return round(peak_bytes * RESERVED_OVER_ALLOCATED)
+
+
 V0_SORT, FLASHINFER = 38, 14  # sampler bytes per logit: V0's sort path; FlashInfer (V1 0.8 - 0.11, 0.21+)
 N_V0, N_V1, CONTEXT = 50 * MiB, 20 * MiB, 450 * MiB  # non-torch memory (plan's estimates)
+N_HPC, NCCL_PEER = 250 * MiB, 120 * MiB  # V1 on SM 8.0 / 9.0 / 10.x; NCCL per peer rank without NVSwitch
 
 
 def graphs(piecewise: int, full: int) -> int:
@@ -47,7 +54,7 @@ def graphs(piecewise: int, full: int) -> int:
 G = graphs(51, 51)  # 0.12+: 1, 2, 4, 8..248 by 8, 256..512 by 16 (min(2 x 1024, 512)); FULL up to 1024 seqs
 G_B200 = graphs(83, 83)  # 0.28+ on Blackwell: up to 1024 tokens
 BLOCK = 16 * 131072  # Llama-3.1-8B, 16 tokens x 128 KiB
-H100 = int(79.1 * GiB)
+H100 = int(79.19 * GiB)
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ ROWS = [
         "0.5.2",
         "worker/worker.py determine_num_available_blocks: init free - free after a max_model_len profile",
         ("--gpu-mem", "80GiB", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W - peak(32768, 256, V0_SORT) - N_V0,
+        int(80 * GiB * 0.9) - W - held(peak(32768, 256, V0_SORT)) - N_V0,
         32768,
         num_cpu_blocks=2048,
     ),
@@ -83,7 +90,7 @@ ROWS = [
         "0.6.3",
         "engine/arg_utils.py: chunked prefill on above 32k, 512-token profile batch",
         ("--gpu-mem", "80GiB", "--max-model-len", "131072"),
-        int(80 * GiB * 0.9) - W - peak(512, 256, V0_SORT) - N_V0,
+        int(80 * GiB * 0.9) - W - held(peak(512, 256, V0_SORT)) - N_V0,
         512,
         num_cpu_blocks=2048,
     ),
@@ -96,9 +103,9 @@ ROWS = [
     ),
     Row(
         "0.11.0",
-        "v1/worker/gpu_worker.py: baseline after NCCL init, so TP 2 charges no communicator memory",
+        "v1/worker/gpu_worker.py: baseline after NCCL init, but NCCL allocates its buffers at the first collective",
         ("--gpu-mem", "80GiB", "--tp", "2", "--max-model-len", "32768"),
-        int(80 * GiB * 0.9) - W // 2 - peak(8192, 1024, FLASHINFER, A_TP2) - N_V1,
+        int(80 * GiB * 0.9) - W // 2 - peak(8192, 1024, FLASHINFER, A_TP2) - N_V1 - NCCL_PEER,
         8192,
         block_bytes=BLOCK // 2,
     ),
@@ -121,7 +128,7 @@ ROWS = [
         "0.28.0",
         "engine/arg_utils.py get_batch_defaults: 16384 / 1024 on GPUs of 160 GiB and more",
         ("--gpu", "B200", "--max-model-len", "32768"),
-        math.ceil(int(178.4 * GiB) * 0.92) - W - peak(16384, 1024, FLASHINFER) - N_V1 - G_B200,
+        math.ceil(int(178.4 * GiB) * 0.92) - W - peak(16384, 1024, FLASHINFER) - N_HPC - G_B200,
         16384,
         tokens_from_concurrency=True,
     ),
@@ -129,7 +136,7 @@ ROWS = [
         "0.33.0",
         "v1/worker/gpu_worker.py + v1/core/kv_cache_utils.py (newest release)",
         ("--gpu", "H100-80GB", "--max-model-len", "131072"),
-        math.ceil(H100 * 0.92) - W - peak(8192, 1024, FLASHINFER) - N_V1 - G,
+        math.ceil(H100 * 0.92) - W - peak(8192, 1024, FLASHINFER) - N_HPC - G,
         8192,
         tokens_from_concurrency=True,
     ),

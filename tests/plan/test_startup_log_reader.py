@@ -11,20 +11,20 @@ import json
 import random
 import re
 import time
-from pathlib import Path
 
 import pytest
+from startup_log_records import FIRST, FOLDER, read
 
 from kvtool.engine.startup_log.reader import MemoryProfile, VllmStartupLog, read_startup_log, read_startup_log_file
 from kvtool.errors import UsageError
 
-HERE = Path(__file__).parent / "startup_logs"
-PUBLIC = [json.loads(line) for line in (HERE / "logs.jsonl").read_text().splitlines()]
+HERE = FOLDER
+PUBLIC = read(FIRST)  # the 15 whose settings PUBLIC_SETTINGS gives
 RELEASES = json.loads((HERE / "releases" / "expected.json").read_text())
 
 
 def public_log(record_id: str) -> str:
-    return next(record["log"] for record in PUBLIC if record["id"].startswith(record_id))
+    return PUBLIC[record_id]["log"]
 
 
 def release_log(release: str) -> str:
@@ -89,7 +89,7 @@ PUBLIC_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("record", PUBLIC, ids=[record["id"] for record in PUBLIC])
+@pytest.mark.parametrize("record", PUBLIC.values(), ids=list(PUBLIC))
 def test_public_log_gives_the_figures_vllm_printed(record):
     log = read_startup_log(record["log"])
     for key, name in PRINTED.items():

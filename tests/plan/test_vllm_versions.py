@@ -6,11 +6,13 @@ import math
 import pytest
 
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, make_plan
+from kvtool.engine.plan.planner import make_plan
+from kvtool.engine.plan.request import PlanRequest
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing.kv_layout import KVLayout
+from kvtool.engine.sizing.profile_run import RESERVED_OVER_ALLOCATED
 from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import (
@@ -77,6 +79,12 @@ def test_v0_profile_token_count_and_chunked_prefill_default(version, max_model_l
     # sampled through the sampler's sort path (top_k = vocab - 1, top_p = 0.99), one row per sequence
     # the forward's intermediates are freed before the sampler runs: the peak is the larger of the two
     expected = max(tokens * ACTIVATION_PER_TOKEN, tokens * HIDDEN_ROW + 256 * V0_SAMPLER_ROW)
+    if VllmRelease.parse(version).version < (
+        0,
+        6,
+        4,
+    ):  # worker.py: init free - free after, the caching allocator's reserved memory
+        expected = round(expected * RESERVED_OVER_ALLOCATED)
     assert report.budget.activation_bytes == expected
 
 
@@ -190,11 +198,12 @@ def test_mla_block_size_by_backend_and_gpu(version, arch, block):
     assert plan(version, resolve_model_spec("deepseek-v3"), gpu, tp=8, max_model_len=8192).kv.block_size == block
 
 
-def test_nccl_is_charged_until_the_baseline_moved_after_distributed_init():
-    # v1/worker/gpu_worker.py init_device: the memory snapshot follows init_worker_distributed_environment from 0.11.0
-    # the communicators' buffers per peer rank are plan's estimate: 333 MiB on Hopper (GPU_80 is sm90)
+def test_nccl_is_charged_after_the_baseline_moved_after_distributed_init():
+    # v1/worker/gpu_worker.py init_device: the memory snapshot follows init_worker_distributed_environment from 0.11.0,
+    # but NCCL allocates its buffers at the first collective, inside the profile run: 120 MiB per peer without an
+    # NVSwitch board (GPU_80 is a size), beside the 250 MiB of kernels V1 loads on an SM 9.0 part
     before, after = plan("0.10.2", tp=2, max_model_len=8192), plan("0.11.0", tp=2, max_model_len=8192)
-    assert before.budget.non_torch_bytes - after.budget.non_torch_bytes == 333 * MiB
+    assert before.budget.non_torch_bytes == after.budget.non_torch_bytes == (250 + 120) * MiB
 
 
 def test_requested_memory_is_rounded_up_from_0_14():
@@ -220,8 +229,8 @@ def test_the_null_block_is_kept_back_in_the_check_from_0_29():
         ("0.9.0", "A100-80GB", (2048, 256)),  # A100 back to small in 0.9.0
         ("0.27.1", "B200", (8192, 1024)),
         ("0.28.0", "B200", (16384, 1024)),  # >= 160 GiB tier from 0.28
-        ("0.32.0", "GB10", (8192, 1024)),
-        ("0.33", "GB10", (2048, 256)),  # GB10 small from 0.33
+        ("0.13.0", "GB10", (2048, 256)),  # NVML has no memory for a unified-memory part: vLLM reads 0 (s-153)
+        ("0.33", "GB10", (2048, 256)),  # 0.33 reads it elsewhere, and keeps GB10 small by name
     ],
 )
 def test_scheduler_defaults_by_release_and_gpu(version, gpu, limits):

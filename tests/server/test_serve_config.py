@@ -13,7 +13,8 @@ from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing.context_length import AUTO_MAX_MODEL_LEN
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP
 from kvtool.engine.sizing.engine_args import EngineArgs
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_cache_check import KVCacheTooSmallError, check_kv_cache
 from kvtool.errors import UsageError
 from kvtool.profiles.workload import load_profile
 
@@ -113,9 +114,9 @@ def test_auto_max_model_len_is_the_length_plan_predicts_for_the_same_budget(smol
     length = plan.engine_args.max_model_len
     assert length == json.loads(planned.stdout)["max_model_len"] < smollm2.derived_max_model_len
     cache = KVCacheSpec(replace(smollm2, dtype="float32"))  # the GGUF's weights stay quantized: float32 KV
-    cache.check_fits(budget, length)  # the engine's start-up check
+    check_kv_cache(cache, budget, length)  # the engine's start-up check
     with pytest.raises(KVCacheTooSmallError):
-        cache.check_fits(budget, length + 1)
+        check_kv_cache(cache, budget, length + 1)
     assert (
         f"Auto-fit max_model_len: reduced from 8192 to {length} to fit in available KV cache memory" in plan.notes[-1]
     )

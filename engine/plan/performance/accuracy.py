@@ -6,7 +6,7 @@ from kvtool.engine.sizing.quantization_methods import MXFP4
 
 # |kvtool / measured - 1| that 80 % of the measurements in tests/plan/performance/ stay within, by figure
 # (docs/plan.md "Served performance", the error table); the itl and e2el bands are tpot's and ttft's kin.
-BANDS = {"ttft": 0.35, "tpot": 0.08, "itl": 0.08, "e2el": 0.10, "throughput": 0.35}
+BANDS = {"ttft": 0.35, "tpot": 0.09, "itl": 0.09, "e2el": 0.10, "throughput": 0.35}
 CHECKED_GPUS = ("H100-80GB", "H200")
 CHECKED_RELEASES = ((0, 11), (0, 12))  # the releases the measurements ran
 CONSUMER = ("RTX-", "GB10")

@@ -15,7 +15,7 @@ from kvtool.engine.plan.performance.model_cost import model_cost
 from kvtool.engine.plan.performance.scheduler import Simulation
 from kvtool.engine.plan.performance.sim_request import SchedulerLimits
 from kvtool.engine.plan.performance.step_time import StepModel, expected_distinct_experts
-from kvtool.engine.plan.planner import PlanRequest
+from kvtool.engine.plan.request import PlanRequest
 from kvtool.engine.sizing.gpus import find_gpu
 from kvtool.engine.sizing.vllm_versions import VllmRelease
 from kvtool.engine.sizing.weights import model_quant_facts
