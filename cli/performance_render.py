@@ -37,13 +37,13 @@ def forecast_table(result) -> Table:
         f"throughput ±{BANDS['throughput']:.0%}",
         caption_justify="left",
     )
-    several = len({shape for shape, _ in result.runs}) > 1
+    several = len({workload for workload, _ in result.runs}) > 1
     for heading in (("workload",) if several else ()) + ("load", *(c[0] for c in COLUMNS), "bound"):
         text = heading in ("workload", "load", "bound")
         table.add_column(heading, justify="left" if text else "right", no_wrap=True)
-    for shape, run in result.runs:
+    for workload, run in result.runs:
         cells = [f"{run.metrics[key]:,.{digits}f}" for _, key, _, digits in COLUMNS]
-        table.add_row(*((shape.name,) if several else ()), run.load.label, *cells, run.bound)
+        table.add_row(*((workload.name,) if several else ()), run.load.label, *cells, run.bound)
     return table
 
 

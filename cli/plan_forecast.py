@@ -4,12 +4,13 @@ GPU's datasheet figures found, the KV capacity and scheduler limits taken from t
 import math
 
 from kvtool.cli.plan_performance import PerformanceOptions
-from kvtool.engine.plan.performance.forecast import Forecast, RequestShape, forecast, forecast_json
+from kvtool.engine.plan.performance.forecast import Forecast, forecast, forecast_json
 from kvtool.engine.plan.performance.hardware import GpuFigures, catalog_figures, parse_tflops, with_given
 from kvtool.engine.plan.performance.lengths import parse_lengths
 from kvtool.engine.plan.performance.load import DEFAULT_NUM_PROMPTS, Load
 from kvtool.engine.plan.performance.predict import ServingSetup
 from kvtool.engine.plan.performance.slo import parse_slo
+from kvtool.engine.plan.request import PlanRequest, Workload
 from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.vllm_versions import DEFAULT_RELEASE_NAME, VllmRelease
 from kvtool.errors import UsageError
@@ -41,13 +42,12 @@ def plan_forecast(report, workloads, options: PerformanceOptions, gpu_given: str
     """The forecast of each workload under each load, on the plan's GPU and KV cache; None when the engine
     would not start."""
     loads, slo = parse_loads(options), parse_slo(options.slo) if options.slo is not None else None
-    shapes = [RequestShape(w.name, w.prompt_tokens, w.output_tokens) for w in workloads]
-    _check_lengths(shapes, report.kv.max_model_len)
+    _check_lengths(workloads, report.kv.max_model_len)
     _check_parallelism(report.request)
     if not report.fits:
         return None
     setup = serving_setup(report, gpu_figures(report, options, gpu_given))
-    return forecast(setup, shapes, loads, slo, report.release.version)
+    return forecast(setup, workloads, loads, slo, report.release.version)
 
 
 def _check_parallelism(request) -> None:
@@ -75,7 +75,6 @@ def planned_setup(args: EngineArgs, gpu: str, vllm_version: str | None = None) -
     from kvtool.engine.discovery.gpus import resolve_gpus
     from kvtool.engine.discovery.models import resolve_model_spec
     from kvtool.engine.plan.planner import make_plan
-    from kvtool.engine.plan.request import PlanRequest
 
     release = VllmRelease.parse(vllm_version or DEFAULT_RELEASE_NAME)
     request = PlanRequest.from_engine_args(args, gpus=resolve_gpus(gpu, None, None), release=release)
@@ -100,17 +99,17 @@ def gpu_figures(report, options: PerformanceOptions, gpu_given: str | None) -> G
     return figures
 
 
-def _check_lengths(shapes: list[RequestShape], max_model_len: int) -> None:
-    for shape in shapes:
-        if shape.input_tokens < 1 or shape.output_tokens < 1:
+def _check_lengths(workloads: list[Workload], max_model_len: int) -> None:
+    for workload in workloads:
+        if workload.prompt_tokens < 1 or workload.output_tokens < 1:
             raise UsageError(
-                f"--workload {shape.name} needs at least one prompt and one output token for served performance.",
+                f"--workload {workload.name} needs at least one prompt and one output token for served performance.",
                 "Use e.g. --workload 1024:512.",
             )
-        if shape.input_tokens + shape.output_tokens > max_model_len:
+        if workload.prompt_tokens + workload.output_tokens > max_model_len:
             raise UsageError(
-                f"--workload {shape.name}: {shape.input_tokens} + {shape.output_tokens} tokens exceed max_model_len "
-                f"{max_model_len}; vLLM would refuse every request.",
+                f"--workload {workload.name}: {workload.prompt_tokens} + {workload.output_tokens} tokens exceed "
+                f"max_model_len {max_model_len}; vLLM would refuse every request.",
                 "Shorten the workload or raise --max-model-len.",
             )
 

@@ -9,18 +9,12 @@ from kvtool.engine.plan.performance.constants import EFFICIENCIES, Efficiencies
 from kvtool.engine.plan.performance.load import Load
 from kvtool.engine.plan.performance.predict import Performance, ServingSetup, predict
 from kvtool.engine.plan.performance.slo import Slo, largest_concurrency, largest_rate
-
-
-@dataclass(frozen=True)
-class RequestShape:
-    name: str
-    input_tokens: int
-    output_tokens: int
+from kvtool.engine.plan.request import Workload
 
 
 @dataclass(frozen=True)
 class SloAnswer:
-    workload: RequestShape
+    workload: Workload
     slo: Slo
     max_concurrency: int
     max_request_rate: float
@@ -28,50 +22,54 @@ class SloAnswer:
 
 @dataclass(frozen=True)
 class Forecast:
-    runs: list[tuple[RequestShape, Performance]]
+    runs: list[tuple[Workload, Performance]]
     slo: list[SloAnswer] = field(default_factory=list)
     note: str | None = None  # what no real measurement has checked
 
 
 def forecast(
     setup: ServingSetup,
-    shapes: list[RequestShape],
+    workloads: list[Workload],
     loads: list[Load],
     slo: Slo | None = None,
     release: tuple[int, ...] | None = None,
     eff: Efficiencies = EFFICIENCIES,
 ) -> Forecast:
     runs = [
-        (shape, predict(setup, shape.input_tokens, shape.output_tokens, load, eff))
-        for shape in shapes
+        (workload, predict(setup, workload.prompt_tokens, workload.output_tokens, load, eff))
+        for workload in workloads
         for load in loads
     ]
-    answers = [_slo_answer(setup, shape, slo, loads[0], eff) for shape in shapes] if slo else []
+    answers = [_slo_answer(setup, workload, slo, loads[0], eff) for workload in workloads] if slo else []
     return Forecast(runs, answers, unchecked_line(unchecked(setup, release)))
 
 
-def _slo_answer(setup: ServingSetup, shape: RequestShape, slo: Slo, base: Load, eff: Efficiencies) -> SloAnswer:
+def _slo_answer(setup: ServingSetup, workload: Workload, slo: Slo, base: Load, eff: Efficiencies) -> SloAnswer:
     def slack(load: Load) -> float:
-        return slo.slack(predict(setup, shape.input_tokens, shape.output_tokens, load, eff).metrics)
+        return slo.slack(predict(setup, workload.prompt_tokens, workload.output_tokens, load, eff).metrics)
 
     base = replace(base, request_rate=math.inf, max_concurrency=None)
-    saturated = predict(setup, shape.input_tokens, shape.output_tokens, base, eff).metrics["request_throughput"]
+    saturated = predict(setup, workload.prompt_tokens, workload.output_tokens, base, eff).metrics["request_throughput"]
     clients = largest_concurrency(slack, base, min(setup.max_num_seqs, base.num_prompts))
-    return SloAnswer(shape, slo, clients, largest_rate(slack, base, saturated))
+    return SloAnswer(workload, slo, clients, largest_rate(slack, base, saturated))
 
 
 def forecast_json(result: Forecast) -> dict:
     """`performance` (one entry per workload and load, `vllm bench serve`'s names) and `slo`."""
     return {
-        "performance": [_run_json(shape, run) for shape, run in result.runs],
+        "performance": [_run_json(workload, run) for workload, run in result.runs],
         "slo": [_slo_json(answer) for answer in result.slo],
     }
 
 
-def _run_json(shape: RequestShape, run: Performance) -> dict:
+def _run_json(workload: Workload, run: Performance) -> dict:
     load = run.load
     return {
-        "workload": {"name": shape.name, "input_tokens": shape.input_tokens, "output_tokens": shape.output_tokens},
+        "workload": {
+            "name": workload.name,
+            "input_tokens": workload.prompt_tokens,
+            "output_tokens": workload.output_tokens,
+        },
         "num_prompts": load.num_prompts,
         "request_rate": "inf" if math.isinf(load.request_rate) else load.request_rate,
         "max_concurrency": load.max_concurrency,
