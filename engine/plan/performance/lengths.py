@@ -18,6 +18,11 @@ class Lengths:
     listed: tuple[tuple[int, int], ...] = ()  # (prompt, output) per request, as a run measured them
 
     @property
+    def fixed(self) -> bool:
+        """Every request IN and OUT."""
+        return self.spread == "fixed" and not self.listed
+
+    @property
     def name(self) -> str:
         """As --lengths takes it (`listed`: a run's own)."""
         if self.listed:

@@ -43,7 +43,7 @@ class Load:
         clients = self.max_concurrency
         parts = [f"{clients} client{'s' if clients != 1 else ''}"] if clients else []
         parts += [] if math.isinf(self.request_rate) else [f"{self.request_rate:g}/s"]
-        parts += [] if self.lengths.spread == "fixed" and not self.lengths.listed else [f"{self.lengths.name} lengths"]
+        parts += [] if self.lengths.fixed else [f"{self.lengths.name} lengths"]
         return ", ".join(parts) or f"{self.num_prompts} at once"
 
     def schedule(self) -> list[float]:
