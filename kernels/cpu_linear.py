@@ -16,8 +16,8 @@ few rows: on CPUs with AMX a plain weight for `cpu_ops.small_linear` (SMALL_LINE
 up to 4 rows in bf16 where the kernel refuses the AMX tile state); on those without (AMD Zen 4) column
 panels (up to 8 rows in fp32, 4 in bf16). `cpu_ops.SMALL_ROWS_KERNEL` holds the choice. A bf16 weight on a
 CPU whose AMX tiles the kernel grants is kept as tiles for `cpu_amx.amx_linear` instead of the plain copy:
-it streams them at small_linear's pace at one row and keeps that pace up to 64 rows, where oneDNN's packed
-weight was slower.
+about small_linear's pace at one row, and unlike it nearly the same pace up to 64 rows, where oneDNN's
+packed weight took 1.3-2x its time from 4 to 32 rows and about the same at 64 (docs/benchmarks.md).
 """
 
 import sys
