@@ -36,6 +36,8 @@ SIGNATURES = {
     "kvtool_quant_panel_linear_vectorized": [],
     "kvtool_store_kv": [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i32, _i32],
     "kvtool_decode_step": [_ptr],
+    "kvtool_amx_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32],
+    "kvtool_amx_linear_built": [],
     "kvtool_flush_denormals": [_i32],
 }
 RETURNS = {
@@ -48,6 +50,8 @@ RETURNS = {
         "kvtool_quant_panel_linear",
         "kvtool_quant_linear",
         "kvtool_decode_step",
+        "kvtool_amx_linear",
+        "kvtool_amx_linear_built",
     )
 }
 
@@ -62,6 +66,7 @@ SOURCES = (
     "store_kv.c",
     "decode_step.c",
     "denormals.c",
+    "amx_linear.c",
 )
 # Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
 # semantics and does not switch the process to flush-to-zero.

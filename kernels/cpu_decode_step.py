@@ -23,10 +23,12 @@ __all__ = ["DECODE_HEAD_DIM_MULTIPLE", "DTYPE_CODES", "Layer", "Step", "fusable"
 
 _p, _i64, _i32, _f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 LINEAR_NAMES = ("qkv", "o", "gate_up", "down")
+PLAIN, PANELS, AMX_TILES = 0, 1, 2  # Linear.panels in cpu/decode_step.c: how a dense weight is laid out
 
 
 class Linear(ctypes.Structure):
-    """Mirrors `Linear` in cpu/decode_step.c: a plain weight, column panels, or codes with scales (and mins)."""
+    """Mirrors `Linear` in cpu/decode_step.c: a plain weight, column panels, AMX tiles, or codes with scales (and
+    mins)."""
 
     _fields_ = [(name, _p) for name in ("weight", "bias", "scales", "mins")]
     _fields_ += [("bits", _i64), ("panels", _i64)]
@@ -66,7 +68,7 @@ def fusable(linear, dtype: torch.dtype) -> bool:
         return dtype == torch.float32 and linear.in_features % QUANT_GROUP == 0 and bias_ok
     if not isinstance(linear, PackedLinear):
         return False
-    if linear.panels is not None:
+    if linear.panels is not None or linear.amx_tiles is not None:
         return linear.bias is None or linear.bias.is_contiguous()
     return linear.plain_weight is not None and linear.plain_weight.shape[1] % SMALL_LINEAR_K_MULTIPLE == 0
 
@@ -76,6 +78,8 @@ def row_limit(linear) -> int:
     them to oneDNN."""
     if isinstance(linear, QuantLinear):  # quant_panel_linear takes any row count
         return sys.maxsize if linear.in_panels else QUANT_KERNEL_WINS_UP_TO
+    if linear.amx_tiles is not None:
+        return linear.amx_rows
     return linear.panel_rows if linear.panels is not None else linear.plain_rows
 
 
@@ -83,9 +87,11 @@ def linear_struct(linear) -> Linear:
     if isinstance(linear, QuantLinear):
         parts = (linear.codes, linear.bias, linear.scales, linear.mins)
         return Linear(*(address(t) for t in parts), linear.bits, int(linear.in_panels))
+    if linear.amx_tiles is not None:
+        return Linear(address(linear.amx_tiles), address(linear.bias), None, None, 0, AMX_TILES)
     if linear.panels is not None:
-        return Linear(address(linear.panels), address(linear.bias), None, None, 0, 1)
-    return Linear(address(linear.plain_weight), address(linear.bias), None, None, 0, 0)
+        return Linear(address(linear.panels), address(linear.bias), None, None, 0, PANELS)
+    return Linear(address(linear.plain_weight), address(linear.bias), None, None, 0, PLAIN)
 
 
 def address(tensor: torch.Tensor | None) -> int | None:

@@ -199,6 +199,24 @@ def panel_linear(x, panels, n, bias=None):
     return out.to(x.dtype)
 
 
+AMX_TILE_COLS, AMX_TILE_K = 16, 32  # output columns and k-steps of one AMX weight tile (cpu/amx_linear.c)
+
+
+def pack_amx_tiles(weight):
+    """weight [N, K] bf16 (N a multiple of 16, K of 32) -> [N / 16, K / 32, 16, 16, 2]: per block of 16 output
+    columns and 32 k-steps, one AMX tile of 16 k-pairs by 16 columns; the layout amx_linear reads."""
+    n, k = weight.shape
+    blocks = weight.reshape(n // AMX_TILE_COLS, AMX_TILE_COLS, k // AMX_TILE_K, AMX_TILE_K // 2, 2)
+    return blocks.permute(0, 2, 3, 1, 4).contiguous()
+
+
+def amx_linear(x, tiles, n, bias=None):
+    """x [T, K] @ W^T + bias for W [n, K] packed by pack_amx_tiles, summed in fp32 and rounded to bf16 once."""
+    weight = tiles.permute(0, 3, 1, 2, 4).reshape(n, -1)
+    out = F.linear(x.float(), weight.float(), None if bias is None else bias.float())
+    return out.to(x.dtype)
+
+
 def fused_moe(x, w13, w2, topk_weights, topk_ids):
     """x [T, H], w13 [E, 2I, H] (gate then up), w2 [E, H, I], topk_weights / topk_ids [T, K]
     -> sum over k of topk_weights[t, k] * down(silu(gate(x_t)) * up(x_t)) of expert topk_ids[t, k].

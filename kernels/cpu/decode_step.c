@@ -4,7 +4,8 @@
  * from Python cost about as much again. This runs the same kernels, in the same order, on the same
  * buffers as the Python layers do (RMSNorm, qkv, rotary, the KV write, decode attention, o, RMSNorm,
  * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. A linear layer is a plain weight
- * (small_linear.c), a weight packed in column panels (panel_linear.c) or GGUF-style codes (quant_linear.c,
+ * (small_linear.c), a weight packed in column panels (panel_linear.c), bf16 AMX tiles (amx_linear.c) or
+ * GGUF-style codes (quant_linear.c,
  * fp32 steps only). Given token ids, it also gathers their embeddings first; given a logits buffer, it ends
  * with the final norm and the output layer, as compute_logits does. Contract:
  * engine/runtime/models/fused_decode.py.
@@ -13,7 +14,9 @@
 #include "layer_ops.h"
 #include "paged_decode.h"
 
-/* a weight [n, k] in the step's dtype, plain or (panels 1) packed in column panels, or (scales set)
+enum { PLAIN = 0, PANELS = 1, AMX_TILES = 2 };  /* Linear.panels: how a dense weight is laid out */
+
+/* a weight [n, k] in the step's dtype, plain, packed in column panels or in AMX tiles, or (scales set)
  * codes with fp32 scales and mins (or NULL), row by row for quant_linear.c or (panels 1) in column panels
  * for quant_panel_linear.c */
 typedef struct {
@@ -53,7 +56,9 @@ typedef struct {
 /* out [rows, n] = x [rows, k] W^T + bias, as PackedLinear or QuantLinear computes it; STATUS_NO_MEMORY where a
  * kernel's scratch could not be allocated */
 static int32_t linear(const Step *s, const Linear *l, const void *x, void *out, int64_t k, int64_t n) {
-    if (!l->scales && l->panels)
+    if (!l->scales && l->panels == AMX_TILES)
+        return kvtool_amx_linear(x, l->weight, l->bias, out, s->rows, k, n, s->num_threads);
+    if (!l->scales && l->panels == PANELS)
         return kvtool_panel_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);
     if (!l->scales) {
         kvtool_small_linear(x, l->weight, l->bias, out, s->rows, k, n, s->dtype, s->num_threads);

@@ -10,7 +10,7 @@ import torch
 
 from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
-from kvtool.kernels import cpu_ops
+from kvtool.kernels import cpu_linear, cpu_ops
 from kvtool.kernels.cpu_build import compiled_library
 from kvtool.kernels.cpu_linear import can_pack
 
@@ -26,7 +26,7 @@ needs_kernels = pytest.mark.skipif(compiled_library() is None, reason="needs the
 
 def dense_rows(dtype: torch.dtype) -> int:
     """Up to how many rows a dense step fuses here: the small-rows kernel's limit (any where panels are the only copy)."""
-    return cpu_ops.panel_linear_rows(dtype) or cpu_ops.small_linear_rows(dtype)
+    return cpu_linear.kernel_rows(dtype)
 
 
 @dataclasses.dataclass
@@ -101,8 +101,8 @@ def test_smollm2_bf16_step_and_tokens_are_the_layers(smollm2_dir):
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=needs_bf16_packing)])
 def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monkeypatch):
     """Qwen2's q/k/v biases go through the C step too. Six sequences: steps of up to dense_rows fuse (with
-    panels alone every size; with AVX-512 and AMX every size in fp32, up to 4 rows in bf16; without AMX up to
-    8 rows in fp32, 4 in bf16) and the larger steps run the layers; either way the tokens are those of an
+    panels alone every size; with AVX-512 and AMX every size in fp32, and in bf16 every size on AMX tiles or
+    up to 4 rows where the kernel refuses them; without AMX up to 8 rows in fp32, 4 in bf16) and the larger steps run the layers; either way the tokens are those of an
     engine that never fuses."""
     from kvtool.engine.runtime.worker.fused_decode import FusedDecode
 

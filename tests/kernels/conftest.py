@@ -49,3 +49,20 @@ def avx2_library(tmp_path_factory):
 def portable_library(tmp_path_factory):
     """The CPU kernels without AVX2 (nor AVX-512): the plain loops an older x86 or an ARM machine runs."""
     return _library_without(tmp_path_factory, "-mno-avx2")
+
+
+@pytest.fixture(scope="session")
+def no_amx_library(tmp_path_factory):
+    """The CPU kernels without AMX tiles: what an AVX-512 CPU before them (or AMD's) runs."""
+    return _library_without(tmp_path_factory, "-mno-amx-tile")
+
+
+@pytest.fixture
+def amx_refused(monkeypatch):
+    """The kernel answers arch_prctl(ARCH_REQ_XCOMP_PERM) with EPERM, as a sandbox that filters it would."""
+    from kvtool.kernels import cpu_amx
+
+    monkeypatch.setattr(cpu_amx, "request_amx_permission", lambda: 1)
+    cpu_amx.amx_permitted.cache_clear()
+    yield
+    cpu_amx.amx_permitted.cache_clear()

@@ -52,7 +52,8 @@ SMALL_ROWS_KERNELS = {"small_linear": cpu_ops.small_linear_rows, "panel_linear":
 
 @pytest.mark.parametrize("kernel", SMALL_ROWS_KERNELS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_packed_linear_sends_a_few_rows_to_its_kernel_and_the_rest_to_onednn(kernel, dtype, monkeypatch):
+def test_packed_linear_sends_a_few_rows_to_its_kernel_and_the_rest_to_onednn(kernel, dtype, monkeypatch, amx_refused):
+    """Where AMX tiles are refused (or absent): bf16 on AMX tiles is test_amx_linear.py's."""
     limit = SMALL_ROWS_KERNELS[kernel](dtype)
     if not 0 < limit <= cpu_ops.SMALL_LINEAR_MAX_ROWS or not cpu_linear.can_pack(torch.device("cpu"), dtype):
         pytest.skip(f"PackedLinear keeps no copy for {kernel} beside oneDNN's packed weight on this CPU")

@@ -1,0 +1,65 @@
+"""bf16 linear layers on AMX tiles (cpu/amx_linear.c), where the CPU has them and the kernel allows them.
+
+Linux hands a process AMX's 8 KiB of tile state only when asked: until a thread of the process has called
+arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), the first tile instruction kills it with SIGILL (as a
+llama.cpp built with its AMX kernels dies on such a CPU). The permission is the process's, asked for once
+here before any kernel of kvtool's own touches a tile; a kernel that refuses it (an older kernel, a sandbox
+that filters the call) leaves PackedLinear on the GEMM library's packed weight, which asks for itself.
+"""
+
+import ctypes
+import functools
+import logging
+import platform
+
+import torch
+
+from kvtool.kernels import reference
+from kvtool.kernels.cpu_build import cpu_flags, load_library
+from kvtool.kernels.cpu_ops import _covered, _ptr, raise_if_out_of_memory
+
+logger = logging.getLogger("kvtool.kernels")
+
+SYS_ARCH_PRCTL = 158  # x86-64's syscall number
+ARCH_REQ_XCOMP_PERM = 0x1023
+XFEATURE_XTILEDATA = 18
+
+
+def request_amx_permission(feature: int = XFEATURE_XTILEDATA) -> int:
+    """arch_prctl(ARCH_REQ_XCOMP_PERM, feature): 0 when granted, else the errno."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    status = libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, feature)
+    return 0 if status == 0 else ctypes.get_errno() or -1
+
+
+@functools.cache
+def amx_permitted() -> bool:
+    """Whether this process may run tile instructions: the CPU has AMX bf16 and the kernel granted the state."""
+    if platform.machine() != "x86_64" or "amx_bf16" not in cpu_flags():
+        return False
+    errno = request_amx_permission()
+    if errno:
+        logger.info("the kernel refused AMX tile state (errno %d); bf16 linear layers stay on oneDNN", errno)
+    return errno == 0
+
+
+def amx_linear_rows() -> int:
+    """Up to how many rows PackedLinear runs bf16 on amx_linear here: 0 without the built kernel or the permission."""
+    library = load_library()
+    if library is None or library.kvtool_amx_linear_built() == 0:
+        return 0
+    return library.kvtool_amx_linear_built() if amx_permitted() else 0
+
+
+def amx_linear(x, tiles, n, bias=None):
+    """x [T, K] bf16 @ W^T + bias at up to amx_linear_rows() rows, W [n, K] packed by reference.pack_amx_tiles."""
+    rows = len(x)
+    if not (x.dtype == torch.bfloat16 and _covered(x, tiles, bias) and 0 < rows <= amx_linear_rows()):
+        return reference.amx_linear(x, tiles, n, bias)
+    x = x.contiguous()
+    out = x.new_empty(rows, n)
+    status = load_library().kvtool_amx_linear(
+        _ptr(x), _ptr(tiles), _ptr(bias), _ptr(out), rows, x.shape[1], n, torch.get_num_threads()
+    )
+    raise_if_out_of_memory(status, "amx_linear", rows)
+    return out
