@@ -20,7 +20,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain import explain
 from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observation
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.reader import candidate_lines
+from kvtool.engine.diagnosis.reader import Pasted, candidate_lines
 from kvtool.engine.diagnosis.scanner import ANCHORS, PROSE_ANCHORS, Scanner
 from kvtool.engine.sizing.spec import ModelSpec
 
@@ -30,7 +30,8 @@ __all__ = ["Diagnosis", "Finding", "Fix", "Observation", "LogContext", "diagnose
 def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: float | None = None) -> Diagnosis:
     """Read `stream` (bytes, any size) and explain every failure it shows. `spec` and `total_gpu_gib`
     (from the command line) override what the log says about the model and the GPU."""
-    scanner = Scanner().scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
+    stream = Pasted(stream)
+    scanner = Scanner(paste=stream.whole).scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
     context = scanner.context
     context.update(
         model=spec.name if spec else None,

@@ -11,28 +11,26 @@ here too, where the reader states nothing. Fixes are computed from these facts; 
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import partial
 
+from kvtool.engine.diagnosis.facts import Facts
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
 from kvtool.engine.sizing.startup_log import VllmStartupLog
 
-# flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
-_KEY_FIELDS = {
-    "max_model_len": "max_model_len",
-    "max_seq_len": "max_model_len",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "block_size": "block_size",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "max_num_seqs": "max_num_seqs",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "served_model_name": "served_model_name",
-    "enable_chunked_prefill": "enable_chunked_prefill",
-}
-_KEY_VALUE = re.compile(
-    r"(?<![\w-])(?:--)?(" + "|".join(k.replace("_", "[-_]") for k in _KEY_FIELDS) + r"|-tp)"
-    r"""['"]?(?:\s*[:=]\s*|\s+)\[?['"]?([\w./:-]+)"""
+# the settings read from the text's facts (quantities.py names them as LogContext does)
+SETTINGS = (
+    "max_model_len",
+    "gpu_memory_utilization",
+    "block_size",
+    "kv_cache_dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "served_model_name",
+    "enable_chunked_prefill",
+    "enforce_eager",
 )
 _MODEL = re.compile(
     r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
@@ -40,8 +38,6 @@ _MODEL = re.compile(
 _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
 # vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
 _SUGGESTED_UTILIZATION = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)")
-# flags, config dumps and the engine's Python arguments (LLM(...) or a wrapper's)
-_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'", "gpu_memory_utilization=")
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
 _STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
 # v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
@@ -85,6 +81,7 @@ class LogContext:
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
+    facts: Facts = field(default_factory=Facts)  # every fact of the text (facts.py)
     errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
     startup: VllmStartupLog | None = None  # what the start-up reader read
     startup_lines: StartupLines | None = None  # the lines it read
@@ -99,6 +96,14 @@ class LogContext:
     def apply(self, facts: dict) -> None:
         for name, value in facts.items():
             setattr(self, name, value)
+
+    def take_facts(self, facts: Facts) -> None:
+        """The launch settings the text states (flags, config keys, a wrapper's arguments, prose, a table), where
+        vLLM's own start-up lines (take_startup, after) do not."""
+        self.facts = facts
+        for name in SETTINGS:
+            if (fact := facts.setting(name)) is not None:
+                setattr(self, name, fact.value)
 
     def take_startup(self, lines: StartupLines) -> None:
         """What the start-up reader reads in the paste's start-up lines, over what was read before."""
@@ -133,7 +138,7 @@ def facts_in(line: str, readers: Readers | None = None) -> dict:
 def fact_readers(shape: str) -> Readers:
     """What can read a fact in lines of this shape. The regexes are digit-blind (shapes.py) and a number converts
     whatever its digits, so a line states the facts its shape does, at the same places."""
-    readers = [_read_keys] if any(marker in shape for marker in _LAUNCH_MARKERS) else []
+    readers = []
     if _read_model(shape, {}) is not None:
         readers.append(_read_model)
     if "-gpu-memory-utilization" in shape and _SUGGESTED_UTILIZATION.search(shape):
@@ -163,15 +168,6 @@ def _set(flags: dict, line: str, facts: dict) -> None:
     facts.update(flags)
 
 
-def _read_keys(line: str, facts: dict) -> None:
-    """The first value of each key in the line: later ones are vLLM's comments on it ("equivalent to ...")."""
-    for match in reversed(list(_KEY_VALUE.finditer(line))):
-        key = match.group(1).replace("-", "_")
-        _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
-    if "-enable-chunked-prefill" in line:
-        facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
-
-
 def _read_model(line: str, facts: dict) -> bool | None:
     """The model and the version the line names; None where it names neither."""
     found = None
@@ -188,27 +184,7 @@ def _read_suggestion(line: str, facts: dict) -> None:
 
 
 def _convert_into(facts: dict, name: str, text: str) -> None:
-    kind = _FIELD_TYPES.get(name)
-    value = None if kind is None else _convert(kind, text)
-    if value is not None:
-        facts[name] = value
-
-
-def _convert(kind: str, text: str):
-    text = text.replace(",", "").strip("'\"")
     try:
-        if kind == "int":
-            return int(text)
-        if kind == "float":
-            return float(text)
+        facts[name] = float(text)
     except ValueError:
-        return None
-    if kind == "bool":
-        return {"true": True, "false": False}.get(text.lower())
-    return text if text.lower() not in ("none", "null", "auto") or kind == "str_auto" else None
-
-
-_TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
-_READ_HERE = {*_KEY_FIELDS.values(), "suggested_gpu_memory_utilization"}
-_FIELD_TYPES = {f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.name in _READ_HERE}
-_FIELD_TYPES["kv_cache_dtype"] = "str_auto"
+        pass

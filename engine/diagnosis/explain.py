@@ -20,6 +20,7 @@ from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
+from kvtool.engine.diagnosis.rules import rule_observations
 from kvtool.engine.diagnosis.startup import with_failure
 
 EXPLAINERS = {
@@ -48,6 +49,7 @@ ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once:
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
+    observations = observations + rule_observations(observations, context)
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:

@@ -17,10 +17,15 @@ PRIORITY_NOTE = (
 def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     """Preemption or a near-full cache: more requests run than the KV cache holds."""
     n = Numbers(obs.numbers)
-    if obs.category == "preemption":
+    if obs.category == "preemption" and "num_preemptions" in n:
         summary = (
             f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
             "sequences were evicted and recomputed, which costs latency."
+        )
+    elif obs.category == "preemption":
+        summary = (
+            "The KV cache is full for the load: running sequences are evicted and recomputed (vLLM's V1 preempts "
+            "without a warning), which costs latency."
         )
     else:
         usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)

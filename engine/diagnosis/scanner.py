@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from kvtool.engine.diagnosis import errors, startup, truncation
 from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
+from kvtool.engine.diagnosis.facts import Facts, Template, from_template, template
+from kvtool.engine.diagnosis.layouts import Layouts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
@@ -82,6 +84,7 @@ class Plan:
     error: bool  # whether it is an error line (errors.py)
     consequence: frozenset[str]  # the symptoms whose consequence it names (errors.py)
     gives: bool  # whether a line of it can give a fact or an observation (the others only mark the stage)
+    stated: Template  # where the facts it states are, read by a key or by words (facts.py)
 
     @classmethod
     def of(cls, shape: str) -> "Plan":
@@ -97,9 +100,11 @@ class Plan:
         facts = fact_readers(shape)
         gives = bool(patterns or facts or elided)
         markers, (error, consequence) = shape_markers(shape), errors.kinds(shape)
+        stated = template(shape)
         return cls(
-            patterns, matches, settled, facts, markers, requests, elided, read_at_startup, error, consequence, gives
-        )
+            patterns, matches, settled, facts, markers, requests, elided, read_at_startup, error, consequence, gives,
+            stated,
+        )  # fmt: skip
 
 
 def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, bool]:
@@ -146,9 +151,17 @@ def _observation(original: str, pattern: Pattern, numbers: dict, span: tuple[int
     return Observation(pattern.category, pattern.stage, numbers, evidence, window, detail)
 
 
+MAX_FACTS = 20_000  # a machine's log states its settings early; the rest is the same lines again
+
+
 class Scanner:
-    def __init__(self, context: LogContext | None = None):
+    """`paste`: the input is read whole (a paste, not a machine's log), so facts spread over lines (a flag and its
+    value one per line, a table) are read too."""
+
+    def __init__(self, context: LogContext | None = None, paste: bool = False):
         self.context = context or LogContext()
+        self.facts = Facts()
+        self.layouts = Layouts() if paste else None
         self.stage = StageTracker()
         self.observations: dict[tuple, Observation] = {}
         self.line_index = 0
@@ -177,6 +190,10 @@ class Scanner:
         if plan.startup:
             self.startup_lines.add(text, shape)
         read = plan.gives and self._match(plan, text, original)
+        if not read and plan.stated and len(self.facts) < MAX_FACTS:
+            self.facts += from_template(plan.stated, text, self.line_index)
+        if self.layouts is not None:
+            self.facts += self.layouts.feed(original, self.line_index)
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail
             self.errors.feed(self.line_index, original, plan.error and not read, plan.consequence)
         if plan.requests or self.offline_defaults.call:
@@ -213,6 +230,7 @@ class Scanner:
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
+        self.context.take_facts(self.facts)
         self.context.take_startup(self.startup_lines)
         self.context.errors = self.errors.finish()
         return self

@@ -142,8 +142,8 @@ def test_the_start_up_readers_settings_win_over_those_read_elsewhere():
 
 
 def test_auto_and_none_values_stay_unknown():
-    context = LogContext()
-    context.read("args: Namespace(model='x/y', max_model_len=None, kv_cache_dtype='auto', block_size=16)")
+    context = Scanner().scan(["args: Namespace(model='x/y', max_model_len=None, kv_cache_dtype='auto', block_size=16)"])
+    context = context.context
     assert context.max_model_len is None and context.kv_cache_dtype == "auto" and context.block_size == 16
 
 

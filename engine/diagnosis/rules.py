@@ -1,0 +1,125 @@
+"""Causes as rules over facts: what the numbers a text states say happened, whatever words state them.
+
+vLLM's known wordings are the strongest evidence (their recognisers give observations directly); these rules
+are the other way in, each over the facts of facts.py, and each stated in one sentence in docs/diagnose.md:
+- a refusal that states a prompt and a context length where prompt (+ max_tokens) exceeds it is request_too_long;
+- a start-up refusal that states free and total memory and a utilization where free < utilization x total is
+  memory held elsewhere;
+- a KV cache 90 % full or more while requests wait, while latency is told, while it keeps filling, or at 99 %, is
+  KV pressure (preemption: vLLM's V1 preempts without a warning);
+- a refusal that states a step budget (max_num_batched_tokens) below max_model_len, or a step that schedules no
+  token (max_num_scheduled_tokens <= 0), is batched_tokens_lt_model_len.
+A rule gives nothing where a wording already named the cause; then the wording's numbers are the reading.
+"""
+
+import re
+
+from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.facts import Fact, Facts
+from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
+
+# words that make a line a refusal or a warning about the numbers it states
+REFUSAL = re.compile(
+    r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
+    r"not enough|cannot|can't|reduce|warning|refus|reject|fail|<|>|超过|超出|过长|不足|小于|大于|报错",
+    re.IGNORECASE,
+)
+SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
+FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
+
+
+def rule_observations(seen: list[Observation], context: LogContext) -> list[Observation]:
+    """What the facts show that no wording said."""
+    facts, named = context.facts, {SAME_CAUSE.get(obs.category, obs.category) for obs in seen}
+    found = []
+    for category, rule in RULES:
+        if category not in named and (observation := rule(facts)) is not None:
+            found.append(observation)
+    return found
+
+
+def _observation(category: str, stage: str, numbers: dict, fact: Fact, detail: str | None = None) -> Observation:
+    evidence, span = evidence_window(fact.evidence, fact.span)
+    return Observation(category, stage, numbers, evidence, span, detail)
+
+
+def _refusals(facts: Facts, *quantities: str) -> list[tuple[Fact, dict[str, Fact]]]:
+    """Each refusal line that states all `quantities`: (its first fact, the first fact of each quantity)."""
+    by_line: dict[int, dict[str, Fact]] = {}
+    for fact in facts:
+        if fact.quantity in quantities:
+            by_line.setdefault(fact.line, {}).setdefault(fact.quantity, fact)
+    found = []
+    for line, stated in by_line.items():
+        if len(stated) == len(quantities) and REFUSAL.search(next(iter(stated.values())).evidence):
+            found.append((min(stated.values(), key=lambda fact: fact.span[0]), stated))
+    return found
+
+
+def prompt_over_context(facts: Facts) -> Observation | None:
+    for first, stated in _refusals(facts, "prompt_tokens", "max_model_len"):
+        prompt, limit = stated["prompt_tokens"].value, stated["max_model_len"].value
+        asked = [f.value for f in facts if f.line == first.line and f.quantity == "max_tokens"]
+        numbers = {"prompt_tokens": prompt, "max_model_len": limit}
+        if asked and asked[0] >= 0:
+            numbers["max_tokens"] = asked[0]
+        if len(asked) > 1:  # a wrapper that then set max_tokens itself (to what the context leaves)
+            numbers["max_tokens_set"] = asked[-1]
+        if prompt + max(numbers.get("max_tokens", 0), 0) > limit:
+            return _observation("request_too_long", "request", numbers, first)
+    return None
+
+
+def memory_held_elsewhere(facts: Facts) -> Observation | None:
+    for first, stated in _refusals(facts, "free_gib", "total_gib", "gpu_memory_utilization"):
+        free, total = stated["free_gib"].value, stated["total_gib"].value
+        utilization = stated["gpu_memory_utilization"].value
+        if 0 < free < utilization * total <= total:
+            requested = next((f.value for f in facts if f.line == first.line and f.quantity == "requested_gib"), None)
+            numbers = {"free_gib": free, "total_gib": total, "gpu_memory_utilization": utilization}
+            numbers["requested_gib"] = requested or round(utilization * total, 2)
+            return _observation("gpu_memory_held_by_others", "startup", numbers, first)
+    return None
+
+
+def kv_pressure(facts: Facts) -> Observation | None:
+    """A cache at least KV_CACHE_PRESSURE_PERCENT full with a sign that it is what limits the load."""
+    usage = [fact for fact in facts.of("kv_cache_usage_percent") if isinstance(fact.value, (int, float))]
+    if not usage or (fullest := max(usage, key=lambda fact: fact.value)).value < KV_CACHE_PRESSURE_PERCENT:
+        return None
+    waiting = [f for f in facts.of("num_waiting") if f.value > 0 and _usage_in_line(usage, f.line)]
+    rising = len(usage) >= 2 and usage[-1].value >= usage[0].value and usage[-1].value >= KV_CACHE_PRESSURE_PERCENT
+    latency = facts.of("tpot_ms") + facts.of("ttft_ms")
+    if not (waiting or latency or fullest.value >= FULL_PERCENT or (rising and len({u.line for u in usage}) > 1)):
+        return None
+    numbers = {"kv_cache_usage_percent": fullest.value}
+    for name in ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms"):
+        if found := facts.largest(name):
+            numbers[name] = found.value
+    return _observation("preemption", "runtime", numbers, fullest, "KV pressure")
+
+
+def _usage_in_line(usage: list[Fact], line: int) -> bool:
+    return any(fact.line == line and fact.value >= KV_CACHE_PRESSURE_PERCENT for fact in usage)
+
+
+def step_too_small(facts: Facts) -> Observation | None:
+    for first, stated in _refusals(facts, "max_num_batched_tokens", "max_model_len"):
+        batched, limit = stated["max_num_batched_tokens"].value, stated["max_model_len"].value
+        if batched < limit:
+            numbers = {"max_num_batched_tokens": batched, "max_model_len": limit}
+            return _observation("batched_tokens_lt_model_len", "startup", numbers, first)
+    for fact in facts.of("max_num_scheduled_tokens"):
+        if fact.value <= 0:
+            numbers = {"max_num_scheduled_tokens": fact.value}
+            return _observation("batched_tokens_lt_model_len", "startup", numbers, fact, "speculative decoding")
+    return None
+
+
+RULES = (
+    ("request_too_long", prompt_over_context),
+    ("gpu_memory_held_by_others", memory_held_elsewhere),
+    ("preemption", kv_pressure),
+    ("batched_tokens_lt_model_len", step_too_small),
+)
