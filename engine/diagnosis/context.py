@@ -32,6 +32,10 @@ SETTINGS = (
     "enable_chunked_prefill",
     "enforce_eager",
 )
+# frames of vLLM's check that the KV cache holds one max_model_len request (v0's initialize_cache raises it)
+_CACHE_CHECK = ("raise_if_cache_size_invalid", "method initialize_cache", "in initialize_cache", "enough_kv_cache_memory")
+# the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
+_ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
     r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
 )
@@ -80,6 +84,8 @@ class LogContext:
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
+    request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
     facts: Facts = field(default_factory=Facts)  # every fact of the text (facts.py)
     errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
@@ -155,6 +161,10 @@ def _flags(shape: str) -> dict:
         flags["server_up"] = True
     if any(marker in shape for marker in _STARTUP_FAILED):
         flags["startup_failed"] = True
+    if any(marker in shape for marker in _CACHE_CHECK):
+        flags["cache_check_failed"] = True
+    if _ACCEPTED.search(shape):
+        flags["request_accepted"] = True
     if "priority" in shape and ("reempt" in shape or "policy" in shape):
         flags["priority_scheduling"] = True
     if "dataset" in shape and _RANDOM_PROMPTS.search(shape):

@@ -107,20 +107,25 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
-        line = context.evidence("available_kv_gib")
-        return [
-            Observation(
-                "no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line))
-            )
-        ]
+        return [_inferred("no_cache_blocks", {"kv_available_gib": context.available_kv_gib}, context, "available_kv_gib")]
+    if context.num_gpu_blocks == 0:  # no block at all: vLLM's check says there is no memory for the cache
+        return [_inferred("no_cache_blocks", {"num_gpu_blocks": 0}, context, "num_gpu_blocks")]
     tokens, source = _kv_cache_tokens(context, memory)
-    if tokens is None or not context.max_model_len or tokens >= context.max_model_len:
+    # the length check vLLM runs once the cache is sized failed, whatever max_model_len was
+    failed_check = context.cache_check_failed and source == "num_gpu_blocks"
+    if tokens is None or not (failed_check or context.max_model_len and tokens < context.max_model_len):
         return []
-    line = context.evidence(source)
-    numbers = {"max_model_len": context.max_model_len, "kv_cache_tokens": tokens}
+    numbers = {"kv_cache_tokens": tokens}
+    if context.max_model_len:
+        numbers["max_model_len"] = context.max_model_len
     if source == "num_gpu_blocks":
-        numbers["num_gpu_blocks"] = context.num_gpu_blocks
-    return [Observation("kv_cache_too_small_at_startup", "startup", numbers, line, (0, len(line)))]
+        numbers.update(num_gpu_blocks=context.num_gpu_blocks, block_size=memory.block_size)
+    return [_inferred("kv_cache_too_small_at_startup", numbers, context, source)]
+
+
+def _inferred(category: str, numbers: dict, context: LogContext, source: str) -> Observation:
+    line = context.evidence(source)
+    return Observation(category, "startup", numbers, line, (0, len(line)))
 
 
 def _kv_cache_tokens(context: LogContext, memory: MemoryModel) -> tuple[int | None, str]:

@@ -15,7 +15,9 @@ STEP_WHY = (
     "and on CPU) or runs with multi-step scheduling (--num-scheduler-steps > 1)"
 )
 CONTEXT_WHY = "if --max-model-len is {limit}, the prompt is longer than the model's context"
-SCHEDULED_TOKENS_WARNED_BELOW = 8192  # vLLM warns when speculative decoding leaves fewer tokens a step
+SCHEDULED_TOKENS_WARNED_BELOW = 8192
+# vLLM 0.1's default max_num_batched_tokens: no model's context, so a prompt limit of it is the step budget
+DEFAULT_STEP_BUDGETS = (2560,)  # vLLM warns when speculative decoding leaves fewer tokens a step
 
 
 def _finding(obs: Observation, numbers: dict, summary: str, fixes: list[Fix], **kw) -> Finding:
@@ -31,8 +33,12 @@ def prompt_limit(obs: Observation, context: LogContext, memory: MemoryModel) -> 
     far as the log tells them apart."""
     n = dict(obs.numbers)
     limit = n["prompt_limit"]
-    by_step = context.max_num_batched_tokens == limit or (
-        context.chunked_prefill_forced_off and context.max_num_batched_tokens is None
+    by_step = (
+        context.max_num_batched_tokens == limit
+        or (context.chunked_prefill_forced_off and context.max_num_batched_tokens is None)
+        or (context.max_model_len or 0) > limit
+        or limit in DEFAULT_STEP_BUDGETS
+        or context.request_accepted
     )
     if by_step and context.max_model_len != limit:
         return _step_budget(obs, n, context, [_context_alternative(limit)])
@@ -45,6 +51,8 @@ def prompt_limit(obs: Observation, context: LogContext, memory: MemoryModel) -> 
 def _step_budget(obs: Observation, n: dict, context: LogContext, alternatives: list[Alternative]) -> Finding:
     limit, prompt = n["prompt_limit"], n["prompt_tokens"]
     n["max_num_batched_tokens"] = limit
+    if context.max_model_len:
+        n["max_model_len"] = context.max_model_len
     summary = (
         f"The prompt ({prompt} tokens) is longer than one scheduler step holds (max_num_batched_tokens {limit}): "
         "vLLM's v0 scheduler drops such a prompt when chunked prefill was turned off after the budget was chosen for "

@@ -58,7 +58,8 @@ def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryMode
     if "kv_cache_tokens" in n and limit:
         n["kv_shortfall_tokens"] = limit - n["kv_cache_tokens"]
     budget, lengths = run_budget(context, memory), Lengths.of(n, memory)
-    summary = f"The KV cache cannot hold one request of max_model_len {limit} tokens, so the engine refuses to start."
+    asked = f"max_model_len {limit} tokens" if limit else "max_model_len (the paste does not show it)"
+    summary = f"The KV cache cannot hold one request of {asked}, so the engine refuses to start."
     fixes = []
     if estimate := _estimate(n, lengths):
         n["max_model_len_block"], n["max_model_len_1024"] = memory.round_down(estimate)
@@ -136,7 +137,7 @@ def _fp8(n: Numbers, memory: MemoryModel, lengths: Lengths, limit: int) -> list[
     n["fp8_kv_token_factor"] = factor
     fp8_len, source = lengths.fits(lengths.available_gib, "fp8") if lengths.available_gib else (None, ESTIMATED)
     if not fp8_len and n.get("estimated_max_model_len"):
-        fp8_len = min(n["estimated_max_model_len"] * factor, limit)
+        fp8_len = min(n["estimated_max_model_len"] * factor, limit or n["estimated_max_model_len"] * factor)
     if fp8_len:
         n.put("fp8_estimated_max_model_len", fp8_len, source)
     starts = (

@@ -68,7 +68,8 @@ _OOM_EXTRAS = tuple(
         rf"total capaci?ty of (?P<total_gib>{SIZE}) of which (?P<free_gib>{SIZE}) is free",
         rf"\((?:GPU|NPU) \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
         rf"(?:{SIZE} current active; )?(?P<free_gib>{SIZE}) free;",
-        rf"this process has (?P<this_process_gib>{SIZE}) memory in use",
+        # a terminal's hard wrap may split "process" in two
+        rf"this p\s*r\s*o\s*c\s*e\s*s\s*s has (?P<this_process_gib>{SIZE}) (?:memory )?in use",
         rf"Process \d+ has (?P<other_process_gib>{SIZE}) memory in use",  # another process on the same GPU
         rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
         rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
@@ -95,6 +96,13 @@ TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided 
         compile_(
             rf"(?:{_DEVICE} out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
         ),
+        extras=_OOM_EXTRAS,
+    ),
+    Pattern(  # PyTorch's message without its first sentence, as people quote it
+        "cuda_oom",
+        "startup",
+        "allocate",
+        compile_(rf"Tried to allocate (?P<tried_to_allocate_gib>{SIZE})\.? (?:GPU|NPU) \d+ has a total capaci?ty"),
         extras=_OOM_EXTRAS,
     ),
     Pattern("cuda_oom", "startup", "emory", compile_(_BARE_OOM)),

@@ -46,7 +46,7 @@ ANCHORS = {
     b'File "': (),
     b"max": (b"max seq len", b"max model len", b"max_model_len", b"max_tokens must", b"max_tokens=16",
              b"max_num_batched_tokens (", b"max_num_scheduled_tokens is"),
-    b"aximum": (), b"emory": (), b"blocks": (), b"reempt": (), b"odel": (),
+    b"aximum": (), b"emory": (), b"allocate": (), b"blocks": (), b"reempt": (), b"odel": (),
     b"too": re.compile(rb"too" + WRAP + rb"long"), b"serve": (),
     b"usage:": re.compile(rb"usage:" + WRAP + rb"(?:[7-9]\d|100)\."),  # a KV cache 70 % full or fuller
     b"cache size": (), b"_cache_usage_perc": (), b"completion_tokens": (), b"prompt_tokens": (), b"finish_reason": (),

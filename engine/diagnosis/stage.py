@@ -33,6 +33,7 @@ DUMMY_RUN = "dummy run"  # a start-up frame unless a run-time one is in the same
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("_dummy_sampler_run", "sampler warm-up"),
     ("warming up sampler", "sampler warm-up"),
+    ("sampling_metadata=dummy_metadata", "sampler warm-up"),  # the sampler's call in _dummy_sampler_run
     ("_dummy_pooler_run", "pooler warm-up"),
     ("warming up pooler", "pooler warm-up"),
     ("capture_model", "CUDA graph capture"),
