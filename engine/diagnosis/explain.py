@@ -20,7 +20,7 @@ from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.rules import rule_observations
+from kvtool.engine.diagnosis.rules import rule_observations, vetoed
 from kvtool.engine.diagnosis.startup import with_failure
 
 EXPLAINERS = {
@@ -43,13 +43,14 @@ EXPLAINERS = {
     ("request_too_long", wordings.PROMPT_LIMIT): explain_budget.prompt_limit,
     ("batched_tokens_lt_model_len", wordings.MULTIMODAL_PROFILING): explain_budget.profiling_too_short,
     ("batched_tokens_lt_model_len", wordings.SPECULATIVE): explain_budget.no_tokens_to_schedule,
+    ("batched_tokens_lt_model_len", wordings.MULTIMODAL_ITEM): explain_budget.item_too_large,
     ("kv_cache_near_full", wordings.STATS_LINE): explain_pressure.stats_pressure,
 }
 ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once: the first, with the others' numbers
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
-    observations = observations + rule_observations(observations, context)
+    observations = vetoed(observations, context) + rule_observations(observations, context)
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:

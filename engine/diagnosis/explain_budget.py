@@ -152,3 +152,21 @@ def no_tokens_to_schedule(obs: Observation, context: LogContext, memory: MemoryM
         Fix("or draft fewer tokens (num_speculative_tokens)", flag="--speculative-config", value=None),
     ]
     return _finding(obs, n, summary, fixes)
+
+
+def item_too_large(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
+    """A model whose encoder input cannot be chunked needs one whole image (video, audio) item in a step."""
+    n = dict(obs.numbers)
+    item, batched = n["max_tokens_per_mm_item"], n["max_num_batched_tokens"]
+    if context.max_model_len:
+        n["max_model_len"] = context.max_model_len
+    n["max_num_batched_tokens_needed"] = _round_up(item, 256)
+    summary = (
+        f"One multimodal item takes {item} tokens and this model cannot split it over steps, but a step holds only "
+        f"max_num_batched_tokens {batched}."
+    )
+    fixes = [
+        Fix("let one step hold a whole item", flag="--max-num-batched-tokens", value=n["max_num_batched_tokens_needed"]),
+        Fix("or send smaller images (fewer tokens an item)", flag="--mm-processor-kwargs", value=None),
+    ]
+    return _finding(obs, n, summary, fixes)

@@ -131,6 +131,15 @@ METRICS = [
         accept=lambda numbers: numbers.get("kv_cache_usage", 0) * 100 >= NEAR_FULL_PERCENT,
     ),
 ]
+PREEMPTED = [  # vLLM's warning without its counter (cut, or before 0.4.3), retyped, and V1's resumed requests
+    Pattern(
+        "preemption",
+        "runtime",
+        "preempted",
+        compile_(r"is preempted (?:by|in) PreemptionMode\.\w+ mode because there is not enough KV cache space"),
+    ),
+    Pattern("preemption", "runtime", "reempted request", compile_(r"Preempted request \S+ (?:has been )?resumed")),
+]
 DEFAULT_TRUNCATION = [  # a request log whose SamplingParams kept vLLM's default of 16 tokens
     Pattern(
         "max_tokens_default_truncation",
@@ -152,4 +161,4 @@ QUOTED = [  # the 0.2.7-0.10.2 message as people quote it, cut before the cache 
     ),
 ]
 
-PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + DEFAULT_TRUNCATION + QUOTED + api_patterns.PATTERNS
+PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + PREEMPTED + DEFAULT_TRUNCATION + QUOTED + api_patterns.PATTERNS

@@ -39,6 +39,15 @@ def rule_observations(seen: list[Observation], context: LogContext) -> list[Obse
     return found
 
 
+def vetoed(observations: list[Observation], context: LogContext) -> list[Observation]:
+    """The observations without a default output cap where every answer the paste shows ended by itself
+    (finish_reason "stop"): a cap ends an answer with "length"."""
+    reasons = {str(fact.value).lower() for fact in context.facts.of("finish_reason")}
+    if "stop" not in reasons or "length" in reasons:
+        return observations
+    return [obs for obs in observations if obs.category != "max_tokens_default_truncation"]
+
+
 def _observation(category: str, stage: str, numbers: dict, fact: Fact, detail: str | None = None) -> Observation:
     evidence, span = evidence_window(fact.evidence, fact.span)
     return Observation(category, stage, numbers, evidence, span, detail)

@@ -57,13 +57,17 @@ _NOT_SET_GATE = "ax_"
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
 COMPLAINT_GATES = (*_CUT_GATES, "ax_tokens", "ax_new_tokens", "ax_completion_tokens", *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"
+# vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
+OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
+# max_tokens given to the server as a flag: vLLM has none (max_tokens is a request field), so requests keep the default
+SERVER_FLAG = re.compile(r"--max[_-](?:new[_-])?tokens\b")
 
 
 class CutShortWithoutMaxTokens:
     """Answers said to be cut short within PAIRING_LINES of a sign that max_tokens was not set; once a log."""
 
     def __init__(self):
-        self._cut_at = self._unset_at = -PAIRING_LINES - 1
+        self._cut_at = self._unset_at = self._generate_at = -PAIRING_LINES - 1
         self._cut: tuple[str, tuple[int, int]] = ("", (0, 0))
         self._offline = self._done = False
         self._numbers: dict = {}  # vLLM's own default, where the sign is LLM.generate without SamplingParams
@@ -71,16 +75,19 @@ class CutShortWithoutMaxTokens:
     def feed(self, line: str, index: int) -> Observation | None:
         if self._done:
             return None
-        self._offline = self._offline or "LLM(" in line
+        self._offline = self._offline or any(sign in line for sign in OFFLINE_SIGNS)
         if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
             self._cut_at, self._cut = index, (line, match.span())
-        if _NOT_SET_GATE in line and NOT_SET.search(line):
+        if _NOT_SET_GATE in line and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
             self._unset_at = index
         elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
             generate = call.group(0).startswith(".")
+            self._generate_at = index if generate else self._generate_at
             if self._offline or not generate:
                 self._unset_at = index
                 self._numbers = {"default_max_tokens": DEFAULT_MAX_TOKENS} if generate else {}
+        if self._offline and 0 <= index - self._generate_at <= PAIRING_LINES:  # its outputs show it was vLLM's
+            self._unset_at, self._numbers = self._generate_at, {"default_max_tokens": DEFAULT_MAX_TOKENS}
         if min(self._cut_at, self._unset_at) < 0 or abs(self._cut_at - self._unset_at) > PAIRING_LINES:
             return None
         self._done = True
