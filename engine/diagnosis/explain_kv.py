@@ -52,7 +52,9 @@ class Lengths:
 
 def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = Numbers(obs.numbers)
-    limit = n.setdefault("max_model_len", context.max_model_len)
+    limit = n.get("max_model_len") or context.max_model_len
+    if limit:
+        n["max_model_len"] = limit
     if "kv_available_gib" not in n and context.available_kv_gib is not None:
         n.put("kv_available_gib", context.available_kv_gib, MEASURED)
     if "kv_cache_tokens" in n and limit:
@@ -91,7 +93,7 @@ def _estimate(n: Numbers, lengths: Lengths) -> int | None:
 def _more_kv_memory(n: Numbers, memory: MemoryModel, budget: RunBudget) -> list[Fix]:
     """The utilization whose share of the GPU holds the KV cache one request needs."""
     needed, available = n.get("kv_needed_gib"), n.get("kv_available_gib")
-    if needed is None and memory.spec and available is not None and n["max_model_len"]:
+    if needed is None and memory.spec and available is not None and n.get("max_model_len"):
         needed = n.put("kv_needed_gib", memory.needed_gib(n["max_model_len"]), DERIVED)
     if needed is not None and available is not None:
         n["kv_shortfall_gib"] = round(needed - available, 2)

@@ -32,8 +32,9 @@ MERGED_CATEGORIES = {
     "request_too_long": ("max_model_len",),
 }
 # messages that hold several parts their recognisers match (PyTorch's several signs of an out-of-memory error,
-# the start and the end of the 0.22+ text with no number): one a line
-ONE_PER_LINE = {"cuda_oom", "no_cache_blocks"}
+# the start and the end of the 0.22+ text with no number, vLLM's preemption warning with or without its counter): one a
+# line
+ONE_PER_LINE = {"cuda_oom", "no_cache_blocks", "preemption"}
 MAX_DISTINCT = 50
 MAX_CACHED_LINES, MAX_CACHED_LINE = 4096, 2048  # repeated lines (retry storms, pasted loops) are matched once
 # Every line that can matter holds an anchor and, where refinements are listed, one of them too (a
