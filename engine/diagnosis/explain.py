@@ -72,9 +72,36 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
         finding = graph_budget(finding, context, memory)
+        _with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)
         findings.append(finding)
     return outranked(_once(findings), context.errors)
+
+
+# the settings and measurements each cause's fixes are sized on, from the paste's launch and start-up lines
+SETTINGS = {
+    "kv_cache_too_small_at_startup": ("max_model_len", "num_gpu_blocks", "weights_gib", "total_gpu_gib"),
+    "no_cache_blocks": ("max_model_len", "num_gpu_blocks", "weights_gib", "total_gpu_gib", "gpu_memory_utilization"),
+    "gpu_memory_held_by_others": ("max_model_len",),
+    "preemption": ("max_model_len", "tensor_parallel_size", "block_size", "gpu_memory_utilization"),
+}
+# what the requests of a load ask for (a sampling call's arguments, a client's settings)
+LOAD_REQUESTS = ("max_tokens", "n")
+
+
+def _with_settings(finding: Finding, context: LogContext) -> None:
+    """The finding's numbers with the settings its fixes are sized on, where the paste states them."""
+    numbers = finding.numbers
+    for name in SETTINGS.get(finding.category, ()):
+        if name not in numbers and (value := getattr(context, name)) is not None:
+            numbers[name] = value
+    if finding.category != "preemption":
+        return
+    for name in LOAD_REQUESTS:
+        if name not in numbers and (fact := context.facts.setting(name)) is not None:
+            numbers[name] = fact.value
+    if context.priority_scheduling and (priorities := context.facts.of("priority")):
+        numbers["priority"] = min(fact.value for fact in priorities)
 
 
 def _sources(numbers: dict, obs: Observation) -> dict[str, str]:

@@ -78,9 +78,14 @@ def template(shape: str) -> Template:
     if not GATE.search(shape):
         return ()
     return tuple(
-        (fact.quantity, fact.how, fact.span, fact.unit, fact.value if isinstance(fact.value, bool) else None)
+        (fact.quantity, fact.how, fact.span, fact.unit, fact.value if _fixed(fact) else None)
         for fact in read_line(shape, 0)
     )
+
+
+def _fixed(fact: Fact) -> bool:
+    """Whether every line of the fact's shape states the same value: a bare switch, a count of ids."""
+    return isinstance(fact.value, bool) or fact.unit == "ids"
 
 
 def from_template(found: Template, text: str, index: int) -> list[Fact]:
@@ -100,6 +105,9 @@ def normal_key(key: str) -> str:
     return key.replace("-", "_").lower()
 
 
+# a list of token ids, which counts tokens: LLM.generate's RequestOutput, a request log
+TOKEN_IDS = re.compile(r"\b(?P<key>prompt_token_ids|token_ids|output_ids)\s*[=:]\s*[\[(](?P<items>[\d,\s]*\d)[\])]")
+COUNTED = {"prompt_token_ids": "prompt_tokens", "token_ids": "completion_tokens", "output_ids": "completion_tokens"}
 # a switch given bare: `--enforce-eager`, `--no-enable-chunked-prefill`
 BARE_SWITCH = re.compile(r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)")
 
@@ -111,9 +119,15 @@ def read_line(text: str, index: int) -> list[Fact]:
         for match in BARE_SWITCH.finditer(text):
             name = normal_key(match.group("key"))
             facts.append(Fact(name, not match.group("no"), None, index, text, match.span(), KEYED))
+    if "_ids" in text:
+        for match in TOKEN_IDS.finditer(text):
+            count = match.group("items").count(",") + 1
+            facts.append(Fact(COUNTED[match.group("key")], count, "ids", index, text, match.span("items"), KEYED))
+            taken.append(match.span())
     for fact in _keyed(text, index):
-        facts.append(fact)
-        taken.append(fact.span)
+        if not _overlaps(fact.span, taken):
+            facts.append(fact)
+            taken.append(fact.span)
     for fact in _pairs(text, index):
         if not _overlaps(fact.span, taken):
             facts.append(fact)

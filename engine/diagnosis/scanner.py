@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from kvtool.engine.diagnosis import errors, startup, truncation
 from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
-from kvtool.engine.diagnosis.facts import Facts, Template, from_template, template
+from kvtool.engine.diagnosis.facts import MESSAGE, Fact, Facts, Template, from_template, template
 from kvtool.engine.diagnosis.layouts import Layouts
-from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.findings import EVIDENCE_CHARS, Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
@@ -191,8 +191,9 @@ class Scanner:
         if plan.startup:
             self.startup_lines.add(text, shape)
         read = plan.gives and self._match(plan, text, original)
-        if not read and plan.stated and len(self.facts) < MAX_FACTS:
-            self.facts += from_template(plan.stated, text, self.line_index)
+        if plan.stated and len(self.facts) < MAX_FACTS:
+            facts = from_template(plan.stated, text, self.line_index)
+            self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
         if self.layouts is not None:
             self.facts += self.layouts.feed(original, self.line_index)
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail
@@ -207,7 +208,7 @@ class Scanner:
         if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)
 
-    def _match(self, plan: Plan, text: str, original: str) -> bool:
+    def _match(self, plan: Plan, text: str, original: str) -> list[Observation]:
         # A line that can give something goes through the cache: a cached line keeps the evidence of the
         # first original seen (its line breaks), so when the cache is emptied decides what is shown.
         if (seen := self._seen.get(text)) is not None:
@@ -227,7 +228,7 @@ class Scanner:
             elif len(self.observations) < MAX_DISTINCT or _numbers(observation) in self._oom_numbers:
                 self._pending.append((self.line_index, observation))
             # else: a new error once MAX_DISTINCT are kept, dropped without placing it
-        return bool(observations)
+        return observations
 
     def finish(self) -> "Scanner":
         self._resolve(self.line_index)
@@ -269,6 +270,17 @@ class Scanner:
             self.observations[key] = replace(observation)  # a copy: the line cache keeps the original
             if observation.category.startswith("cuda_oom"):
                 self._oom_numbers.add(_numbers(observation))
+
+
+def _outside(facts: list[Fact], observations: list[Observation], cut: bool) -> list[Fact]:
+    """The facts of a line a wording read, those its messages state marked as theirs (MESSAGE: not a setting); in
+    a line whose evidence is cut to a window, all of them."""
+    spans = [obs.span for obs in observations]
+    return [fact if not cut and _beside(fact, spans) else replace(fact, how=MESSAGE) for fact in facts]
+
+
+def _beside(fact: Fact, spans: list[tuple[int, int]]) -> bool:
+    return not any(start <= fact.span[0] < end for start, end in spans)
 
 
 def _numbers(observation: Observation) -> tuple:

@@ -28,7 +28,8 @@ NAMES = {
     "pending_reqs": (("num_waiting",), 1),
     "gpu_kv_cache_usage_pct": (("kv_cache_usage_percent",), 1),
     "prefix_cache_hit_rate_pct": (("prefix_cache_hit_rate_percent",), 1),
-    "completion_tokens": (("max_tokens",), 1),  # the output a request asked for
+    # the output a request asked for (a refused request), or the output an answer got (a cut answer)
+    "completion_tokens": (("completion_tokens", "max_tokens"), 1),
     "max_allowed_completion_tokens": (("largest_max_tokens",), 1),
     "max_tokens_reported": (("max_tokens",), 1),
     "max_seq_len": (("max_model_len",), 1),
@@ -45,8 +46,8 @@ NAMES = {
     "budget_gib": (("budget_gib",), 1),
     "min_utilization_for_zero_kv": (("gpu_memory_utilization_for_no_kv",), 1),
     "total_gpu_gib": (("total_gpu_gib", "total_gib"), 1),
-    "max_completion_tokens_sent": (("max_tokens",), 1),
-    "max_tokens_requested": (("max_tokens",), 1),
+    "max_completion_tokens_sent": (("max_tokens_sent",), 1),
+    "max_tokens_requested": (("max_tokens_sent",), 1),
     "max_tokens_set": (("max_tokens_set",), 1),
     "requested_max_model_len": (("launch_max_model_len",), 1),
     "reported_context_len": (("reported_max_model_len",), 1),
