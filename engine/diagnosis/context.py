@@ -32,6 +32,8 @@ SETTINGS = (
     "enable_chunked_prefill",
     "enforce_eager",
 )
+# devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
+_UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")
 # frames of vLLM's check that the KV cache holds one max_model_len request (v0's initialize_cache raises it)
 _CACHE_CHECK = ("raise_if_cache_size_invalid", "method initialize_cache", "in initialize_cache", "enough_kv_cache_memory")
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
@@ -84,6 +86,7 @@ class LogContext:
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    unified_memory: bool = False  # a device whose GPU shares the system's memory (GB10, Jetson, Ryzen AI APUs)
     cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
     request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
@@ -161,6 +164,8 @@ def _flags(shape: str) -> dict:
         flags["server_up"] = True
     if any(marker in shape for marker in _STARTUP_FAILED):
         flags["startup_failed"] = True
+    if _UNIFIED.search(shape):
+        flags["unified_memory"] = True
     if any(marker in shape for marker in _CACHE_CHECK):
         flags["cache_check_failed"] = True
     if _ACCEPTED.search(shape):

@@ -100,6 +100,11 @@ def _with_settings(finding: Finding, context: LogContext) -> None:
     for name in LOAD_REQUESTS:
         if name not in numbers and (fact := context.facts.setting(name)) is not None:
             numbers[name] = fact.value
+    if "kv_cache_usage_percent" not in numbers and (fullest := context.facts.largest("kv_cache_usage_percent")):
+        numbers["kv_cache_usage_percent"] = fullest.value  # the load where the cache was fullest
+        for fact in context.facts.in_lines(fullest.line, fullest.line):
+            if fact.quantity in ("num_running", "num_waiting", "num_swapped", "cpu_kv_cache_usage_percent"):
+                numbers.setdefault(fact.quantity, fact.value)
     if context.priority_scheduling and (priorities := context.facts.of("priority")):
         numbers["priority"] = min(fact.value for fact in priorities)
 

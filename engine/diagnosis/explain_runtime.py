@@ -38,6 +38,8 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
     if obs.stage == "unknown" and (why := _while_serving(n, context)):
         obs = replace(obs, category="cuda_oom_runtime", stage="runtime", stage_evidence=why)
     _launch_numbers(n, context)
+    if "dummy_requests" in n:  # vLLM warms the sampler up with max_num_seqs dummy requests
+        n.setdefault("max_num_seqs", n["dummy_requests"])
     phase = obs.detail
     summary = f"CUDA ran out of memory {f'during {phase}' if phase else WHERE[obs.stage]}"
     if "tried_to_allocate_gib" in n:

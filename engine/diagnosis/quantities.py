@@ -86,6 +86,7 @@ WORDS = [
     (COMPLETION_TOKENS, _words(r"completion[ _]tokens|output tokens|generated tokens|(?:only|just|stops? (?:at|after)|"
                                r"cut (?:off|short) (?:at|after)|truncated (?:at|after)|after)(?= ?$)|只(?:输出|生成)了?")),
     (UTILIZATION, _words(r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|显存利用率|利用率")),
+    (_q("cpu_kv_cache_usage_percent", "percent"), _words(r"CPU KV cache usage")),
     (KV_USAGE, _words(r"(?:KV[ -]?)?cache(?: usage| utili[sz]ation| use| occupancy| is| was| at| reached| hits?| full)*(?: of)?|"
                       r"KV usage|cache usage|KV ?缓存(?:使用率|占用率?)?")),
     (_q("prefix_cache_hit_rate_percent", "percent"), _words(r"prefix cache hit rate|hit rate")),
