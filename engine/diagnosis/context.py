@@ -35,7 +35,12 @@ SETTINGS = (
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")
 # frames of vLLM's check that the KV cache holds one max_model_len request (v0's initialize_cache raises it)
-_CACHE_CHECK = ("raise_if_cache_size_invalid", "method initialize_cache", "in initialize_cache", "enough_kv_cache_memory")
+_CACHE_CHECK = (
+    "raise_if_cache_size_invalid",
+    "method initialize_cache",
+    "in initialize_cache",
+    "enough_kv_cache_memory",
+)
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
@@ -113,6 +118,8 @@ class LogContext:
         for name in SETTINGS:
             if (fact := facts.setting(name)) is not None:
                 setattr(self, name, fact.value)
+        if (total := facts.setting("total_gib")) is not None:  # the GPU's memory as the text states it
+            self.total_gpu_gib, self.total_gpu_source = total.value, "log"
 
     def take_startup(self, lines: StartupLines) -> None:
         """What the start-up reader reads in the paste's start-up lines, over what was read before."""

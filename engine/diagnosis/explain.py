@@ -140,7 +140,9 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
-        return [_inferred("no_cache_blocks", {"kv_available_gib": context.available_kv_gib}, context, "available_kv_gib")]
+        return [
+            _inferred("no_cache_blocks", {"kv_available_gib": context.available_kv_gib}, context, "available_kv_gib")
+        ]
     if context.num_gpu_blocks == 0:  # no block at all: vLLM's check says there is no memory for the cache
         return [_inferred("no_cache_blocks", {"num_gpu_blocks": 0}, context, "num_gpu_blocks")]
     tokens, source = _kv_cache_tokens(context, memory)

@@ -2,6 +2,7 @@
 prompt (v0 limits a prompt to min(max_model_len, max_num_batched_tokens) unless chunked prefill runs without
 multi-step scheduling), the profiling run's multimodal prompts, speculative decoding's draft slots."""
 
+import re
 from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
@@ -17,7 +18,8 @@ STEP_WHY = (
 CONTEXT_WHY = "if --max-model-len is {limit}, the prompt is longer than the model's context"
 SCHEDULED_TOKENS_WARNED_BELOW = 8192
 # vLLM 0.1's default max_num_batched_tokens: no model's context, so a prompt limit of it is the step budget
-DEFAULT_STEP_BUDGETS = (2560,)  # vLLM warns when speculative decoding leaves fewer tokens a step
+DEFAULT_STEP_BUDGETS = (2560,)
+MM_PLACEHOLDERS = re.compile(r"'(\w+)': (\d+)")  # vLLM warns when speculative decoding leaves fewer tokens a step
 
 
 def _finding(obs: Observation, numbers: dict, summary: str, fixes: list[Fix], **kw) -> Finding:
@@ -102,6 +104,8 @@ def profiling_too_short(obs: Observation, context: LogContext, memory: MemoryMod
     shorter than the worst-case multimodal prompt."""
     n = dict(obs.numbers)
     seq_len, worst = n["profiling_seq_len"], n["mm_worst_case_tokens"]
+    for modality, tokens in MM_PLACEHOLDERS.findall(obs.evidence):  # {'image': 693}: the tokens each modality takes
+        n[f"mm_{modality}_tokens"] = int(tokens)
     batched = context.max_num_batched_tokens
     seqs = context.max_num_seqs or (batched // seq_len if batched and seq_len > 0 else None)
     summary = (
@@ -166,7 +170,9 @@ def item_too_large(obs: Observation, context: LogContext, memory: MemoryModel) -
         f"max_num_batched_tokens {batched}."
     )
     fixes = [
-        Fix("let one step hold a whole item", flag="--max-num-batched-tokens", value=n["max_num_batched_tokens_needed"]),
+        Fix(
+            "let one step hold a whole item", flag="--max-num-batched-tokens", value=n["max_num_batched_tokens_needed"]
+        ),
         Fix("or send smaller images (fewer tokens an item)", flag="--mm-processor-kwargs", value=None),
     ]
     return _finding(obs, n, summary, fixes)

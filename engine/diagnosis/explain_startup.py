@@ -11,7 +11,6 @@ from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
 
-
 UNIFIED_SUMMARY = (
     "On a unified-memory device the operating system, other programs and any firmware carve-out share the memory "
     "the GPU sees: only {free} of {total} GiB is free at start-up, less than gpu_memory_utilization {utilization} "

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kvtool.engine.diagnosis.quantities import BY_NAME, KEYS, MEMORY_WORDS, WORDS, Quantity, kind_of
+from kvtool.engine.diagnosis.quantities import BY_NAME, KEYS, MEMORY_AFTER, MEMORY_WORDS, WORDS, Quantity, kind_of
 
 MESSAGE, KEYED, WORDED = "message", "keyed", "worded"
 Value = int | float | str
@@ -37,16 +37,16 @@ class Fact:
 
 
 NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?"
-_UNIT = r"\s?(?P<unit>GiB|MiB|KiB|GB|MB|TiB|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b|GB\b)?"
-_KEY = r"(?<![\w.-])(?P<key>(?:--?)?[A-Za-z_][\w.-]{0,60}?)"
+_UNIT = r"\s?(?P<unit>GiB|MiB|KiB|GB|MB|TiB|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b)?"
+KEY = re.compile(r"(?<![\w.-])(?P<key>(?:--?)?[A-Za-z_][\w.-]{0,60})")
 # between a key and its value: `=`, `:`, a space after a flag, quotes and brackets, `(`, or a few linking words
 _BETWEEN = (
     r"""['"]?\]?\s*(?:[:=]|：|\(|,\s*(?=['"])|\s+(?:is|was|of|to|at|set to|are|=)\s+|\s+)\s*"""
     r"""(?:already\s+|only\s+|about\s+|~)?['"\[]?"""
 )
-KEYED_VALUE = re.compile(
-    _KEY + _BETWEEN + r"(?P<value>" + NUMBER + r"(?!\w|\.\d)|true\b|false\b|True\b|False\b|[A-Za-z][\w./:@-]{0,120})"
-    + _UNIT.replace("(?P<unit>", "(?P<kunit>")
+VALUE = re.compile(
+    _BETWEEN + r"(?P<value>" + NUMBER + r"(?!\w|\.\d)|true\b|false\b|True\b|False\b|[A-Za-z][\w./:@-]{0,120})"
+    r"\s?(?P<unit>GiB|MiB|KiB|GB|MB|TiB|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b)?"
 )
 NUMBER_WITH_UNIT = re.compile(r"(?<![\w.])(?P<number>" + NUMBER + r")" + _UNIT)
 PAIR = re.compile(r"\((?P<a>" + NUMBER + r")\s*(?P<sep>[/,])\s*(?P<b>" + NUMBER + r")\s*(?P<unit>GiB|GB|MiB)\)")
@@ -143,17 +143,18 @@ def _overlaps(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
 
 
 def _keyed(text: str, index: int) -> Iterator[Fact]:
-    for match in KEYED_VALUE.finditer(text):
-        key = normal_key(match.group("key"))
-        if (quantity := KEYS.get(key)) is None:
+    for key in KEY.finditer(text):
+        name = key.group("key").rstrip(".-")
+        if (quantity := KEYS.get(normal_key(name))) is None:
             continue
-        between = text[match.end("key") : match.start("value")]
-        if quantity.kind in ("str", "bool") and not (re.search("[-_]", match.group("key")) or re.search("[=:]", between)):
+        if (match := VALUE.match(text, key.start() + len(name))) is None:
+            continue
+        between = text[key.start() + len(name) : match.start("value")]
+        if quantity.kind in ("str", "bool") and not (re.search("[-_]", name) or re.search("[=:]", between)):
             continue  # a name or a switch only where a flag or a key states it, not after a word of prose
-        value = convert(quantity, match.group("value"), match.group("kunit"))
+        value = convert(quantity, match.group("value"), match.group("unit"))
         if value is not None:
-            unit = match.group("kunit") or None
-            yield Fact(quantity.name, value, unit, index, text, match.span("value"), KEYED)
+            yield Fact(quantity.name, value, match.group("unit") or None, index, text, match.span("value"), KEYED)
 
 
 def convert(quantity: Quantity, text: str, unit: str | None = None) -> Value | None:
@@ -215,14 +216,16 @@ def _named_by_words(text: str, start: int, end: int, kinds: tuple[str, ...]) -> 
     number's kind."""
     before, after = text[max(0, start - BEFORE) : start], text[end : end + AFTER]
     best, distance = None, BEFORE + AFTER
-    for quantity, words in (MEMORY_WORDS if "gib" in kinds else WORDS):
+    memory = "gib" in kinds
+    for quantity, words in MEMORY_WORDS if memory else WORDS:
         if quantity.kind not in kinds:
             continue
         for found in words.finditer(before):
             if (gap := len(before) - found.end()) < distance:
                 best, distance = quantity, gap
+        after_words = MEMORY_AFTER.get(quantity.name) if memory else words
         filler = _AFTER_FILLER.match(after).end()
-        if (found := words.match(after, filler)) and filler < distance:
+        if after_words and after_words.match(after, filler) and filler < distance:
             best, distance = quantity, filler
     return best
 

@@ -37,7 +37,8 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
                   "mem_fraction_static", "gpu_memory_fraction"),
     _q("block_size"): ("block_size",),
     _q("kv_cache_dtype", "str"): ("kv_cache_dtype",),
-    _q("tensor_parallel_size"): ("tensor_parallel_size", "tp", "tp_size", "tensor_parallel", "tensor_model_parallel_size"),
+    _q("tensor_parallel_size"): ("tensor_parallel_size", "tp", "tp_size", "tensor_parallel",
+                                 "tensor_model_parallel_size"),
     _q("pipeline_parallel_size"): ("pipeline_parallel_size", "pp", "pp_size", "pipeline_parallel"),
     _q("max_num_seqs"): ("max_num_seqs", "max_batch_size", "max_running_requests"),
     BATCHED: ("max_num_batched_tokens", "max_batch_prefill_tokens", "chunked_prefill_size"),
@@ -66,6 +67,9 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("enforce_eager", "bool"): ("enforce_eager",),
     _q("enable_chunked_prefill", "bool"): ("enable_chunked_prefill",),
     _q("cpu_offload_gb", "gib"): ("cpu_offload_gb",),
+    _q("total_gib", "gib"): ("total_gpu_memory", "total_memory", "gpu_total_memory"),
+    _q("initial_memory_usage_gib", "gib"): ("initial_memory_usage",),
+    _q("num_cpu_blocks"): ("num_cpu_blocks", "cpu_blocks"),
 }  # fmt: skip
 KEYS = {alias: quantity for quantity, aliases in _ALIASES.items() for alias in aliases}
 
@@ -75,45 +79,67 @@ def _words(pattern: str) -> re.Pattern:
 
 
 # words of prose, each list matched against the few words around a number of the quantity's kind
-WORDS = [
-    (MAX_MODEL_LEN, _words(r"max(?:imum)?[ _-]?(?:model|context|seq(?:uence)?)[ _-]?len(?:gth)?(?: of)?|"
-                           r"context (?:length|window|size|len)(?: of| is)?|max_model_len|上下文(?:长度|窗口)?(?:为|是)?|"
-                           r"最大(?:模型)?长度(?:为|是)?")),
-    (MAX_TOKENS, _words(r"max(?:imum)?[ _-]?(?:new[ _-]|output[ _-]|completion[ _-]|generat\w*[ _-])?tokens(?: of| is| to)?|"
-                        r"最大输出(?:长度)?|输出长度")),
-    (PROMPT_TOKENS, _words(r"(?:prompt|input)s?[ _-]?(?:length|len|tokens?)(?: of| is)?|num_tokens|输入(?:长度|token数?)|"
-                           r"提示词?长度")),
-    (COMPLETION_TOKENS, _words(r"completion[ _]tokens|output tokens|generated tokens|(?:only|just|stops? (?:at|after)|"
-                               r"cut (?:off|short) (?:at|after)|truncated (?:at|after)|after)(?= ?$)|只(?:输出|生成)了?")),
-    (UTILIZATION, _words(r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|显存利用率|利用率")),
-    (_q("cpu_kv_cache_usage_percent", "percent"), _words(r"CPU KV cache usage")),
-    (KV_USAGE, _words(r"(?:KV[ -]?)?cache(?: usage| utili[sz]ation| use| occupancy| is| was| at| reached| hits?| full)*(?: of)?|"
-                      r"KV usage|cache usage|KV ?缓存(?:使用率|占用率?)?")),
-    (_q("prefix_cache_hit_rate_percent", "percent"), _words(r"prefix cache hit rate|hit rate")),
-    (RUNNING, _words(r"running(?: requests)?|in flight|正在运行|运行中")),
-    (WAITING, _words(r"waiting(?: requests)?|pending|queued|排队|等待")),
-    (CONCURRENCY, _words(r"concurren(?:cy|t requests?)(?: of)?|并发(?:数|请求)?")),
-    (TPOT, _words(r"TPOT|time per output token|ITL|inter[- ]token latency|decode latency")),
-    (TTFT, _words(r"TTFT|time to first token|首(?:个)?token")),
-    (BLOCKS, _words(r"# ?(?:GPU|cuda) blocks:?|GPU blocks")),
-    (BATCHED, _words(r"max[ _-]num[ _-]batched[ _-]tokens")),
-]  # fmt: skip
-_GIB = "gib"
-MEMORY_WORDS = [
-    (_q("tried_to_allocate_gib", _GIB), _words(r"allocate")),
-    (_q("kv_needed_gib", _GIB), _words(r"needs? (?:a |an )?KV cache of|KV cache (?:needs?|is needed)")),
-    (_q("kv_available_gib", _GIB), _words(r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存")),
-    (_q("weights_gib", _GIB), _words(r"weights?(?: take| took| of)?|model loading took|权重")),
-    (_q("requested_gib", _GIB), _words(r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?")),
-    (_q("this_process_gib", _GIB), _words(r"(?:this process|vLLM) (?:has|holds|uses)|in use|used|占用")),
-    (_q("free_gib", _GIB), _words(r"free|available|left|剩余|可用|空闲")),
-    (_q("total_gib", _GIB), _words(r"total(?: capacity| memory)?(?: of)?|capacity of|显存|VRAM|(?:GPU|card) (?:has|with)|"
-                                   r"GPU|card|总")),
-]  # fmt: skip
-BY_NAME = {
-    quantity.name: quantity for quantity in [*_ALIASES, *(q for q, _ in WORDS), *(q for q, _ in MEMORY_WORDS)]
+_PROSE = {
+    MAX_MODEL_LEN: (
+        r"concurrency for",  # vLLM's "Maximum concurrency for 32,768 tokens per request"
+        r"max(?:imum)?[ _-]?(?:model|context|seq(?:uence)?)[ _-]?len(?:gth)?(?: of)?",
+        r"context (?:length|window|size|len)(?: of| is)?",
+        r"上下文(?:长度|窗口)?(?:为|是)?",
+        r"最大(?:模型)?长度(?:为|是)?",
+    ),
+    MAX_TOKENS: (
+        r"max(?:imum)?[ _-]?(?:new[ _-]|output[ _-]|completion[ _-]|generat\w*[ _-])?tokens(?: of| is| to)?",
+        r"最大输出(?:长度)?|输出长度",
+    ),
+    PROMPT_TOKENS: (
+        r"(?:prompt|input)s?[ _-]?(?:length|len|tokens?)(?: of| is)?",
+        r"输入(?:长度|token数?)|提示词?长度",
+    ),
+    COMPLETION_TOKENS: (
+        r"completion[ _]tokens|output tokens|generated tokens",
+        r"(?:only|just|stops? (?:at|after)|cut (?:off|short) (?:at|after)|truncated (?:at|after)|after)(?= ?$)",
+        r"只(?:输出|生成)了?",
+    ),
+    UTILIZATION: (r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util", r"显存利用率|利用率"),
+    _q("cpu_kv_cache_usage_percent", "percent"): (r"CPU KV cache usage",),
+    KV_USAGE: (
+        r"(?:KV[ -]?)?cache(?: usage| utili[sz]ation| use| occupancy| is| was| at| reached| hits?| full)*(?: of)?",
+        r"KV usage|cache usage|KV ?缓存(?:使用率|占用率?)?",
+    ),
+    _q("prefix_cache_hit_rate_percent", "percent"): (r"prefix cache hit rate|hit rate",),
+    RUNNING: (r"running(?: requests)?|in flight|正在运行|运行中",),
+    WAITING: (r"waiting(?: requests)?|pending|queued|排队|等待",),
+    CONCURRENCY: (r"concurren(?:cy|t requests?)(?: of)?|并发(?:数|请求)?",),
+    TPOT: (r"TPOT|time per output token|ITL|inter[- ]token latency|decode latency",),
+    TTFT: (r"TTFT|time to first token|首(?:个)?token",),
+    _q("kv_cache_tokens"): (r"KV cache size:?",),
+    BLOCKS: (r"# ?(?:GPU|cuda) blocks:?|GPU blocks",),
+    _q("num_cpu_blocks"): (r"# ?CPU blocks:?",),
+    BATCHED: (r"max[ _-]num[ _-]batched[ _-]tokens",),
 }
-BY_NAME.update({name: _q(name, _GIB) for name in ("free_gib", "total_gib", "requested_gib")})
+_GIB = "gib"
+_MEMORY = {
+    _q("tried_to_allocate_gib", _GIB): (r"allocate",),
+    _q("kv_needed_gib", _GIB): (r"needs? (?:a |an )?KV cache of|KV cache (?:needs?|is needed)",),
+    _q("kv_available_gib", _GIB): (r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存",),
+    _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重",),
+    _q("requested_gib", _GIB): (r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?",),
+    _q("this_process_gib", _GIB): (r"(?:this process|vLLM) (?:has|holds|uses)|in use|used|占用",),
+    _q("free_gib", _GIB): (r"free|available|left|剩余|可用|空闲",),
+    _q("total_gib", _GIB): (
+        r"total(?: capacity| memory)?(?: of)?|capacity of|VRAM|(?:GPU|card) (?:has|with)",
+        r"GPU|card|显存|总",
+    ),
+}
+WORDS = [(quantity, _words("|".join(patterns))) for quantity, patterns in _PROSE.items()]
+MEMORY_WORDS = [(quantity, _words("|".join(patterns))) for quantity, patterns in _MEMORY.items()]
+BY_NAME = {quantity.name: quantity for quantity in [*_ALIASES, *_PROSE, *_MEMORY]}
+# the words that may follow a size and name it ("3.1 GiB free", "20.6 GiB in use", "24 GB VRAM")
+MEMORY_AFTER = {
+    "free_gib": _words(r"free|available|left|剩余|可用|空闲"),
+    "this_process_gib": _words(r"(?:memory )?in use|used|占用"),
+    "total_gib": _words(r"total|VRAM|of (?:GPU )?memory|显存"),
+}
 _KINDS = {"%": ("percent", "fraction"), "ms": ("ms",), "s": ("ms",), "x": ("float",)}
 
 

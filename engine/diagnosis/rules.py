@@ -60,7 +60,7 @@ def _refusals(facts: Facts, *quantities: str) -> list[tuple[Fact, dict[str, Fact
         if fact.quantity in quantities:
             by_line.setdefault(fact.line, {}).setdefault(fact.quantity, fact)
     found = []
-    for line, stated in by_line.items():
+    for stated in by_line.values():
         if len(stated) == len(quantities) and REFUSAL.search(next(iter(stated.values())).evidence):
             found.append((min(stated.values(), key=lambda fact: fact.span[0]), stated))
     return found

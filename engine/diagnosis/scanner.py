@@ -15,8 +15,8 @@ from kvtool.engine.diagnosis import errors, startup, truncation
 from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.facts import MESSAGE, Fact, Facts, Template, from_template, template
-from kvtool.engine.diagnosis.layouts import Layouts
 from kvtool.engine.diagnosis.findings import EVIDENCE_CHARS, Observation, evidence_window
+from kvtool.engine.diagnosis.layouts import Layouts
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS

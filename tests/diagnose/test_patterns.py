@@ -6,7 +6,6 @@ from string import Formatter
 import pytest
 
 from kvtool.engine.diagnosis import recognisers
-from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.reader import line_spans
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
