@@ -19,6 +19,7 @@ from typing import BinaryIO
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain import explain
 from kvtool.engine.diagnosis.findings import Diagnosis, Finding, Fix, Observation
+from kvtool.engine.diagnosis.layouts import spread_facts
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.reader import Pasted, candidate_lines
 from kvtool.engine.diagnosis.scanner import ANCHORS, PROSE_ANCHORS, Scanner
@@ -31,7 +32,7 @@ def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: flo
     """Read `stream` (bytes, any size) and explain every failure it shows. `spec` and `total_gpu_gib`
     (from the command line) override what the log says about the model and the GPU."""
     stream = Pasted(stream)
-    scanner = Scanner(paste=stream.whole).scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
+    scanner = Scanner(facts=spread_facts(stream.lines())).scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
     context = scanner.context
     context.update(
         model=spec.name if spec else None,

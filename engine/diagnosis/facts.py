@@ -41,7 +41,7 @@ _UNIT = r"\s?(?P<unit>GiB|MiB|KiB|GB|MB|TiB|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b
 KEY = re.compile(r"(?<![\w.-])(?P<key>(?:--?)?[A-Za-z_][\w.-]{0,60})")
 # between a key and its value: `=`, `:`, a space after a flag, quotes and brackets, `(`, or a few linking words
 _BETWEEN = (
-    r"""['"]?\]?\s*(?:[:=]|：|\(|,\s*(?=['"])|\s+(?:is|was|of|to|at|set to|are|=)\s+|\s+)\s*"""
+    r"""['"]?\]?\s*(?:[:=]|：|\(|,\s*(?=['"])|\s+(?:(?:is |was )?set to|is|was|of|to|at|are|=)\s+|\s+)\s*"""
     r"""(?:already\s+|only\s+|about\s+|~)?['"\[]?"""
 )
 VALUE = re.compile(
@@ -49,7 +49,10 @@ VALUE = re.compile(
     r"\s?(?P<unit>GiB|MiB|KiB|GB|MB|TiB|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b)?"
 )
 NUMBER_WITH_UNIT = re.compile(r"(?<![\w.])(?P<number>" + NUMBER + r")" + _UNIT)
-PAIR = re.compile(r"\((?P<a>" + NUMBER + r")\s*(?P<sep>[/,])\s*(?P<b>" + NUMBER + r")\s*(?P<unit>GiB|GB|MiB)\)")
+PAIR = re.compile(
+    r"\(?(?P<a>" + NUMBER + r")\s*(?P<sep>[/,])\s*(?P<b>" + NUMBER + r")\s*(?P<unit>GiB|GB|MiB)\)?", re.IGNORECASE
+)
+_UNIT_CASE = {unit.lower(): unit for unit in ("GiB", "GB", "MiB")}
 # the words before a pair, and what its two numbers are: `(free/total GiB)`, `(utilization, requested GiB)`
 PAIR_WORDS = (
     (re.compile(r"free|available|可用|空闲", re.IGNORECASE), "/", ("free_gib", "total_gib")),
@@ -193,7 +196,7 @@ def _pairs(text: str, index: int) -> Iterator[Fact]:
         names = next((names for words, names in found if words), None)
         if names is None:
             continue
-        unit = match.group("unit")
+        unit = _UNIT_CASE[match.group("unit").lower()]
         for name, group in zip(names, "ab"):
             own = unit if name.endswith("_gib") else None
             if (value := convert(BY_NAME[name], match.group(group), own)) is not None:

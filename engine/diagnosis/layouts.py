@@ -5,7 +5,8 @@ or comma- and tab-separated values)."""
 
 import re
 
-from kvtool.engine.diagnosis.facts import KEYED, Fact, convert, normal_key
+from kvtool.engine.diagnosis.facts import KEYED, Fact, Facts, convert, normal_key
+from kvtool.engine.diagnosis.normalize import strip_prefix
 from kvtool.engine.diagnosis.quantities import KEYS, WORDS, Quantity, kind_of
 
 # a line that is only a flag (`--max-model-len`, `'--max-model-len',`, `- --max-model-len`, `- "--max-model-len"`)
@@ -17,27 +18,33 @@ SEPARATORS = ("|", "\t", ",")
 MAX_COLUMNS = 16
 
 
+def spread_facts(lines: list[str]) -> Facts:
+    """The facts a paste's physical lines (as pasted: prefixes and table bars kept) state across lines. Their line
+    numbers are negative, in order: they come before every fact of a logical line, which is read later and wins."""
+    layouts, facts = Layouts(), Facts()
+    for index, line in enumerate(lines):
+        facts += layouts.feed(line, index - len(lines))
+    return facts
+
+
 class Layouts:
-    """Fed every logical line in order (each physical line of it: a Markdown table's rows are joined into one
-    logical line, but not in its original); gives the facts that span lines."""
+    """Fed every physical line in order; gives the facts that span lines."""
 
     def __init__(self):
         self._flag: Quantity | None = None
         self._header: tuple[str, list[Quantity | None]] | None = None  # (separator, each column's quantity)
 
-    def feed(self, original: str, index: int) -> list[Fact]:
-        facts = []
-        for piece in original.split("\n"):
-            facts += self._piece(piece, index, original)
-        return facts
+    def feed(self, line: str, index: int) -> list[Fact]:
+        return self._piece(line, index, line)
 
     def _piece(self, piece: str, index: int, original: str) -> list[Fact]:
         flag, self._flag = self._flag, None
-        if flag and (match := LONE_VALUE.match(piece)):
+        content = strip_prefix(piece)[1] if "(" in piece or "[" in piece else piece  # a Ray worker's, a rank's
+        if flag and (match := LONE_VALUE.match(content)):
             value = convert(flag, match.group("value"))
             if value is not None:
                 return [Fact(flag.name, value, None, index, original, (0, 0), KEYED)]
-        if match := LONE_FLAG.match(piece):
+        if match := LONE_FLAG.match(content):
             self._flag = KEYS.get(normal_key(match.group("flag")))
             return []
         return self._table_row(piece, index, original)

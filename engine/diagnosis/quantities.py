@@ -89,10 +89,12 @@ _PROSE = {
     ),
     MAX_TOKENS: (
         r"max(?:imum)?[ _-]?(?:new[ _-]|output[ _-]|completion[ _-]|generat\w*[ _-])?tokens(?: of| is| to)?",
-        r"最大输出(?:长度)?|输出长度",
+        r"in the completion|最大输出(?:长度)?|输出长度",
     ),
     PROMPT_TOKENS: (
         r"(?:prompt|input)s?[ _-]?(?:length|len|tokens?)(?: of| is)?",
+        r"(?:prompt|input)s? (?:has|have|contains?|is|of|with)(?: about| at least)?",
+        r"in the (?:messages|prompt|input)",
         r"输入(?:长度|token数?)|提示词?长度",
     ),
     COMPLETION_TOKENS: (
@@ -123,10 +125,11 @@ _MEMORY = {
     _q("kv_needed_gib", _GIB): (r"needs? (?:a |an )?KV cache of|KV cache (?:needs?|is needed)",),
     _q("kv_available_gib", _GIB): (r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存",),
     _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重",),
-    _q("requested_gib", _GIB): (r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?",),
+    _q("requested_gib", _GIB): (r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?|要求的?|需要",),
     _q("this_process_gib", _GIB): (r"(?:this process|vLLM) (?:has|holds|uses)|in use|used|占用",),
     _q("free_gib", _GIB): (r"free|available|left|剩余|可用|空闲",),
     _q("total_gib", _GIB): (
+        r"(?:free|available|left) (?:out )?of",
         r"total(?: capacity| memory)?(?: of)?|capacity of|VRAM|(?:GPU|card) (?:has|with)",
         r"GPU|card|显存|总",
     ),

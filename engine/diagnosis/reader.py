@@ -13,6 +13,7 @@ a short one.
 """
 
 import codecs
+import io
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -199,6 +200,10 @@ class Pasted:
     def __init__(self, stream: BinaryIO):
         self._head, self._stream = stream.read(PASTE_BYTES + 1), stream
         self.whole = len(self._head) <= PASTE_BYTES
+
+    def lines(self) -> list[str]:
+        """The whole paste's cleaned physical lines (before any is read)."""
+        return clean(b"".join(utf8_blocks(io.BytesIO(self._head)))) if self.whole else []
 
     def read(self, size: int) -> bytes:
         if self._head:

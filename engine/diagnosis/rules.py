@@ -8,25 +8,31 @@ are the other way in, each over the facts of facts.py, and each stated in one se
 - a KV cache 90 % full or more while requests wait, while latency is told, while it keeps filling, or at 99 %, is
   KV pressure (preemption: vLLM's V1 preempts without a warning);
 - a refusal that states a step budget (max_num_batched_tokens) below max_model_len, or a step that schedules no
-  token (max_num_scheduled_tokens <= 0), is batched_tokens_lt_model_len.
+  token (max_num_scheduled_tokens <= 0), is batched_tokens_lt_model_len;
+- an answer that stopped for length at 16 tokens, or at another round number (256, 512...) where the request shown
+  sent no max_tokens, stopped at a default cap (max_tokens_default_truncation).
 A rule gives nothing where a wording already named the cause; then the wording's numbers are the reading.
 """
 
 import re
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.facts import Fact, Facts
+from kvtool.engine.diagnosis.facts import KEYED, Fact, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
+from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, KV_CACHE_PRESSURE_PERCENT
 
 # words that make a line a refusal or a warning about the numbers it states
 REFUSAL = re.compile(
     r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
-    r"not enough|cannot|can't|reduce|warning|refus|reject|fail|<|>|超过|超出|过长|不足|小于|大于|报错",
+    r"not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|超过|超出|过长|不足|小于|大于|低于|"
+    r"报错",
     re.IGNORECASE,
 )
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
-FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
+FULL_PERCENT = 99.0
+ROUND_CAPS = {
+    2**power for power in range(4, 14)
+}  # the defaults servers and wrappers set: 16 to 8192 tokens  # a cache this full cannot give the next token its block: preemption follows at once
 
 
 def rule_observations(seen: list[Observation], context: LogContext) -> list[Observation]:
@@ -126,9 +132,26 @@ def step_too_small(facts: Facts) -> Observation | None:
     return None
 
 
+def default_cap(facts: Facts) -> Observation | None:
+    """An answer that stopped for length (finish_reason "length") at a default: vLLM's 16 tokens, or another round
+    number (a wrapper's own: LangChain's 256 and 512, ...) where the paste shows the request and it sent no
+    max_tokens. Without the request, a round number may be the caller's own limit."""
+    if "length" not in {str(fact.value).lower() for fact in facts.of("finish_reason")}:
+        return None
+    asked = {fact.value for fact in facts.of("max_tokens", (KEYED,))}
+    request_shown = bool(facts.of("model", (KEYED,)))
+    for fact in facts.of("completion_tokens"):
+        default = fact.value == DEFAULT_MAX_TOKENS or (request_shown and not asked)
+        if fact.value in ROUND_CAPS and fact.value not in asked and default:
+            numbers = {"completion_tokens": fact.value, "default_max_tokens": fact.value}
+            return _observation("max_tokens_default_truncation", "request", numbers, fact)
+    return None
+
+
 RULES = (
     ("request_too_long", prompt_over_context),
     ("gpu_memory_held_by_others", memory_held_elsewhere),
     ("preemption", kv_pressure),
     ("batched_tokens_lt_model_len", step_too_small),
+    ("max_tokens_default_truncation", default_cap),
 )

@@ -16,7 +16,6 @@ from kvtool.engine.diagnosis.context import LogContext, Readers, fact_readers
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
 from kvtool.engine.diagnosis.facts import MESSAGE, Fact, Facts, Template, from_template, template
 from kvtool.engine.diagnosis.findings import EVIDENCE_CHARS, Observation, evidence_window
-from kvtool.engine.diagnosis.layouts import Layouts
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
@@ -156,13 +155,11 @@ MAX_FACTS = 20_000  # a machine's log states its settings early; the rest is the
 
 
 class Scanner:
-    """`paste`: the input is read whole (a paste, not a machine's log), so facts spread over lines (a flag and its
-    value one per line, a table) are read too."""
+    """`facts`: those read before the lines are (layouts.py's, in a paste)."""
 
-    def __init__(self, context: LogContext | None = None, paste: bool = False):
+    def __init__(self, context: LogContext | None = None, facts: Facts | None = None):
         self.context = context or LogContext()
-        self.facts = Facts()
-        self.layouts = Layouts() if paste else None
+        self.facts = facts if facts is not None else Facts()
         self.stage = StageTracker()
         self.observations: dict[tuple, Observation] = {}
         self.line_index = 0
@@ -194,8 +191,6 @@ class Scanner:
         if plan.stated and len(self.facts) < MAX_FACTS:
             facts = from_template(plan.stated, text, self.line_index)
             self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
-        if self.layouts is not None:
-            self.facts += self.layouts.feed(original, self.line_index)
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail
             self.errors.feed(self.line_index, original, plan.error and not read, plan.consequence)
         if plan.requests or self.offline_defaults.call:

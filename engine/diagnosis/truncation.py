@@ -78,7 +78,7 @@ class CutShortWithoutMaxTokens:
         self._offline = self._offline or any(sign in line for sign in OFFLINE_SIGNS)
         if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
             self._cut_at, self._cut = index, (line, match.span())
-        if _NOT_SET_GATE in line and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
+        if (_NOT_SET_GATE in line and NOT_SET.search(line)) or ("-max" in line and SERVER_FLAG.search(line)):
             self._unset_at = index
         elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
             generate = call.group(0).startswith(".")
