@@ -29,10 +29,8 @@ REFUSAL = re.compile(
     re.IGNORECASE,
 )
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
-FULL_PERCENT = 99.0
-ROUND_CAPS = {
-    2**power for power in range(4, 14)
-}  # the defaults servers and wrappers set: 16 to 8192 tokens  # a cache this full cannot give the next token its block: preemption follows at once
+FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
+ROUND_CAPS = {2**power for power in range(4, 14)}  # the defaults servers and wrappers set: 16 to 8192 tokens
 
 
 def rule_observations(seen: list[Observation], context: LogContext) -> list[Observation]:

@@ -70,9 +70,9 @@ KV_PRESSURE = {
     "chinese": "并发 64 时 KV 缓存使用率达到 98%，TPOT 从 30 ms 涨到 210 ms，排队 120 个请求。",
     "two requests": "Only two requests are running and the KV cache usage is 100%, throughput dropped to nothing.",
     "stats lines rising": "\n".join(
-        "INFO 07-28 06:4%d:00 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
-        "throughput: 239.2 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: %.1f%%, Prefix cache hit "
-        "rate: 0.0%%" % (minute, usage)
+        f"INFO 07-28 06:4{minute}:00 [loggers.py:118] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
+        f"generation throughput: 239.2 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: {usage:.1f}%, "
+        "Prefix cache hit rate: 0.0%"
         for minute, usage in ((0, 88.0), (1, 90.5), (2, 92.9))
     ),
 }
