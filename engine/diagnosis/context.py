@@ -32,6 +32,12 @@ SETTINGS = (
     "enable_chunked_prefill",
     "enforce_eager",
 )
+# prose that places a failure while serving
+_SERVING_TOLD = re.compile(
+    r"\b(?:under (?:heavy )?load|during (?:inference|serving|generation|decoding)|while (?:serving|generating)|"
+    r"after (?:running|serving) for|in production|推理(?:时|过程中)|运行一段时间后|压测)",
+    re.IGNORECASE,
+)
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")
 # frames of vLLM's check that the KV cache holds one max_model_len request (v0's initialize_cache raises it)
@@ -91,6 +97,7 @@ class LogContext:
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    serving_told: bool = False  # the paste says in words that the server was serving (under load, during inference)
     unified_memory: bool = False  # a device whose GPU shares the system's memory (GB10, Jetson, Ryzen AI APUs)
     cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
     request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
@@ -171,6 +178,8 @@ def _flags(shape: str) -> dict:
         flags["server_up"] = True
     if any(marker in shape for marker in _STARTUP_FAILED):
         flags["startup_failed"] = True
+    if _SERVING_TOLD.search(shape):
+        flags["serving_told"] = True
     if _UNIFIED.search(shape):
         flags["unified_memory"] = True
     if any(marker in shape for marker in _CACHE_CHECK):

@@ -89,6 +89,8 @@ def _while_serving(n: Numbers, context: LogContext) -> str | None:
     load = next((f for name in LOAD for f in context.facts.of(name) if f.value), None)
     if load is not None:
         return f"the load the paste tells: {load.evidence.strip()[:160]}"
+    if context.serving_told:
+        return "the paste says it was serving"
     total, held, asked = n.get("total_gib"), n.get("this_process_gib"), n.get("tried_to_allocate_gib")
     if total and held and asked is not None and held >= FULL_GPU * total and asked <= SMALL_ALLOCATION * total:
         return f"a {_gib(asked)} GiB allocation failed with {_gib(held)} of {_gib(total)} GiB already held"

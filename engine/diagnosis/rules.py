@@ -5,10 +5,10 @@ are the other way in, each over the facts of facts.py, and each stated in one se
 - a refusal that states a prompt and a context length where prompt (+ max_tokens) exceeds it is request_too_long;
 - a start-up refusal that states free and total memory and a utilization where free < utilization x total is
   memory held elsewhere;
-- a KV cache 90 % full or more while requests wait, while latency is told, while it keeps filling, or at 99 %, is
-  KV pressure (preemption: vLLM's V1 preempts without a warning);
-- a refusal that states a step budget (max_num_batched_tokens) below max_model_len, or a step that schedules no
-  token (max_num_scheduled_tokens <= 0), is batched_tokens_lt_model_len;
+- a count of preemptions above 0, or a KV cache 90 % full or more while requests wait, while latency is told,
+  while it keeps filling, or at 99 %, is KV pressure (preemption: vLLM's V1 preempts without a warning);
+- a refusal that states a step budget (max_num_batched_tokens) below max_model_len without chunked prefill, or a
+  step that schedules no token (max_num_scheduled_tokens <= 0), is batched_tokens_lt_model_len;
 - an answer that stopped for length at 16 tokens, or at another round number (256, 512...) where the request shown
   sent no max_tokens, stopped at a default cap (max_tokens_default_truncation).
 A rule gives nothing where a wording already named the cause; then the wording's numbers are the reading.
@@ -38,7 +38,7 @@ def rule_observations(seen: list[Observation], context: LogContext) -> list[Obse
     facts, named = context.facts, {SAME_CAUSE.get(obs.category, obs.category) for obs in seen}
     found = []
     for category, rule in RULES:
-        if category not in named and (observation := rule(facts)) is not None:
+        if category not in named and (observation := rule(facts, context)) is not None:
             found.append(observation)
     return found
 
@@ -70,7 +70,7 @@ def _refusals(facts: Facts, *quantities: str) -> list[tuple[Fact, dict[str, Fact
     return found
 
 
-def prompt_over_context(facts: Facts) -> Observation | None:
+def prompt_over_context(facts: Facts, context: LogContext) -> Observation | None:
     for first, stated in _refusals(facts, "prompt_tokens", "max_model_len"):
         prompt, limit = stated["prompt_tokens"].value, stated["max_model_len"].value
         asked = [f.value for f in facts if f.line == first.line and f.quantity == "max_tokens"]
@@ -84,7 +84,7 @@ def prompt_over_context(facts: Facts) -> Observation | None:
     return None
 
 
-def memory_held_elsewhere(facts: Facts) -> Observation | None:
+def memory_held_elsewhere(facts: Facts, context: LogContext) -> Observation | None:
     for first, stated in _refusals(facts, "free_gib", "total_gib", "gpu_memory_utilization"):
         free, total = stated["free_gib"].value, stated["total_gib"].value
         utilization = stated["gpu_memory_utilization"].value
@@ -96,8 +96,10 @@ def memory_held_elsewhere(facts: Facts) -> Observation | None:
     return None
 
 
-def kv_pressure(facts: Facts) -> Observation | None:
+def kv_pressure(facts: Facts, context: LogContext) -> Observation | None:
     """A cache at least KV_CACHE_PRESSURE_PERCENT full with a sign that it is what limits the load."""
+    if (counted := facts.largest("num_preemptions")) is not None and counted.value > 0:
+        return _observation("preemption", "runtime", {"num_preemptions": counted.value}, counted)
     usage = [fact for fact in facts.of("kv_cache_usage_percent") if isinstance(fact.value, (int, float))]
     if not usage or (fullest := max(usage, key=lambda fact: fact.value)).value < KV_CACHE_PRESSURE_PERCENT:
         return None
@@ -117,10 +119,10 @@ def _usage_in_line(usage: list[Fact], line: int) -> bool:
     return any(fact.line == line and fact.value >= KV_CACHE_PRESSURE_PERCENT for fact in usage)
 
 
-def step_too_small(facts: Facts) -> Observation | None:
+def step_too_small(facts: Facts, context: LogContext) -> Observation | None:
     for first, stated in _refusals(facts, "max_num_batched_tokens", "max_model_len"):
         batched, limit = stated["max_num_batched_tokens"].value, stated["max_model_len"].value
-        if batched < limit:
+        if batched < limit and context.enable_chunked_prefill is not True:  # chunks are how a step holds less
             numbers = {"max_num_batched_tokens": batched, "max_model_len": limit}
             return _observation("batched_tokens_lt_model_len", "startup", numbers, first)
     for fact in facts.of("max_num_scheduled_tokens"):
@@ -130,7 +132,7 @@ def step_too_small(facts: Facts) -> Observation | None:
     return None
 
 
-def default_cap(facts: Facts) -> Observation | None:
+def default_cap(facts: Facts, context: LogContext) -> Observation | None:
     """An answer that stopped for length (finish_reason "length") at a default: vLLM's 16 tokens, or another round
     number (a wrapper's own: LangChain's 256 and 512, ...) where the paste shows the request and it sent no
     max_tokens. Without the request, a round number may be the caller's own limit."""

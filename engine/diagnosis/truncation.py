@@ -29,16 +29,18 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
 
 CUT_SHORT = re.compile(
     r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
-    r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b",
+    r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b"
+    r"|\bcropped\b|\bchopped off\b|\bends? abruptly\b|\bstops? (?:mid-?sentence|in the middle)|输出不全|只输出了?",
     re.IGNORECASE,
 )
-_MAX_TOKENS = r"max_(?:new_|completion_)?tokens"
+_MAX_TOKENS = r"max[_ ](?:new[_ ]|completion[_ ]|output[_ ])?tokens"
 NOT_SET = re.compile(
-    rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,2}}?(?:is |was |are |were )?"
-    r"(?:not (?:set|included|specified|provided|passed|given|sent)|missing|absent|omitted|unset|disabled|None\b|null\b)"
+    rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,4}}?(?:is |was |are |were |gets? |seems? )?"
+    r"(?:not (?:set|included|specified|provided|passed|given|sent|forwarded|applied|respected|honou?red|working)"
+    r"|missing|absent|omitted|unset|disabled|ignored|dropped|None\b|null\b|(?:has|had) no effect)"
     r"|\b(?:without|no|omit\w*|missing|not (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
     + _MAX_TOKENS
-    + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}",
+    + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}|{_MAX_TOKENS}\s*(?:不生效|无效|没有?生效|没用)",
     re.IGNORECASE,
 )
 # a call or a config that leaves the default in place: LLM.generate(prompts) with no SamplingParams (once vLLM's
@@ -51,11 +53,14 @@ DEFAULT_CALL = re.compile(
     r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
 )
 # substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
-CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # the prose, for the reader
+CUT_SHORT_GATES = (  # the prose, for the reader
+    "runcat", "ut off", "ut short", "ncomplete", "ropped", "hopped", "bruptly", "id-sentence", "iddle",
+    "截断", "不完整", "输出不全", "只输出",
+)  # fmt: skip
 _CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
-_NOT_SET_GATE = "ax_"
+_NOT_SET_GATES = ("ax_", "ax ")
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
-COMPLAINT_GATES = (*_CUT_GATES, "ax_tokens", "ax_new_tokens", "ax_completion_tokens", *_CALL_GATES)
+COMPLAINT_GATES = (*_CUT_GATES, "ax_", "ax ", "-max", *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"
 # vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
 OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
@@ -78,7 +83,9 @@ class CutShortWithoutMaxTokens:
         self._offline = self._offline or any(sign in line for sign in OFFLINE_SIGNS)
         if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
             self._cut_at, self._cut = index, (line, match.span())
-        if (_NOT_SET_GATE in line and NOT_SET.search(line)) or ("-max" in line and SERVER_FLAG.search(line)):
+        if (any(gate in line for gate in _NOT_SET_GATES) and NOT_SET.search(line)) or (
+            "-max" in line and SERVER_FLAG.search(line)
+        ):
             self._unset_at = index
         elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
             generate = call.group(0).startswith(".")

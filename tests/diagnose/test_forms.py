@@ -23,6 +23,9 @@ CUT_AT_A_DEFAULT = {
     "finish_reason: length.",
     "usage block": '{"choices": [{"text": "The capital of France is Paris, a city", "finish_reason": "length"}], '
     '"usage": {"prompt_tokens": 12, "completion_tokens": 16, "total_tokens": 28}}',
+    "a chat UI that ignores the setting": "Open WebUI in front of vLLM: replies are cropped after about 16 tokens. "
+    "The max tokens setting in the UI seems ignored.",
+    "chinese, a wrapper": "通过 Dify 调用 vLLM，回答输出不全。max_tokens 不生效。",
     "wrapper default": "llm = VLLMOpenAI(openai_api_base='http://localhost:8000/v1', model_name='qwen')\n"
     "print(llm.invoke('Write an essay about the sea'))  # the essay is truncated mid-sentence",
     "round cap in a repr": "client.completions.create(model='qwen', prompt=essay_prompt)\n"
@@ -178,6 +181,7 @@ LOADED = {
     "a client's concurrency": "vllm bench serve --model m --max-concurrency 1024 --num-prompts 5000\n" + OOM,
     "prose": "Our client sends 1,024 requests at once (concurrency 1024) and after a minute:\n" + OOM,
     "chinese": "压测时并发 512，跑了几分钟后报错：\n" + OOM,
+    "told in words": "The server ran fine for an hour under load, then:\n" + OOM,
     "stats line": "INFO 01-10 09:00:00 [loggers.py:259] Engine 000: Avg prompt throughput: 9000.0 tokens/s, Avg "
     "generation throughput: 800.0 tokens/s, Running: 200 reqs, Waiting: 57 reqs, GPU KV cache usage: 99.6%\n" + OOM,
 }
