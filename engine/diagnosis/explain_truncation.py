@@ -28,8 +28,8 @@ def _told(n: dict, context: LogContext) -> None:
     max_tokens a request sent that did not take (a wrapper dropped it, an endpoint ignored the field), and vLLM's
     default where the cut is at it."""
     for name in ("completion_tokens", "prompt_tokens"):
-        if name not in n and (found := context.facts.of(name)):
-            n[name] = found[-1].value
+        if name not in n and (found := context.facts.setting(name)):
+            n[name] = found.value
     sent = [fact.value for fact in context.facts.of("max_tokens", (KEYED,)) if fact.value > 0]
     if sent and n.get("completion_tokens", 0) < min(sent) and "max_tokens" not in n:
         n["max_tokens_sent"] = sent[-1]

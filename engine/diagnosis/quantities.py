@@ -33,6 +33,7 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     COMPLETION_TOKENS: ("completion_tokens", "output_tokens", "generated_tokens", "num_generated_tokens",
                         "output_len", "completion_token_count"),
     _q("requested_tokens"): ("total_tokens_requested",),
+    _q("total_tokens"): ("total_tokens",),  # a usage block's prompt + completion
     UTILIZATION: ("gpu_memory_utilization", "gpu_memory_utilisation", "gpu_util", "vllm_gpu_util", "gpu_mem_util",
                   "mem_fraction_static", "gpu_memory_fraction"),
     _q("block_size"): ("block_size",),

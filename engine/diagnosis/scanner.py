@@ -21,7 +21,7 @@ from kvtool.engine.diagnosis.reader import WRAP
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import MASK, ShapeCache, masked, screen
 from kvtool.engine.diagnosis.stage import LOOK_AHEAD, Markers, StageTracker, shape_markers
-from kvtool.engine.diagnosis.truncation import CutShortWithoutMaxTokens, OfflineDefaults, TruncatedResponses
+from kvtool.engine.diagnosis.truncation import CutShortWithoutMaxTokens, OfflineDefaults
 
 # Categories reported once per value of these numbers, keeping the worst reading (the largest numbers).
 MERGED_CATEGORIES = {
@@ -163,7 +163,6 @@ class Scanner:
         self.stage = StageTracker()
         self.observations: dict[tuple, Observation] = {}
         self.line_index = 0
-        self.truncated_responses = TruncatedResponses()
         self.offline_defaults = OfflineDefaults()
         self.cut_short = CutShortWithoutMaxTokens()
         self.startup_lines = startup.StartupLines()
@@ -194,8 +193,6 @@ class Scanner:
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail
             self.errors.feed(self.line_index, original, plan.error and not read, plan.consequence)
         if plan.requests or self.offline_defaults.call:
-            if observation := self.truncated_responses.feed(text, self.line_index):
-                self._add(observation)
             if observation := self.offline_defaults.feed(original):
                 self._add(observation)
             if observation := self.cut_short.feed(text, self.line_index):
