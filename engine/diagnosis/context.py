@@ -16,7 +16,9 @@ from functools import partial
 
 from kvtool.engine.diagnosis.facts import Facts
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
+from kvtool.engine.sizing.log_budget import catalog_gpu
 from kvtool.engine.sizing.startup_log import VllmStartupLog
+from kvtool.engine.sizing.units import GiB
 
 # the settings read from the text's facts (quantities.py names them as LogContext does)
 SETTINGS = (
@@ -31,6 +33,11 @@ SETTINGS = (
     "served_model_name",
     "enable_chunked_prefill",
     "enforce_eager",
+)
+# a GPU named in prose or a device line (the catalog knows its memory: log_budget.catalog_gpu)
+_GPU_NAME = re.compile(  # digit-blind (its digits are classes): a line names a GPU where its shape does
+    r"\b(?:RTX ?(?:A|PRO )?\d{4}(?: ?Ti| ?Ada)?|(?:A|H|B|L)\d{1,3}S?G?(?:[ -]?(?:SXM\d?|PCIe|NVL))?(?:[ -]?\d{2,3} ?GB)?|"
+    r"T\d|V\d{3}(?:[ -]?SXM\d)?(?:[ -]?\d{2} ?GB)?|G[HB]\d{3}|MI\d{3}X?)\b"
 )
 # prose that places a failure while serving
 _SERVING_TOLD = re.compile(
@@ -97,6 +104,7 @@ class LogContext:
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    gpu_name: str | None = None  # a GPU the text names ("RTX 4090", "A100 80GB")
     serving_told: bool = False  # the paste says in words that the server was serving (under load, during inference)
     unified_memory: bool = False  # a device whose GPU shares the system's memory (GB10, Jetson, Ryzen AI APUs)
     cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
@@ -127,6 +135,8 @@ class LogContext:
                 setattr(self, name, fact.value)
         if (total := facts.setting("total_gib")) is not None:  # the GPU's memory as the text states it
             self.total_gpu_gib, self.total_gpu_source = total.value, "log"
+        elif self.gpu_name and (gpu := catalog_gpu(self.gpu_name)) is not None:  # the GPU it names
+            self.total_gpu_gib, self.total_gpu_source = round(gpu.total_bytes / GiB, 2), "catalog"
 
     def take_startup(self, lines: StartupLines) -> None:
         """What the start-up reader reads in the paste's start-up lines, over what was read before."""
@@ -200,8 +210,10 @@ def _set(flags: dict, line: str, facts: dict) -> None:
 
 
 def _read_model(line: str, facts: dict) -> bool | None:
-    """The model and the version the line names; None where it names neither."""
+    """The model, the version and the GPU the line names; None where it names none."""
     found = None
+    if match := _GPU_NAME.search(line):
+        facts["gpu_name"], found = match.group(0), True
     if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
         facts["model"], found = match.group(1), True
     if "version" in line and (match := _VERSION.search(line)):

@@ -18,7 +18,8 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
-from kvtool.engine.diagnosis.measured import DERIVED, MEASURED
+from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED
+from kvtool.engine.diagnosis.launch_check import PLANNED, PLANNED_NOTE, launch_could_not_start
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.rules import rule_observations, vetoed
 from kvtool.engine.diagnosis.startup import with_failure
@@ -71,6 +72,8 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
+        if obs.detail == PLANNED:
+            finding.notes.append(PLANNED_NOTE)
         finding = graph_budget(finding, context, memory)
         _with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)
@@ -114,6 +117,8 @@ def _sources(numbers: dict, obs: Observation) -> dict[str, str]:
     or derived (computed from those)."""
     known = getattr(numbers, "sources", {})
     read = {*obs.numbers, "occurrences"}
+    if obs.detail == PLANNED:  # the plan memory model's estimates, not what the paste printed
+        return {name: known.get(name) or ESTIMATED for name in numbers}
     return {name: known.get(name) or (MEASURED if name in read else DERIVED) for name in numbers}
 
 
@@ -146,6 +151,8 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.num_gpu_blocks == 0:  # no block at all: vLLM's check says there is no memory for the cache
         return [_inferred("no_cache_blocks", {"num_gpu_blocks": 0}, context, "num_gpu_blocks")]
     tokens, source = _kv_cache_tokens(context, memory)
+    if tokens is None and (planned := launch_could_not_start(context, memory)) is not None:
+        return [planned]
     # the length check vLLM runs once the cache is sized failed, whatever max_model_len was
     failed_check = context.cache_check_failed and source == "num_gpu_blocks"
     if tokens is None or not (failed_check or context.max_model_len and tokens < context.max_model_len):

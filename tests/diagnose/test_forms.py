@@ -234,3 +234,29 @@ def test_npu_builds_read_as_vllm(text, category):
 )
 def test_numbers_alone_name_no_cause(text):
     assert not [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+
+
+# -- a start-up whose error is cut off, sized by plan's memory model ----------------------------------------------
+
+FAILED = "(EngineCore_DP0 pid=1) ERROR 01-01 10:00:00 [core.py:708] EngineCore failed to start.\n"
+LAUNCHES = {
+    "vllm serve on a named GPU": "vllm serve meta-llama/Llama-3.1-8B-Instruct --gpu-memory-utilization 0.9 on my RTX "
+    "4090\n" + FAILED,
+    "LLM() with the GPU's memory": "llm = LLM(model='meta-llama/Llama-3.1-8B-Instruct', max_model_len=131072)\n"
+    "The card has 24 GB VRAM.\nRuntimeError: Engine core initialization failed. See root cause above.\n",
+    "compose command": "    command: --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072\n"
+    "    # one L4 per replica\n" + FAILED,
+}
+
+
+@pytest.mark.parametrize("text", LAUNCHES.values(), ids=LAUNCHES)
+def test_a_launch_whose_error_is_cut_off_is_sized_by_the_memory_model(text):
+    finding = first(text)
+    assert finding.category == "kv_cache_too_small_at_startup"
+    assert finding.sources["estimated_max_model_len"] == "estimated" and any("estimate" in n for n in finding.notes)
+    assert finding.fixes[0].flag == "--max-model-len" and finding.fixes[0].value < 131072
+
+
+def test_a_launch_that_fits_its_gpu_names_no_cause():
+    text = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 on one H100\n" + FAILED
+    assert not [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
