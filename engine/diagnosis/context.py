@@ -36,8 +36,9 @@ SETTINGS = (
 )
 # a GPU named in prose or a device line (the catalog knows its memory: log_budget.catalog_gpu)
 _GPU_NAME = re.compile(  # digit-blind (its digits are classes): a line names a GPU where its shape does
-    r"\b(?:RTX ?(?:A|PRO )?\d{4}(?: ?Ti| ?Ada)?|(?:A|H|B|L)\d{1,3}S?G?(?:[ -]?(?:SXM\d?|PCIe|NVL))?(?:[ -]?\d{2,3} ?GB)?|"
-    r"T\d|V\d{3}(?:[ -]?SXM\d)?(?:[ -]?\d{2} ?GB)?|G[HB]\d{3}|MI\d{3}X?)\b"
+    r"\b(?:RTX ?(?:A|PRO )?\d{4}(?: ?Ti| ?Ada)?|T\d|G[HB]\d{3}|MI\d{3}X?"
+    r"|(?:A|H|B|L)\d{1,3}S?G?(?:[ -]?(?:SXM\d?|PCIe|NVL))?(?:[ -]?\d{2,3} ?GB)?"
+    r"|V\d{3}(?:[ -]?SXM\d)?(?:[ -]?\d{2} ?GB)?)\b"
 )
 # prose that places a failure while serving
 _SERVING_TOLD = re.compile(
