@@ -64,7 +64,7 @@ _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
 # vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
 _SUGGESTED_UTILIZATION = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)")
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
-_STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
+STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
 # v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
 _CHUNKED_PREFILL_OFF = ("forcing chunked prefill", "Chunked prefill is not supported on CPU")
 # a benchmark of random prompts, which share no prefix
@@ -187,7 +187,7 @@ def _flags(shape: str) -> dict:
     flags = {}
     if any(marker in shape for marker in _SERVER_UP):
         flags["server_up"] = True
-    if any(marker in shape for marker in _STARTUP_FAILED):
+    if any(marker in shape for marker in STARTUP_FAILED):
         flags["startup_failed"] = True
     if _SERVING_TOLD.search(shape):
         flags["serving_told"] = True

@@ -3,7 +3,7 @@
 (kvtool.engine.sizing) says whether that launch could start. With no room for any block, or less than one
 max_model_len request, that is the cause; its numbers are estimates, and the finding says so."""
 
-from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.context import STARTUP_FAILED, LogContext
 from kvtool.engine.diagnosis.findings import Observation
 from kvtool.engine.diagnosis.measured import default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
@@ -18,6 +18,8 @@ PLANNED_NOTE = (
 def launch_could_not_start(context: LogContext, memory: MemoryModel) -> Observation | None:
     if not context.startup_failed or context.server_up or memory.spec is None or not context.total_gpu_gib:
         return None
+    if any(not any(marker in line for marker in STARTUP_FAILED) for line in context.errors.values()):
+        return None  # the paste shows an error of another kind: that is what failed
     kv_gib = memory.kv_budget_gib(context.total_gpu_gib, default_utilization(context))
     if kv_gib is None:
         return None

@@ -115,7 +115,10 @@ _PROSE = {
     CONCURRENCY: (r"concurren(?:cy|t requests?)(?: of)?|并发(?:数|请求)?",),
     TPOT: (r"TPOT|time per output token|ITL|inter[- ]token latency|decode latency",),
     TTFT: (r"TTFT|time to first token|首(?:个)?token",),
-    _q("kv_cache_tokens"): (r"KV cache size:?",),
+    _q("kv_cache_tokens"): (
+        r"KV cache size:?|KV cache (?:can )?(?:only )?(?:holds?|stores?|fits?)(?: only)?",
+        r"KV ?(?:cache|缓存) ?(?:只能|最多)(?:存|容纳|放)下?",
+    ),
     BLOCKS: (r"# ?(?:GPU|cuda) blocks:?|GPU blocks",),
     _q("num_cpu_blocks"): (r"# ?CPU blocks:?",),
     BATCHED: (r"max[ _-]num[ _-]batched[ _-]tokens",),

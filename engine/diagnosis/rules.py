@@ -5,6 +5,8 @@ are the other way in, each over the facts of facts.py, and each stated in one se
 - a refusal that states a prompt and a context length where prompt (+ max_tokens) exceeds it is request_too_long;
 - a start-up refusal that states free and total memory and a utilization where free < utilization x total is
   memory held elsewhere;
+- a start-up refusal whose KV cache needs more memory than is available, or holds fewer tokens than
+  max_model_len, is kv_cache_too_small_at_startup;
 - a count of preemptions above 0, or a KV cache 90 % full or more while requests wait, while latency is told,
   while it keeps filling, or at 99 %, is KV pressure (preemption: vLLM's V1 preempts without a warning);
 - a refusal that states a step budget (max_num_batched_tokens) below max_model_len without chunked prefill, or a
@@ -132,6 +134,32 @@ def step_too_small(facts: Facts, context: LogContext) -> Observation | None:
     return None
 
 
+def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
+    """A start-up refusal whose KV cache needs more memory than is available, or holds fewer tokens than
+    max_model_len."""
+    for first, stated in _refusals(facts, "kv_needed_gib"):
+        needed = stated["kv_needed_gib"].value
+        available = _in_line(facts, first, "kv_available_gib") or _in_line(facts, first, "free_gib")
+        if available and needed > (available := next(iter(available.values()))):
+            numbers = {
+                "kv_needed_gib": needed,
+                "kv_available_gib": available,
+                **_in_line(facts, first, "max_model_len"),
+            }
+            return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
+    for first, stated in _refusals(facts, "kv_cache_tokens", "max_model_len"):
+        tokens, limit = stated["kv_cache_tokens"].value, stated["max_model_len"].value
+        if tokens < limit:
+            numbers = {"kv_cache_tokens": tokens, "max_model_len": limit}
+            return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
+    return None
+
+
+def _in_line(facts: Facts, first: Fact, quantity: str) -> dict:
+    found = next((fact for fact in facts if fact.line == first.line and fact.quantity == quantity), None)
+    return {quantity: found.value} if found else {}
+
+
 def default_cap(facts: Facts, context: LogContext) -> Observation | None:
     """An answer that stopped for length (finish_reason "length") at a default: vLLM's 16 tokens, or another round
     number (a wrapper's own: LangChain's 256 and 512, ...) where the paste shows the request and it sent no
@@ -154,4 +182,5 @@ RULES = (
     ("preemption", kv_pressure),
     ("batched_tokens_lt_model_len", step_too_small),
     ("max_tokens_default_truncation", default_cap),
+    ("kv_cache_too_small_at_startup", kv_cache_short),
 )

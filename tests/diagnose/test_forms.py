@@ -138,6 +138,20 @@ def test_a_prompt_over_the_context_in_any_words_is_request_too_long(text):
     assert finding.numbers["prompt_tokens"] + finding.numbers.get("max_tokens", 0) > finding.numbers["max_model_len"]
 
 
+KV_SHORT = {
+    "prose": "vLLM fails: the KV cache needs 16 GiB but only 9.6 GiB is available, with --max-model-len 131072",
+    "retyped v0 message": "error: max seq len 32768 is larger than what the KV cache can hold (16816 tokens)",
+    "chinese": "启动报错：上下文长度 32768，KV cache 只能存 16816 个 token，超出了",
+}
+
+
+@pytest.mark.parametrize("text", KV_SHORT.values(), ids=KV_SHORT)
+def test_a_kv_cache_short_of_one_request_in_any_words(text):
+    finding = first(text)
+    assert finding.category == "kv_cache_too_small_at_startup"
+    assert finding.fixes[0].flag == "--max-model-len" and finding.fixes[0].value < finding.numbers["max_model_len"]
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -255,6 +269,11 @@ def test_a_launch_whose_error_is_cut_off_is_sized_by_the_memory_model(text):
     assert finding.category == "kv_cache_too_small_at_startup"
     assert finding.sources["estimated_max_model_len"] == "estimated" and any("estimate" in n for n in finding.notes)
     assert finding.fixes[0].flag == "--max-model-len" and finding.fixes[0].value < 131072
+
+
+def test_a_launch_beside_an_error_of_another_kind_is_not_sized():
+    text = LAUNCHES["vllm serve on a named GPU"] + "RuntimeError: NCCL error: unhandled system error\n"
+    assert not [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
 
 
 def test_a_launch_that_fits_its_gpu_names_no_cause():
