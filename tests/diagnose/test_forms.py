@@ -7,8 +7,13 @@ from kvtool.engine.diagnosis import diagnose_text
 from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
 
 
+def causes(text: str) -> list:
+    """The memory and length findings of `text`, in order."""
+    return [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+
+
 def first(text: str):
-    found = [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+    found = causes(text)
     assert found, "no memory or length finding"
     return found[0]
 
@@ -59,7 +64,7 @@ def test_the_cap_an_answer_stopped_at_is_the_default_it_got():
     ids=["stop in English", "stop in Chinese", "the cap it asked for"],
 )
 def test_an_answer_that_ended_by_itself_or_at_its_own_cap_is_no_default(text):
-    assert not [f for f in diagnose_text(text).findings if f.category == "max_tokens_default_truncation"]
+    assert "max_tokens_default_truncation" not in [f.category for f in causes(text)]
 
 
 # -- throughput or latency collapsing near a full KV cache ------------------------------------------------------
@@ -99,7 +104,7 @@ def test_a_full_kv_cache_under_load_is_preemption(text):
     ids=["a cache half empty", "prose, a cache half empty", "one stats line, nothing waiting"],
 )
 def test_a_cache_with_room_or_no_sign_of_load_is_no_pressure(text):
-    assert not [f for f in diagnose_text(text).findings if f.category == "preemption"]
+    assert "preemption" not in [f.category for f in causes(text)]
 
 
 # -- new or reworded messages, and old ones retyped -------------------------------------------------------------
@@ -247,7 +252,7 @@ def test_npu_builds_read_as_vllm(text, category):
     ids=["launch beside an NCCL error", "a short answer on purpose", "a table of models"],
 )
 def test_numbers_alone_name_no_cause(text):
-    assert not [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+    assert not causes(text)
 
 
 # -- a start-up whose error is cut off, sized by plan's memory model ----------------------------------------------
@@ -273,9 +278,9 @@ def test_a_launch_whose_error_is_cut_off_is_sized_by_the_memory_model(text):
 
 def test_a_launch_beside_an_error_of_another_kind_is_not_sized():
     text = LAUNCHES["vllm serve on a named GPU"] + "RuntimeError: NCCL error: unhandled system error\n"
-    assert not [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+    assert not causes(text)
 
 
 def test_a_launch_that_fits_its_gpu_names_no_cause():
     text = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 on one H100\n" + FAILED
-    assert not [f for f in diagnose_text(text).findings if f.category in MEMORY_AND_LENGTH_CATEGORIES]
+    assert not causes(text)
