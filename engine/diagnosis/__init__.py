@@ -37,7 +37,8 @@ def diagnose(stream: BinaryIO, spec: ModelSpec | None = None, total_gpu_gib: flo
     """Read `stream` (bytes, any size) and explain every failure it shows. `spec` and `total_gpu_gib`
     (from the command line) override what the log says about the model and the GPU."""
     stream = Pasted(stream)
-    scanner = Scanner(facts=spread_facts(stream.lines())).scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
+    scanner = Scanner(facts=spread_facts(stream.lines()), paste=stream.whole)
+    scanner.scan(candidate_lines(stream, ANCHORS, PROSE_ANCHORS))
     context = scanner.context
     context.update(
         model=spec.name if spec else None,

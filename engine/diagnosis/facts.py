@@ -16,10 +16,20 @@ Names are vLLM's (quantities.py lists every alias).
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kvtool.engine.diagnosis.quantities import BY_NAME, KEYS, MEMORY_AFTER, MEMORY_WORDS, WORDS, Quantity, kind_of
+from kvtool.engine.diagnosis.quantities import (
+    BY_NAME,
+    KEYS,
+    MEMORY_AFTER,
+    MEMORY_WORDS,
+    WORDS,
+    Quantity,
+    Words,
+    kind_of,
+)
 
 MESSAGE, KEYED, WORDED = "message", "keyed", "worded"
 Value = int | float | str
@@ -104,7 +114,8 @@ def from_template(found: Template, text: str, index: int) -> list[Fact]:
 def normal_key(key: str) -> str:
     """`--max-model-len`, `max-model-len`, `rollout.max_model_len`, `maxModelLen`: `max_model_len`."""
     key = key.lstrip("-").rsplit(".", 1)[-1]
-    key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)
+    if not key.islower():
+        key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)
     return key.replace("-", "_").lower()
 
 
@@ -204,9 +215,19 @@ def _pairs(text: str, index: int) -> Iterator[Fact]:
 
 
 def _worded(text: str, index: int) -> Iterator[Fact]:
+    ends: dict[bool, list] = {}  # for sizes and for the rest: each quantity's words, where they end in the line
+    lower = text.lower()
     for match in NUMBER_WITH_UNIT.finditer(text):
         unit = match.group("unit")
-        quantity = _named_by_words(text, match.start(), match.end(), kind_of(unit))
+        kinds = kind_of(unit)
+        memory = "gib" in kinds
+        if memory not in ends:
+            ends[memory] = [
+                (q, words, [m.end() for m in words.finditer(text)])
+                for q, words, gates in _words_of(memory)
+                if any(gate in lower for gate in gates)
+            ]
+        quantity = _named_by_words(text, match.start(), match.end(), kinds, ends[memory])
         if quantity is None:
             continue
         value = convert(quantity, match.group("number"), unit)
@@ -214,30 +235,43 @@ def _worded(text: str, index: int) -> Iterator[Fact]:
             yield Fact(quantity.name, value, unit, index, text, match.span("number"), WORDED)
 
 
-def _named_by_words(text: str, start: int, end: int, kinds: tuple[str, ...]) -> Quantity | None:
-    """The quantity whose words end closest before the number (or start closest after it), among those of the
-    number's kind."""
-    before, after = text[max(0, start - BEFORE) : start], text[end : end + AFTER]
+def _words_of(memory: bool) -> Words:
+    return MEMORY_WORDS if memory else WORDS
+
+
+def _named_by_words(text: str, start: int, end: int, kinds: tuple[str, ...], ends: list) -> Quantity | None:
+    """The quantity whose words end closest before the number, within BEFORE characters (or start right after
+    it), among those of the number's kind. `ends`: each quantity's words and where they end in the line."""
     best, distance = None, BEFORE + AFTER
-    memory = "gib" in kinds
-    for quantity, words in MEMORY_WORDS if memory else WORDS:
+    filler = _AFTER_FILLER.match(text, end).end()
+    for quantity, words, word_ends in ends:
         if quantity.kind not in kinds:
             continue
-        for found in words.finditer(before):
-            if (gap := len(before) - found.end()) < distance:
-                best, distance = quantity, gap
-        after_words = MEMORY_AFTER.get(quantity.name) if memory else words
-        filler = _AFTER_FILLER.match(after).end()
-        if after_words and after_words.match(after, filler) and filler < distance:
-            best, distance = quantity, filler
+        before = bisect_right(word_ends, start) - 1
+        if before >= 0 and (gap := start - word_ends[before]) <= BEFORE and gap < distance:
+            best, distance = quantity, gap
+        after_words = MEMORY_AFTER.get(quantity.name) if "gib" in kinds else words
+        if after_words and after_words.match(text, filler, end + AFTER) and filler - end < distance:
+            best, distance = quantity, filler - end
     return best
 
 
 class Facts(list):
-    """Every fact of a text, in the order read."""
+    """Every fact of a text, in the order read, indexed by quantity."""
+
+    def __init__(self, facts=()):
+        super().__init__()
+        self._by: dict[str, list[Fact]] = {}
+        self += facts
+
+    def __iadd__(self, facts):
+        for fact in facts:
+            self.append(fact)
+            self._by.setdefault(fact.quantity, []).append(fact)
+        return self
 
     def of(self, quantity: str, how: tuple[str, ...] = (MESSAGE, KEYED, WORDED)) -> list[Fact]:
-        return [fact for fact in self if fact.quantity == quantity and fact.how in how]
+        return [fact for fact in self._by.get(quantity, ()) if fact.how in how]
 
     def setting(self, quantity: str) -> Fact | None:
         """What the text states as a setting: the first of the last line that states it by a key, else by words

@@ -83,4 +83,4 @@ def _column(cell: str) -> Quantity | None:
     if quantity := KEYS.get(normal_key(re.sub(r"\s*\(.*", "", cell).replace(" ", "_"))):
         return quantity
     kinds = kind_of(unit)
-    return next((quantity for quantity, words in WORDS if quantity.kind in kinds and words.search(cell)), None)
+    return next((quantity for quantity, words, _ in WORDS if quantity.kind in kinds and words.search(cell)), None)

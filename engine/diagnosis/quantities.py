@@ -138,8 +138,37 @@ _MEMORY = {
         r"GPU|card|显存|总",
     ),
 }
-WORDS = [(quantity, _words("|".join(patterns))) for quantity, patterns in _PROSE.items()]
-MEMORY_WORDS = [(quantity, _words("|".join(patterns))) for quantity, patterns in _MEMORY.items()]
+# a quantity's words hold one of these (lowercase): a line without any holds none of its words
+_GATES = {
+    "max_model_len": ("len", "concurrency", "上下文", "长度"),
+    "max_tokens": ("token", "completion", "输出"),
+    "prompt_tokens": ("prompt", "input", "num_tokens", "messages", "输入", "提示"),
+    "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
+    "gpu_memory_utilization": ("util", "利用率"),
+    "cpu_kv_cache_usage_percent": ("cpu",),
+    "kv_cache_usage_percent": ("cache", "kv"),
+    "prefix_cache_hit_rate_percent": ("hit rate",),
+    "num_running": ("running", "in flight", "运行"),
+    "num_waiting": ("waiting", "pending", "queued", "排队", "等待"),
+    "concurrency": ("concurren", "并发"),
+    "tpot_ms": ("tpot", "time per", "itl", "inter", "latency"),
+    "ttft_ms": ("ttft", "first token", "首"),
+    "kv_cache_tokens": ("kv",),
+    "num_gpu_blocks": ("blocks",),
+    "num_cpu_blocks": ("blocks",),
+    "max_num_batched_tokens": ("batched",),
+    "tried_to_allocate_gib": ("allocate",),
+    "kv_needed_gib": ("kv cache",),
+    "kv_available_gib": ("kv", "缓存"),
+    "weights_gib": ("weight", "loading", "权重"),
+    "requested_gib": ("request", "requir", "desired", "ask", "need", "要求", "需要"),
+    "this_process_gib": ("process", "vllm", "in use", "used", "占用"),
+    "free_gib": ("free", "available", "left", "剩余", "可用", "空闲"),
+    "total_gib": ("total", "capacity", "vram", "gpu", "card", "free", "available", "left", "显存", "总"),
+}
+Words = list[tuple[Quantity, re.Pattern, tuple[str, ...]]]
+WORDS: Words = [(q, _words("|".join(patterns)), _GATES[q.name]) for q, patterns in _PROSE.items()]
+MEMORY_WORDS: Words = [(q, _words("|".join(patterns)), _GATES[q.name]) for q, patterns in _MEMORY.items()]
 BY_NAME = {quantity.name: quantity for quantity in [*_ALIASES, *_PROSE, *_MEMORY]}
 # the words that may follow a size and name it ("3.1 GiB free", "20.6 GiB in use", "24 GB VRAM")
 MEMORY_AFTER = {

@@ -155,11 +155,14 @@ MAX_FACTS = 20_000  # a machine's log states its settings early; the rest is the
 
 
 class Scanner:
-    """`facts`: those read before the lines are (layouts.py's, in a paste)."""
+    """`facts`: those read before the lines are (layouts.py's, in a paste). `paste`: the input is a paste, not a
+    machine's log: the facts beside a message a wording read are read too (a paste's lines may be joined into one
+    with the message); a machine's log states its settings on lines of their own."""
 
-    def __init__(self, context: LogContext | None = None, facts: Facts | None = None):
+    def __init__(self, context: LogContext | None = None, facts: Facts | None = None, paste: bool = True):
         self.context = context or LogContext()
         self.facts = facts if facts is not None else Facts()
+        self.paste = paste
         self.stage = StageTracker()
         self.observations: dict[tuple, Observation] = {}
         self.line_index = 0
@@ -187,7 +190,7 @@ class Scanner:
         if plan.startup:
             self.startup_lines.add(text, shape)
         read = plan.gives and self._match(plan, text, original)
-        if plan.stated and len(self.facts) < MAX_FACTS:
+        if plan.stated and len(self.facts) < MAX_FACTS and (self.paste or not read):
             facts = from_template(plan.stated, text, self.line_index)
             self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail

@@ -54,9 +54,13 @@ CUT_SHORT_GATES = (  # the prose, for the reader
     "截断", "不完整", "输出不全", "只输出",
 )  # fmt: skip
 _CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
-_NOT_SET_GATES = ("ax_", "ax ")
+
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
-COMPLAINT_GATES = (*_CUT_GATES, "ax_", "ax ", "-max", *_CALL_GATES)
+_MAX_TOKENS_GATES = (
+    "ax_tokens", "ax_new_tokens", "ax_completion_tokens", "ax_output_tokens", "ax tokens", "ax new tokens",
+    "ax output tokens", "ax completion tokens", "-max-tokens", "-max_tokens", "-max-new-tokens",
+)  # fmt: skip
+COMPLAINT_GATES = (*_CUT_GATES, *_MAX_TOKENS_GATES, *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"
 # vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
 OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
@@ -79,9 +83,7 @@ class CutShortWithoutMaxTokens:
         self._offline = self._offline or any(sign in line for sign in OFFLINE_SIGNS)
         if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
             self._cut_at, self._cut = index, (line, match.span())
-        if (any(gate in line for gate in _NOT_SET_GATES) and NOT_SET.search(line)) or (
-            "-max" in line and SERVER_FLAG.search(line)
-        ):
+        if any(gate in line for gate in _MAX_TOKENS_GATES) and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
             self._unset_at = index
         elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
             generate = call.group(0).startswith(".")
