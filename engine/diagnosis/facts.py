@@ -70,6 +70,7 @@ PAIR_WORDS = (
 )
 _AFTER_FILLER = re.compile(r"\s*(?:is |are |of )?")
 BEFORE, AFTER = 56, 28  # how far words may be from their number, in characters
+FACT_CHARS = 2048  # facts are read from a line's start: a longer line is data (token ids, base64), not settings
 _IN_GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / (1 << 20), "TiB": 1024.0}
 _IN_GIB["bytes"] = 1 / (1 << 30)
 # the words that can start a quantity's name or words: a line whose shape holds none states no fact
@@ -87,7 +88,8 @@ Template = tuple[tuple[str, str, tuple[int, int], str | None, Value | None], ...
 def template(shape: str) -> Template:
     """Where the facts of every line of this shape are: (quantity, how, span, unit, the value where the shape fixes
     it). The readers are digit-blind, so a line states the facts its shape (digits read as 0) does, at the same
-    spans; only the values differ."""
+    spans; only the values differ. Only a line's first FACT_CHARS characters are read."""
+    shape = shape[:FACT_CHARS]
     if not GATE.search(shape):
         return ()
     return tuple(
