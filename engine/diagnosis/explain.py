@@ -94,10 +94,12 @@ LOAD_REQUESTS = ("max_tokens", "n")
 
 def _with_settings(finding: Finding, context: LogContext) -> None:
     """The finding's numbers with the settings its fixes are sized on, where the paste states them."""
-    numbers = finding.numbers
+    numbers = finding.numbers if isinstance(finding.numbers, Numbers) else Numbers(finding.numbers)
+    finding.numbers = numbers
     for name in SETTINGS.get(finding.category, ()):
         if name not in numbers and (value := getattr(context, name)) is not None:
-            numbers[name] = value
+            catalog = name == "total_gpu_gib" and context.total_gpu_source == "catalog"
+            numbers.put(name, value, ESTIMATED if catalog else MEASURED)
     if finding.category != "preemption":
         return
     for name in LOAD_REQUESTS:

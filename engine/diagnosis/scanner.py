@@ -63,6 +63,13 @@ ANCHORS = {
 # What people write rather than what a server prints (answers said to be cut short, truncation.py): looked for in
 # the first chunk only, since a paste is smaller and a larger input is a machine's log.
 PROSE_ANCHORS = {gate.encode(): () for gate in truncation.CUT_SHORT_GATES}
+# vLLM's wordings matched in any case, with their gates in lowercase: tried on a paste's lines no recogniser read
+ANYCASE = [
+    replace(pattern, gate=pattern.gate.lower(), regex=re.compile(pattern.regex.pattern, re.IGNORECASE))
+    for pattern in PATTERNS
+    if pattern.template is not None
+]
+ANYCASE_GATES = frozenset(pattern.gate for pattern in ANYCASE)
 # (pattern, its gate masked, a digit-blind regex that matches a shape wherever the pattern matches a line of it)
 _SCREENS = [(pattern, masked(pattern.gate), screen(pattern.regex)) for pattern in PATTERNS]
 
@@ -190,6 +197,8 @@ class Scanner:
         if plan.startup:
             self.startup_lines.add(text, shape)
         read = plan.gives and self._match(plan, text, original)
+        if not read and self.paste and any(word in text.lower() for word in ANYCASE_GATES):
+            read = self._in_any_case(text, original)
         if plan.stated and len(self.facts) < MAX_FACTS and (self.paste or not read):
             facts = from_template(plan.stated, text, self.line_index)
             self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
@@ -223,6 +232,21 @@ class Scanner:
             elif len(self.observations) < MAX_DISTINCT or _numbers(observation) in self._oom_numbers:
                 self._pending.append((self.line_index, observation))
             # else: a new error once MAX_DISTINCT are kept, dropped without placing it
+        return observations
+
+    def _in_any_case(self, text: str, original: str) -> list[Observation]:
+        """vLLM's wordings retyped in another case ("no available memory for the cache blocks"), in a paste."""
+        lower = text.lower()
+        found = [
+            (pattern, *reading)
+            for pattern in ANYCASE
+            if pattern.gate in lower
+            for where in pattern.matches(text)
+            if (reading := pattern.reading(text, where)) is not None
+        ]
+        observations = [_observation(original, *item) for item in _chosen(found, original)]
+        for observation in observations:
+            self._add(observation)
         return observations
 
     def finish(self) -> "Scanner":

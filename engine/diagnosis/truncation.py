@@ -45,7 +45,7 @@ NOT_SET = re.compile(
 # without one
 DEFAULT_CALL = re.compile(
     r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}"
-    r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
+    r"|\b(?P<wrapper>VLLM(?:OpenAI)?)\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
     r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
 )
 # substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
@@ -65,6 +65,8 @@ NOT_SET_DETAIL = "max_tokens not set"
 # vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
 OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
 # max_tokens given to the server as a flag: vLLM has none (max_tokens is a request field), so requests keep the default
+# LangChain's vLLM wrappers' own max_tokens when none is given (their `max_tokens` / `max_new_tokens` defaults)
+WRAPPER_DEFAULTS = {"VLLMOpenAI": 256, "VLLM": 512}
 SERVER_FLAG = re.compile(r"--max[_-](?:new[_-])?tokens\b")
 
 
@@ -90,7 +92,8 @@ class CutShortWithoutMaxTokens:
             self._generate_at = index if generate else self._generate_at
             if self._offline or not generate:
                 self._unset_at = index
-                self._numbers = {"default_max_tokens": DEFAULT_MAX_TOKENS} if generate else {}
+                default = DEFAULT_MAX_TOKENS if generate else WRAPPER_DEFAULTS.get(call.group("wrapper") or "")
+                self._numbers = {"default_max_tokens": default} if default else {}
         if self._offline and 0 <= index - self._generate_at <= PAIRING_LINES:  # its outputs show it was vLLM's
             self._unset_at, self._numbers = self._generate_at, {"default_max_tokens": DEFAULT_MAX_TOKENS}
         if min(self._cut_at, self._unset_at) < 0 or abs(self._cut_at - self._unset_at) > PAIRING_LINES:

@@ -49,6 +49,7 @@ def test_answers_cut_at_a_default_cap(text):
 def test_the_cap_an_answer_stopped_at_is_the_default_it_got():
     assert first(CUT_AT_A_DEFAULT["usage block"]).numbers["default_max_tokens"] == 16
     assert first(CUT_AT_A_DEFAULT["round cap in a repr"]).numbers["default_max_tokens"] == 256
+    assert first(CUT_AT_A_DEFAULT["wrapper default"]).numbers["default_max_tokens"] == 256  # LangChain's VLLMOpenAI
 
 
 @pytest.mark.parametrize(
@@ -108,6 +109,20 @@ def test_a_cache_with_room_or_no_sign_of_load_is_no_pressure(text):
 
 
 # -- new or reworded messages, and old ones retyped -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We run it with tp 4 and see 'No available memory for the cache blocks' right after loading.",
+        "vLLM says “no available memory for the cache blocks” and exits",
+        "报错 No available memory for the cache blocks，已经把 gpu_memory_utilization 调到 0.95 了",
+    ],
+    ids=["quoted in prose", "curly quotes, lowercase", "in a Chinese sentence"],
+)
+def test_a_message_quoted_in_a_sentence_is_still_the_message(text):
+    assert first(text).category == "no_cache_blocks"
+
 
 HELD_ELSEWHERE = {
     "newer wording": "ValueError: Available memory on device cuda:0 (10.2/24.0 GiB) is below required GPU memory "
