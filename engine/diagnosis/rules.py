@@ -2,7 +2,8 @@
 
 vLLM's known wordings are the strongest evidence (their recognisers give observations directly); these rules
 are the other way in, each over the facts of facts.py, and each stated in one sentence in docs/diagnose.md:
-- a refusal that states a prompt and a context length where prompt (+ max_tokens) exceeds it is request_too_long;
+- a refusal that states a prompt and a context length where prompt (+ max_tokens) exceeds it, or max_tokens alone
+  as large as the context, is request_too_long;
 - a start-up refusal that states free and total memory and a utilization where free < utilization x total is
   memory held elsewhere;
 - a start-up refusal whose KV cache needs more memory than is available, or holds fewer tokens than
@@ -83,6 +84,10 @@ def prompt_over_context(facts: Facts, context: LogContext) -> Observation | None
             numbers["max_tokens_set"] = asked[-1]
         if prompt + max(numbers.get("max_tokens", 0), 0) > limit:
             return _observation("request_too_long", "request", numbers, first)
+    for first, stated in _refusals(facts, "max_tokens", "max_model_len"):  # max_tokens alone over the context
+        asked, limit = stated["max_tokens"].value, stated["max_model_len"].value
+        if asked >= limit:
+            return _observation("request_too_long", "request", {"max_tokens": asked, "max_model_len": limit}, first)
     return None
 
 

@@ -151,6 +151,20 @@ TOO_LONG = {
 }
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Error: requested max_tokens 40000 exceeds the max_model_len 32768",
+        '{"error": "max_new_tokens=40000 is larger than the context length of 32768"}',
+        "报错：max_tokens 40000 超过了上下文长度 32768",
+    ],
+    ids=["prose", "a frontend's body", "chinese"],
+)
+def test_max_tokens_alone_over_the_context_is_request_too_long(text):
+    finding = first(text)
+    assert finding.category == "request_too_long" and finding.numbers["max_tokens"] == 40000
+
+
 @pytest.mark.parametrize("text", TOO_LONG.values(), ids=TOO_LONG)
 def test_a_prompt_over_the_context_in_any_words_is_request_too_long(text):
     finding = first(text)
