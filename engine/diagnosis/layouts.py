@@ -1,21 +1,33 @@
 """Facts whose name and number are on different lines: a flag and its value one per line (a Ray or RL
 trainer's argument list printed as a Python list, a Kubernetes manifest's `args:` items, a shell command
-continued with `\\`), and a table whose column header names the quantity of every number under it (Markdown,
-or comma- and tab-separated values)."""
+continued with `\\`), and a table whose column header names the quantity of every number under it: Markdown,
+comma-separated values (quoted cells too: a Grafana export) or tab-separated ones. A header may be a key, words
+with a unit (`KV cache usage (%)`, `TPOT (ms)`, `used_memory [MiB]`) or a PromQL expression
+(`rate(vllm:num_preemptions_total[1m])`, `histogram_quantile(0.99, vllm:time_to_first_token_seconds_bucket)`);
+where the header gives no unit, the cells' own (`38%`) choose among the quantities its words name."""
 
+import csv
 import re
+from functools import lru_cache
 
-from kvtool.engine.diagnosis.facts import KEYED, Fact, Facts, convert, normal_key
+from kvtool.engine.diagnosis.facts import KEYED, Fact, Facts
+from kvtool.engine.diagnosis.keys import normal_key, quantity_of
 from kvtool.engine.diagnosis.normalize import strip_prefix
-from kvtool.engine.diagnosis.quantities import KEYS, WORDS, Quantity, kind_of
+from kvtool.engine.diagnosis.quantities import BY_NAME, KEYS, PREEMPTIONS, Quantity, kind_of
+from kvtool.engine.diagnosis.values import NUMBER, convert
+from kvtool.engine.diagnosis.words import WORDS
 
 # a line that is only a flag (`--max-model-len`, `'--max-model-len',`, `- --max-model-len`, `- "--max-model-len"`)
 LONE_FLAG = re.compile(r"""^[-\s]*['"]?(?P<flag>--[A-Za-z][\w-]*)['"]?,?\s*$""")
 # a line that is only a value (`'32768',`, `- "8192"`, `0.95`)
 LONE_VALUE = re.compile(r"""^[-\s]*['"]?(?P<value>-?[\w./:@-]+)['"]?,?\s*$""")
-CELL_NUMBER = re.compile(r"^\s*(?P<number>-?\d+(?:,\d{3})*(?:\.\d+)?)\s*(?P<unit>%|ms|s|GiB|GB|MiB|x)?\s*$")
+CELL_NUMBER = re.compile(r"^\s*(?P<number>" + NUMBER + r")\s*(?P<unit>%|ms|s|GiB|GB|MiB|x)?\s*$")
+HEADER_UNIT = re.compile(r"[(\[](%|ms|s|GiB|GB|MiB)[)\]]|(%)$")
 SEPARATORS = ("|", "\t", ",")
 MAX_COLUMNS = 16
+# PromQL: the metric names in an expression, and the functions that make a counter a rate
+METRIC_NAME = re.compile(r"[A-Za-z_:][\w:]*")
+RATE = re.compile(r"\b(?:i?rate|deriv)\(")
 
 
 def spread_facts(lines: list[str]) -> Facts:
@@ -32,55 +44,91 @@ class Layouts:
 
     def __init__(self):
         self._flag: Quantity | None = None
-        self._header: tuple[str, list[Quantity | None]] | None = None  # (separator, each column's quantity)
+        self._header: tuple[str, list[str]] | None = None  # (separator, each column's header)
 
     def feed(self, line: str, index: int) -> list[Fact]:
-        return self._piece(line, index, line)
-
-    def _piece(self, piece: str, index: int, original: str) -> list[Fact]:
         flag, self._flag = self._flag, None
-        content = strip_prefix(piece)[1] if "(" in piece or "[" in piece else piece  # a Ray worker's, a rank's
+        content = strip_prefix(line)[1] if "(" in line or "[" in line else line  # a Ray worker's, a rank's
         if flag and (match := LONE_VALUE.match(content)):
             value = convert(flag, match.group("value"))
             if value is not None:
-                return [Fact(flag.name, value, None, index, original, (0, 0), KEYED)]
+                return [Fact(flag.name, value, None, index, line, (0, 0), KEYED)]
         if match := LONE_FLAG.match(content):
             self._flag = KEYS.get(normal_key(match.group("flag")))
             return []
-        return self._table_row(piece, index, original)
+        return self._table_row(line, index)
 
-    def _table_row(self, piece: str, index: int, original: str) -> list[Fact]:
-        separator = next((sep for sep in SEPARATORS if piece.count(sep) >= 2 or (sep == "|" and sep in piece)), None)
+    def _table_row(self, line: str, index: int) -> list[Fact]:
+        separator = next((sep for sep in SEPARATORS if self._separates(line, sep)), None)
         if separator is None:
             self._header = None
             return []
-        cells = [cell.strip() for cell in piece.strip().strip("|").split(separator)][:MAX_COLUMNS]
+        cells = _cells(line, separator)
         if all(re.fullmatch(r":?-{2,}:?", cell) for cell in cells if cell):
             return []  # a Markdown table's rule under its header
         numbers = [CELL_NUMBER.match(cell) for cell in cells]
         header = self._header
         if not any(numbers):
-            columns = [_column(cell) for cell in cells]
-            self._header = (separator, columns) if any(columns) else None
+            named = any(column(cell, None) or column(cell, "%") for cell in cells)
+            self._header = (separator, cells) if named else None
             return []
         if header is None or header[0] != separator or len(header[1]) != len(cells):
             return []
         facts = []
-        for quantity, number in zip(header[1], numbers):
-            if quantity is None or number is None:
+        for name, number in zip(header[1], numbers):
+            if number is None or (quantity := column(name, number.group("unit"))) is None:
                 continue
-            value = convert(quantity, number.group("number"), number.group("unit"))
+            value = convert(quantity, number.group("number"), number.group("unit") or _header_unit(name))
             if value is not None:
-                facts.append(Fact(quantity.name, value, number.group("unit"), index, original, (0, 0), KEYED))
+                facts.append(Fact(quantity.name, value, number.group("unit"), index, line, (0, 0), KEYED))
         return facts
 
+    def _separates(self, line: str, separator: str) -> bool:
+        """Whether `separator` splits this line into cells: two of it, a Markdown bar, or one that splits the rows
+        under a header of two columns (or a machine's CSV, without spaces)."""
+        if separator not in line:
+            return False
+        two_columns = (self._header is not None and self._header[0] == separator) or " " not in line.strip()
+        return line.count(separator) >= 2 or separator == "|" or two_columns
 
-def _column(cell: str) -> Quantity | None:
-    """The quantity a column header names: a key (`max_model_len`), or words with a unit (`KV cache usage (%)`,
-    `TPOT (ms)`)."""
-    unit = re.search(r"\((%|ms|s|GiB|GB|MiB)\)|(%)$", cell)
-    unit = unit and (unit.group(1) or unit.group(2))
-    if quantity := KEYS.get(normal_key(re.sub(r"\s*\(.*", "", cell).replace(" ", "_"))):
+
+def _cells(line: str, separator: str) -> list[str]:
+    if separator == ",":
+        cells = next(csv.reader([line.strip()], skipinitialspace=True), [])
+    else:
+        cells = line.strip().strip("|").split(separator)
+    return [cell.strip() for cell in cells][:MAX_COLUMNS]
+
+
+@lru_cache(maxsize=1024)
+def column(header: str, unit: str | None) -> Quantity | None:
+    """The quantity a column header names for a cell with this unit: a key or a PromQL expression
+    (`max_model_len`, `vllm:num_requests_waiting{...}`), or words with a unit (`KV cache usage (%)`, `TPOT (ms)`)."""
+    unit = _header_unit(header) or unit
+    if quantity := _metric(header):
+        return quantity
+    if quantity := KEYS.get(normal_key(re.sub(r"\s*[(\[].*", "", header).replace(" ", "_"))):
         return quantity
     kinds = kind_of(unit)
-    return next((quantity for quantity, words, _ in WORDS if quantity.kind in kinds and words.search(cell)), None)
+    return next((quantity for quantity, words, _ in WORDS if quantity.kind in kinds and words.search(header)), None)
+
+
+def _header_unit(header: str) -> str | None:
+    found = HEADER_UNIT.search(header)
+    if found:
+        return found.group(1) or found.group(2)
+    return "s" if "_seconds" in header else None  # a Prometheus histogram's
+
+
+def _metric(header: str) -> Quantity | None:
+    """The quantity of the last metric name in a PromQL expression (labels and ranges left out); the rate of the
+    preemption counter is a rate of its own."""
+    if ":" not in header and "(" not in header:
+        return None
+    bare = re.sub(r"\{[^{}]*\}|\[[^\]]*\]", "", header)
+    for name in reversed(METRIC_NAME.findall(bare)):
+        quantity, _ = quantity_of(name.rsplit(":", 1)[-1])
+        if quantity is not None:
+            rate = quantity is PREEMPTIONS and RATE.search(bare)
+            return BY_NAME["preemptions_per_s"] if rate else quantity
+    return None

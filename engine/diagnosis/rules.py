@@ -33,6 +33,7 @@ REFUSAL = re.compile(
 )
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
 FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
+LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
 ROUND_CAPS = {2**power for power in range(4, 14)}  # the defaults servers and wrappers set: 16 to 8192 tokens
 
 
@@ -105,21 +106,35 @@ def memory_held_elsewhere(facts: Facts, context: LogContext) -> Observation | No
 
 def kv_pressure(facts: Facts, context: LogContext) -> Observation | None:
     """A cache at least KV_CACHE_PRESSURE_PERCENT full with a sign that it is what limits the load."""
-    if (counted := facts.largest("num_preemptions")) is not None and counted.value > 0:
-        return _observation("preemption", "runtime", {"num_preemptions": counted.value}, counted)
     usage = [fact for fact in facts.of("kv_cache_usage_percent") if isinstance(fact.value, (int, float))]
-    if not usage or (fullest := max(usage, key=lambda fact: fact.value)).value < KV_CACHE_PRESSURE_PERCENT:
+    fullest = facts.largest("kv_cache_usage_percent")
+    if (counted := facts.largest("num_preemptions")) is not None and counted.value > 0:
+        numbers = {"num_preemptions": counted.value}
+        if fullest is not None:  # the load where it preempted most, else where the cache was fullest
+            numbers |= _load(facts, next((u for u in usage if u.line == counted.line), fullest))
+        return _observation("preemption", "runtime", numbers, counted)
+    if fullest is None or fullest.value < KV_CACHE_PRESSURE_PERCENT:
         return None
     waiting = [f for f in facts.of("num_waiting") if f.value > 0 and _usage_in_line(usage, f.line)]
     rising = len(usage) >= 2 and usage[-1].value >= usage[0].value and usage[-1].value >= KV_CACHE_PRESSURE_PERCENT
     latency = facts.of("tpot_ms") + facts.of("ttft_ms")
-    if not (waiting or latency or fullest.value >= FULL_PERCENT or (rising and len({u.line for u in usage}) > 1)):
+    preempting = any(fact.value > 0 for fact in facts.of("preemptions_per_s"))
+    full = fullest.value >= FULL_PERCENT
+    if not (waiting or latency or preempting or full or (rising and len({u.line for u in usage}) > 1)):
         return None
+    return _observation("preemption", "runtime", _load(facts, fullest), fullest, "KV pressure")
+
+
+def _load(facts: Facts, fullest: Fact) -> dict:
+    """The load where the cache was fullest (the same line: a stats line, a table's row), else the largest told."""
     numbers = {"kv_cache_usage_percent": fullest.value}
-    for name in ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms"):
-        if found := facts.largest(name):
+    there = {fact.quantity: fact.value for fact in facts.in_lines(fullest.line, fullest.line)}
+    for name in LOAD:
+        if name in there:
+            numbers[name] = there[name]
+        elif found := facts.largest(name):
             numbers[name] = found.value
-    return _observation("preemption", "runtime", numbers, fullest, "KV pressure")
+    return numbers
 
 
 def _usage_in_line(usage: list[Fact], line: int) -> bool:

@@ -15,7 +15,10 @@ from collections import Counter
 
 from kvtool.engine.diagnosis.normalize import strip_prefix
 
-HARD_WRAP_MIN = 100  # hard wraps are at least this wide
+HARD_WRAP_MIN = 72  # hard wraps are at least this wide
+# a narrower width (a terminal's 80 columns) is a hard wrap only where a cut fell on a space and kept it: a soft wrap
+# (at spaces, which it drops) also leaves lines of exactly its width when a paste is short
+SOFT_WRAP_MAX = 100
 SPIKE = 3
 MAX_WIDTHS = 4  # the longest line lengths looked at (a paste may hold a few unwrapped long lines)
 CHECKED = 8  # lines of a width looked at for pieces that go on
@@ -42,22 +45,25 @@ def hard_wrap_widths(lines: list[str]) -> set[int]:
             break
         count = counts[width]
         spike = count >= 2 and count > SPIKE * max(counts[width - less] for less in (1, 2, 3))
-        if spike and _go_on(lines, lengths, width):
+        if spike and _go_on(lines, lengths, width, width < SOFT_WRAP_MAX):
             widths.add(width)
     return widths
 
 
-def _go_on(lines: list[str], lengths: list[int], width: int) -> bool:
-    """Whether two of the first CHECKED lines of this width go on in the next line (each is found in C: a log
-    whose lines of one length are records, not pieces, costs a few checks)."""
-    going_on, at = 0, -1
+def _go_on(lines: list[str], lengths: list[int], width: int, space_kept: bool) -> bool:
+    """Whether two of the first CHECKED lines of this width go on in the next line, one of them cut at a space it
+    kept where `space_kept` is asked for (each is found in C: a log whose lines of one length are records, not
+    pieces, costs a few checks)."""
+    going_on, at, kept = 0, -1, not space_kept
     for _ in range(CHECKED):
         try:
             at = lengths.index(width, at + 1)
         except ValueError:
             break
-        going_on += at + 1 < len(lines) and _goes_on(lines[at + 1])
-        if going_on >= 2:
+        if at + 1 < len(lines) and _goes_on(lines[at + 1]):
+            going_on += 1
+            kept = kept or lines[at].endswith(" ") or lines[at + 1].startswith(" ")
+        if going_on >= 2 and kept:
             return True
     return False
 

@@ -1,0 +1,87 @@
+"""Numbers read by a key right before them, in any layout people paste: `--max-model-len 4096`,
+`--max-model-len=4096`, `max_model_len=4096`, `"max_model_len": 4096`, `'--max-model-len', '4096'`,
+`max_model_len(4096)`, `max_model_len is 4096`, lm-eval's `max_model_length=4096,gpu_memory_utilisation=0.8`, a
+config path's last part (`rollout.max_num_batched_tokens=8192`), a stats line's `Running: 8 reqs`, a Prometheus
+sample (`vllm:num_requests_waiting{model_name="x"} 45`), prose that links a key to its value with a verb
+(`kv_cache_usage_perc stuck at 1.0`); a bare switch (`--enforce-eager`), a list of token ids (counted), a process row of
+nvidia-smi's table."""
+
+import re
+from collections.abc import Iterator
+
+from kvtool.engine.diagnosis.quantities import BY_NAME, KEYS, Quantity
+from kvtool.engine.diagnosis.values import NUMBER, UNITS, convert
+
+KEY = re.compile(r"(?<![\w.-])(?P<key>(?:--?)?[A-Za-z_][\w.-]{0,60})")
+# the verbs and words of prose between a key and its value ("is set to", "stuck at", "keeps going up (")
+_LINK = (
+    r"is|was|are|were|set|stays?|stayed|stuck|sits?|sitting|hover\w*|keeps?|kept|goes|going|went|climb\w*|jump\w*|"
+    r"rises|rising|rose|grows?|growing|grew|reach\w*|hits?|hitting|peak\w*|pinned|up|at|to|of|near|around|above|"
+    r"over|about|only|already|still"
+)
+# between a key and its value: a Prometheus label set, a unit (`Mean TTFT (ms):`), then `=`, `:`, a space after a
+# flag, quotes and brackets, `(`, or a few linking words
+_BETWEEN = (
+    r"""(?:\{[^{}\n]{0,200}\})?(?:\s*[(\[](?P<key_unit>%|ms|s|GiB|GB|MiB)[)\]])?['"]?\]?\s*(?:[:=]|：|\(|,\s*(?=['"])|\s+(?:(?:"""
+    + _LINK
+    + r""")\s+){1,4}\(?|\s+=\s+|\s+)\s*(?:already\s+|only\s+|about\s+|~)?['"\[]?"""
+)
+VALUE = re.compile(
+    _BETWEEN + rf"(?:(?P<number>{NUMBER})(?!\.\d)(?:\s?(?P<unit>{UNITS})|(?!\w))"
+    r"|(?P<word>true\b|false\b|True\b|False\b|[A-Za-z][\w./:@-]{0,120}))"
+)
+# a list of token ids, which counts tokens: LLM.generate's RequestOutput, a request log
+TOKEN_IDS = re.compile(r"\b(?P<key>prompt_token_ids|token_ids|output_ids)\s*[=:]\s*[\[(](?P<items>[\d,\s]*\d)[\])]")
+COUNTED = {"prompt_token_ids": "prompt_tokens", "token_ids": "completion_tokens", "output_ids": "completion_tokens"}
+# a switch given bare: `--enforce-eager`, `--no-enable-chunked-prefill`
+BARE_SWITCH = re.compile(r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)")
+# a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
+SMI_PROCESS = re.compile(r"^\|\s+\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
+Reading = tuple[str, int | float | str | bool, str | None, tuple[int, int]]  # quantity, value, unit, span
+
+
+def normal_key(key: str) -> str:
+    """`--max-model-len`, `max-model-len`, `rollout.max_model_len`, `maxModelLen`: `max_model_len`."""
+    key = key.lstrip("-").rsplit(".", 1)[-1]
+    if not key.islower():
+        key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)
+    return key.replace("-", "_").lower()
+
+
+def quantity_of(key: str) -> tuple[Quantity | None, str | None]:
+    """The quantity a key names, and the unit its name gives its values: TRL's `vllm_gpu_memory_utilization` is
+    vLLM's own, a histogram's `time_to_first_token_seconds_bucket` is TTFT in seconds."""
+    name = normal_key(key)
+    unit = None
+    if name.endswith("_seconds") or name.endswith("_seconds_bucket"):
+        name, unit = name[: name.rindex("_seconds")], "s"
+    quantity = KEYS.get(name)
+    if quantity is None and name.startswith("vllm_"):
+        quantity = KEYS.get(name[5:])
+    return quantity, unit
+
+
+def keyed(text: str) -> Iterator[Reading]:
+    """Every number (or name, or switch) `text` states after a key."""
+    if "--" in text:
+        for match in BARE_SWITCH.finditer(text):
+            yield normal_key(match.group("key")), not match.group("no"), None, match.span()
+    if "_ids" in text:
+        for match in TOKEN_IDS.finditer(text):
+            count = match.group("items").count(",") + 1
+            yield COUNTED[match.group("key")], count, "ids", match.span("items")
+    if "MiB |" in text and (match := SMI_PROCESS.match(text)):
+        yield "process_gib", convert(BY_NAME["process_gib"], match.group("mib"), "MiB"), "MiB", match.span("mib")
+    for key in KEY.finditer(text):
+        name = key.group("key").rstrip(".-")
+        quantity, named_unit = quantity_of(name)
+        if quantity is None or (match := VALUE.match(text, key.start() + len(name))) is None:
+            continue
+        value_group = "number" if match.group("number") is not None else "word"
+        between = text[key.start() + len(name) : match.start(value_group)]
+        if quantity.kind in ("str", "bool") and not (re.search("[-_]", name) or re.search("[=:]", between)):
+            continue  # a name or a switch only where a flag or a key states it, not after a word of prose
+        unit = match.group("unit") or match.group("key_unit") or named_unit
+        value = convert(quantity, match.group(value_group), unit)
+        if value is not None:
+            yield quantity.name, value, unit, match.span(value_group)

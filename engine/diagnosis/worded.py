@@ -1,0 +1,88 @@
+"""Numbers named by the words of prose around them (words.py), among the quantities of the number's kind: its unit
+picks GiB, a percent, a latency or a count, so "KV cache usage reached 98 %" and "24 GB" never compete. The words
+closest before the number name it, within BEFORE characters, or words right after it ("3.1 GiB free", "20.67 GiB in
+use"). Two numbers at once after words of free memory or of utilization: `(free/total GiB)`, `(utilization,
+requested GiB)`."""
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+
+from kvtool.engine.diagnosis.keys import Reading
+from kvtool.engine.diagnosis.quantities import BY_NAME, Quantity, kind_of
+from kvtool.engine.diagnosis.values import NUMBER, UNIT, convert
+from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORDS, WORDS, Words
+
+NUMBER_WITH_UNIT = re.compile(r"(?<![\w.])(?P<number>" + NUMBER + r")" + UNIT)
+PAIR = re.compile(
+    r"\(?(?P<a>" + NUMBER + r")\s*(?P<sep>[/,])\s*(?P<b>" + NUMBER + r")\s*(?P<unit>GiB|GB|MiB)\)?", re.IGNORECASE
+)
+_UNIT_CASE = {unit.lower(): unit for unit in ("GiB", "GB", "MiB")}
+# the words before a pair, and what its two numbers are: `(free/total GiB)`, `(utilization, requested GiB)`
+PAIR_WORDS = (
+    (re.compile(r"free|available|可用|空闲", re.IGNORECASE), "/", ("free_gib", "total_gib")),
+    (re.compile(r"utili[sz]ation|利用率", re.IGNORECASE), ",", ("gpu_memory_utilization", "requested_gib")),
+)
+_ASSIGNED = re.compile(r"=['\"]?$")
+_AFTER_FILLER = re.compile(r"\s*(?:is |are |of )?")
+BEFORE, AFTER = 56, 28  # how far words may be from their number, in characters
+
+
+def pairs(text: str) -> Iterator[Reading]:
+    """`(free/total GiB)` after words of free memory and `(utilization, requested GiB)` after words of
+    utilization: vLLM's way (and people's) to give two numbers at once."""
+    for match in PAIR.finditer(text):
+        before = text[max(0, match.start() - BEFORE) : match.start()]
+        found = [(words.search(before), names) for words, sep, names in PAIR_WORDS if sep == match.group("sep")]
+        names = next((names for words, names in found if words), None)
+        if names is None:
+            continue
+        unit = _UNIT_CASE[match.group("unit").lower()]
+        for name, group in zip(names, "ab"):
+            own = unit if name.endswith("_gib") else None
+            if (value := convert(BY_NAME[name], match.group(group), own)) is not None:
+                yield name, value, own, match.span(group)
+
+
+def worded(text: str) -> Iterator[Reading]:
+    ends: dict[bool, list] = {}  # for sizes and for the rest: each quantity's words, where they end in the line
+    lower = text.lower()
+    for match in NUMBER_WITH_UNIT.finditer(text):
+        if _ASSIGNED.search(text, max(0, match.start() - 2), match.start()):
+            continue  # the value of a key of its own (`engine="0"`), known or not
+        unit = match.group("unit")
+        kinds = kind_of(unit)
+        memory = "gib" in kinds
+        if memory not in ends:
+            ends[memory] = [
+                (q, words, [m.end() for m in words.finditer(text)])
+                for q, words, gates in _words_of(memory)
+                if any(gate in lower for gate in gates)
+            ]
+        quantity = _named_by_words(text, match.start(), match.end(), kinds, ends[memory])
+        if quantity is None:
+            continue
+        value = convert(quantity, match.group("number"), unit)
+        if value is not None:
+            yield quantity.name, value, unit, match.span("number")
+
+
+def _words_of(memory: bool) -> Words:
+    return MEMORY_WORDS if memory else WORDS
+
+
+def _named_by_words(text: str, start: int, end: int, kinds: tuple[str, ...], ends: list) -> Quantity | None:
+    """The quantity whose words end closest before the number, within BEFORE characters (or start right after
+    it), among those of the number's kind. `ends`: each quantity's words and where they end in the line."""
+    best, distance = None, BEFORE + AFTER
+    filler = _AFTER_FILLER.match(text, end).end()
+    for quantity, words, word_ends in ends:
+        if quantity.kind not in kinds:
+            continue
+        before = bisect_right(word_ends, start) - 1
+        if before >= 0 and (gap := start - word_ends[before]) <= BEFORE and gap < distance:
+            best, distance = quantity, gap
+        after_words = MEMORY_AFTER.get(quantity.name) if "gib" in kinds else AFTER_WORDS.get(quantity.name, words)
+        if after_words and after_words.match(text, filler, end + AFTER) and filler - end < distance:
+            best, distance = quantity, filler - end
+    return best
