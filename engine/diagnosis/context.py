@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from kvtool.engine.diagnosis import clients
 from kvtool.engine.diagnosis.facts import Facts
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
+from kvtool.engine.diagnosis.truncation import answer_cut
 from kvtool.engine.sizing.log_budget import catalog_gpu
 from kvtool.engine.sizing.startup_log import VllmStartupLog
 from kvtool.engine.sizing.units import GiB
@@ -111,6 +113,9 @@ class LogContext:
     cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
     request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
+    cut_told: str | None = None  # the line that says an answer was cut short (truncation.answer_cut)
+    client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)
+    client_line: str | None = None  # the line that shows it
     facts: Facts = field(default_factory=Facts)  # every fact of the text (facts.py)
     errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
     startup: VllmStartupLog | None = None  # what the start-up reader read
@@ -179,6 +184,10 @@ def fact_readers(shape: str) -> Readers:
         readers.append(_read_suggestion)
     if flags := _flags(shape):
         readers.append(partial(_set, flags))
+    if answer_cut(shape):
+        readers.append(_read_cut)
+    if client := clients.shown(shape):
+        readers.append(partial(_read_client, client.name))
     return tuple(readers)
 
 
@@ -208,6 +217,14 @@ def _flags(shape: str) -> dict:
 
 def _set(flags: dict, line: str, facts: dict) -> None:
     facts.update(flags)
+
+
+def _read_cut(line: str, facts: dict) -> None:
+    facts["cut_told"] = line
+
+
+def _read_client(name: str, line: str, facts: dict) -> None:
+    facts["client"], facts["client_line"] = name, line
 
 
 def _read_model(line: str, facts: dict) -> bool | None:

@@ -19,22 +19,22 @@ A rule gives nothing where a wording already named the cause; then the wording's
 
 import re
 
+from kvtool.engine.diagnosis import caps
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.facts import KEYED, Fact, Facts
+from kvtool.engine.diagnosis.facts import Fact, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, KV_CACHE_PRESSURE_PERCENT
+from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 
 # words that make a line a refusal or a warning about the numbers it states
 REFUSAL = re.compile(
     r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
     r"not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|超过|超出|过长|不足|小于|大于|低于|"
-    r"报错",
+    r"报错|won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|起動しない|실패",
     re.IGNORECASE,
 )
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
 FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
 LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
-ROUND_CAPS = {2**power for power in range(4, 14)}  # the defaults servers and wrappers set: 16 to 8192 tokens
 
 
 def rule_observations(seen: list[Observation], context: LogContext) -> list[Observation]:
@@ -161,11 +161,8 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
         needed = stated["kv_needed_gib"].value
         available = _in_line(facts, first, "kv_available_gib") or _in_line(facts, first, "free_gib")
         if available and needed > (available := next(iter(available.values()))):
-            numbers = {
-                "kv_needed_gib": needed,
-                "kv_available_gib": available,
-                **_in_line(facts, first, "max_model_len"),
-            }
+            numbers = {"kv_needed_gib": needed, "kv_available_gib": available}
+            numbers |= _in_line(facts, first, "max_model_len") | _in_line(facts, first, "estimated_max_model_len")
             return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
     for first, stated in _refusals(facts, "kv_cache_tokens", "max_model_len"):
         tokens, limit = stated["kv_cache_tokens"].value, stated["max_model_len"].value
@@ -180,27 +177,11 @@ def _in_line(facts: Facts, first: Fact, quantity: str) -> dict:
     return {quantity: found.value} if found else {}
 
 
-def default_cap(facts: Facts, context: LogContext) -> Observation | None:
-    """An answer that stopped for length (finish_reason "length") at a default: vLLM's 16 tokens, or another round
-    number (a wrapper's own: LangChain's 256 and 512, ...) where the paste shows the request and it sent no
-    max_tokens. Without the request, a round number may be the caller's own limit."""
-    if "length" not in {str(fact.value).lower() for fact in facts.of("finish_reason")}:
-        return None
-    asked = {fact.value for fact in facts.of("max_tokens", (KEYED,))}
-    request_shown = bool(facts.of("model", (KEYED,)))
-    for fact in facts.of("completion_tokens"):
-        default = fact.value == DEFAULT_MAX_TOKENS or (request_shown and not asked)
-        if fact.value in ROUND_CAPS and fact.value not in asked and default:
-            numbers = {"completion_tokens": fact.value, "default_max_tokens": fact.value}
-            return _observation("max_tokens_default_truncation", "request", numbers, fact)
-    return None
-
-
 RULES = (
     ("request_too_long", prompt_over_context),
     ("gpu_memory_held_by_others", memory_held_elsewhere),
     ("preemption", kv_pressure),
     ("batched_tokens_lt_model_len", step_too_small),
-    ("max_tokens_default_truncation", default_cap),
+    ("max_tokens_default_truncation", caps.default_cap),
     ("kv_cache_too_small_at_startup", kv_cache_short),
 )

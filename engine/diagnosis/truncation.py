@@ -8,6 +8,7 @@ server). An answer whose usage shows where it stopped is read from facts (rules.
 
 import re
 
+from kvtool.engine.diagnosis import clients
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS
 
@@ -23,12 +24,32 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
 )
 
 
-CUT_SHORT = re.compile(
-    r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
+_FINISH_LENGTH = r"""finish_reason['"]?\s*[:=]\s*['"]?length\b"""
+CUT_PROSE = re.compile(
+    r"""\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
     r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b"
-    r"|\bcropped\b|\bchopped off\b|\bends? abruptly\b|\bstops? (?:mid-?sentence|in the middle)|输出不全|只输出了?",
+    r"|\bcropped\b|\bchopped off\b|\bends? abruptly\b|\bstops? (?:mid-?sentence|in the middle)|输出不全|只输出了?"
+    # Japanese, Korean, Spanish, Portuguese, German, Russian, French
+    r"|途中で(?:切れ|途切れ|止ま|終わ)|切れて(?:しま|い)|途切れ|打ち切ら|잘려|잘림|끊겨|끊김|중간에 (?:끊|멈)"
+    r"|\b(?:se )?cortan?\b|\bcortad[ao]s?\b|\btruncad[ao]s?\b|\bincomplet[ao]s?\b|\ba medias\b|pela metade"
+    r"|\babgeschnitten\b|\bunvollständig|mitten im Satz|обрез\w+|обрыва\w+|оборва\w+|не до конца|неполн\w+"
+    r"|\bcoupée?s?\b|\btronquée?s?\b|\bincomplètes?\b",
     re.IGNORECASE,
 )
+CUT_SHORT = re.compile(_FINISH_LENGTH + "|" + CUT_PROSE.pattern, re.IGNORECASE)
+# what is cut: an answer, not a prompt or a context (a line must name one beside its words of a cut)
+ANSWER = re.compile(
+    r"answer|response|output|repl(?:y|ies)|completion|generat|\btext|summar|essay|trace|reasoning|translat|\bcode\b"
+    r"|回答|答案|输出|回复|出力|応答|답변|응답|출력|respuesta|salida|Antwort|Ausgabe|ответ|вывод|resposta|saída|réponse",
+    re.IGNORECASE,
+)
+
+
+def answer_cut(line: str) -> bool:
+    """Whether the line says in words that an answer was cut short (in any of the languages of CUT_PROSE)."""
+    return bool(CUT_PROSE.search(line) and ANSWER.search(line))
+
+
 _MAX_TOKENS = r"max[_ ](?:new[_ ]|completion[_ ]|output[_ ])?tokens"
 NOT_SET = re.compile(
     rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,4}}?(?:is |was |are |were |gets? |seems? )?"
@@ -51,7 +72,10 @@ DEFAULT_CALL = re.compile(
 # substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
 CUT_SHORT_GATES = (  # the prose, for the reader
     "runcat", "ut off", "ut short", "ncomplete", "ropped", "hopped", "bruptly", "id-sentence", "iddle",
-    "截断", "不完整", "输出不全", "只输出",
+    "截断", "不完整", "输出不全", "只输出", "途中で", "切れて", "途切れ", "打ち切",
+    "잘려", "잘림", "끊겨", "끊김", "중간에",
+    "corta", "cortad", "runcad", "ncomplet", "medias", "metade", "abgeschnitten", "nvollständig", "im Satz", "обрез",
+    "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè",
 )  # fmt: skip
 _CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
 
@@ -65,8 +89,9 @@ NOT_SET_DETAIL = "max_tokens not set"
 # vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
 OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
 # max_tokens given to the server as a flag: vLLM has none (max_tokens is a request field), so requests keep the default
-# LangChain's vLLM wrappers' own max_tokens when none is given (their `max_tokens` / `max_new_tokens` defaults)
-WRAPPER_DEFAULTS = {"VLLMOpenAI": 256, "VLLM": 512}
+# LangChain's vLLM wrappers' own max_tokens when none is given (clients.py)
+WRAPPER_DEFAULTS = {"VLLMOpenAI": clients.BY_NAME["LangChain's VLLMOpenAI"].default}
+WRAPPER_DEFAULTS["VLLM"] = clients.BY_NAME["LangChain's VLLM"].default
 SERVER_FLAG = re.compile(r"--max[_-](?:new[_-])?tokens\b")
 
 

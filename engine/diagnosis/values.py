@@ -9,7 +9,6 @@ from kvtool.engine.diagnosis.quantities import Quantity
 # a number, with a thousands suffix where one follows it ("16k", "32K tokens", "1M context"; not "KiB", "MB")
 NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?(?:[kKM](?![A-Za-z]))?"
 UNITS = r"GiB|MiB|KiB|GB|MB|TiB|G(?=\s*(?:VRAM|显存|memory|RAM)|\b)|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b"
-UNIT = rf"\s?(?P<unit>{UNITS})?"
 IN_GIB = {"GiB": 1.0, "GB": 1.0, "G": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / (1 << 20), "TiB": 1024.0}
 IN_GIB["bytes"] = 1 / (1 << 30)
 _SUFFIX = re.compile(r"([kKM])$")

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 from kvtool.engine.diagnosis.keys import Reading
 from kvtool.engine.diagnosis.quantities import BY_NAME, Quantity, kind_of
-from kvtool.engine.diagnosis.values import NUMBER, UNIT, convert
+from kvtool.engine.diagnosis.values import NUMBER, UNITS, convert
 from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORDS, WORDS, Words
 
-NUMBER_WITH_UNIT = re.compile(r"(?<![\w.])(?P<number>" + NUMBER + r")" + UNIT)
+# a number glued to letters that are no unit is part of a name ("8b", "A100"), not a quantity
+NUMBER_WITH_UNIT = re.compile(rf"(?<![\w.])(?P<number>{NUMBER})(?:\s?(?P<unit>{UNITS})|(?![A-Za-z]))")
 PAIR = re.compile(
     r"\(?(?P<a>" + NUMBER + r")\s*(?P<sep>[/,])\s*(?P<b>" + NUMBER + r")\s*(?P<unit>GiB|GB|MiB)\)?", re.IGNORECASE
 )

@@ -1,0 +1,86 @@
+"""Clients, harnesses and trainers in front of vLLM that send an output cap of their own when the user sets none:
+the cap vLLM then applies is theirs, not vLLM's. Each default was read in the package's own code (the release
+named); a client none of these is, or one whose default is no cap (LangChain's ChatOpenAI, LlamaIndex's
+OpenAILike, LiteLLM, AutoGen's OpenAIChatCompletionClient, lighteval: None), gives nothing."""
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str  # as the finding names it
+    sign: re.Pattern  # how a paste shows it in use (an import, a class, a command)
+    param: str  # the name of its output cap, which the fix sets
+    default: int
+    source: str  # where the default was read
+
+
+def _sign(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+CLIENTS = (
+    Client(
+        "LangChain's OpenAI completion class",
+        _sign(r"langchain(?:_openai|_community\.llms|\.llms)(?:\.\w+)* import (?:[\w, ]*\b)?OpenAI\b"),
+        "max_tokens",
+        256,
+        "langchain-openai 1.8.1 llms/base.py BaseOpenAI.max_tokens (langchain-community 0.4.2 llms/openai.py alike)",
+    ),
+    Client(
+        "LangChain's VLLMOpenAI",
+        _sign(r"\bVLLMOpenAI\("),
+        "max_tokens",
+        256,
+        "langchain-community 0.4.2 llms/openai.py BaseOpenAI.max_tokens",
+    ),
+    Client(
+        "LangChain's VLLM",
+        _sign(r"(?<![\w.])VLLM\("),
+        "max_new_tokens",
+        512,
+        "langchain-community 0.4.2 llms/vllm.py VLLM.max_new_tokens",
+    ),
+    Client(
+        "LlamaIndex's Vllm",
+        _sign(r"llama_index\.llms\.vllm|\bVllm(?:Server)?\("),
+        "max_new_tokens",
+        512,
+        "llama-index-llms-vllm 0.8.0 base.py Vllm.max_new_tokens",
+    ),
+    Client(
+        "lm-eval",
+        _sign(r"\blm[_-]eval\b|\bsimple_evaluate\(|--model (?:local-(?:chat-)?completions|vllm)\b"),
+        "max_gen_toks",
+        256,
+        "lm-eval 0.4.13 models/api_models.py and models/vllm_causallms.py max_gen_toks",
+    ),
+    Client(
+        "TRL's trainer",
+        _sign(r"\b(?:GRPO|RLOO)(?:Config|Trainer)\b|\btrl\.trainer\b"),
+        "max_completion_length",
+        512,
+        "trl 1.16.0 trainer/grpo_config.py and rloo_config.py max_completion_length",
+    ),
+    Client(
+        "verl",
+        _sign(r"\bverl\.trainer\b|\bactor_rollout_ref\b"),
+        "data.max_response_length",
+        512,
+        "verl 0.9.1 trainer/config/data/legacy_data.yaml max_response_length",
+    ),
+    Client(
+        "OpenCompass",
+        _sign(r"\bopencompass\b|\bOpenAISDK\b"),
+        "max_out_len",
+        512,
+        "opencompass 0.5.4 models/openai_api.py OpenAI.generate(max_out_len=512)",
+    ),
+)
+BY_NAME = {client.name: client for client in CLIENTS}
+
+
+def shown(text: str) -> Client | None:
+    """The first client of CLIENTS the text shows in use."""
+    return next((client for client in CLIENTS if client.sign.search(text)), None)
