@@ -57,6 +57,12 @@ _CACHE_CHECK = (
     "in initialize_cache",
     "enough_kv_cache_memory",
 )
+# words that say a setting means "no limit" (a client's -1)
+_UNLIMITED = re.compile(
+    r"\bno limit|\bunlimited|\binfinite|without (?:a |any )?limit|sin l[ií]mite|ilimitad|unbegrenzt|без ограничени|"
+    r"無制限|무제한|无限制?|不限制?",
+    re.IGNORECASE,
+)
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
@@ -116,6 +122,7 @@ class LogContext:
     cut_told: str | None = None  # the line that says an answer was cut short (truncation.answer_cut)
     client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)
     client_line: str | None = None  # the line that shows it
+    unlimited_told: bool = False  # the paste says a setting means "no limit"
     facts: Facts = field(default_factory=Facts)  # every fact of the text (facts.py)
     errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
     startup: VllmStartupLog | None = None  # what the start-up reader read
@@ -210,6 +217,8 @@ def _flags(shape: str) -> dict:
         flags["priority_scheduling"] = True
     if "dataset" in shape and _RANDOM_PROMPTS.search(shape):
         flags["random_prompts"] = True
+    if _UNLIMITED.search(shape):
+        flags["unlimited_told"] = True
     if any(marker in shape for marker in _CHUNKED_PREFILL_OFF):
         flags.update(enable_chunked_prefill=False, chunked_prefill_forced_off=True)
     return flags

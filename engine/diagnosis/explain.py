@@ -17,11 +17,11 @@ from kvtool.engine.diagnosis import (
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
-from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
+from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Finding, Numbers, Observation
 from kvtool.engine.diagnosis.launch_check import PLANNED, PLANNED_NOTE, launch_could_not_start
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.rules import rule_observations, vetoed
+from kvtool.engine.diagnosis.rules import client_literals, rule_observations, vetoed
 from kvtool.engine.diagnosis.startup import with_failure
 
 EXPLAINERS = {
@@ -40,6 +40,7 @@ EXPLAINERS = {
     "missing_chat_template": explain_config.missing_chat_template,
     "tool_choice_auto_without_flags": explain_config.tool_choice_auto_without_flags,
     "model_not_found": explain_config.model_not_found,
+    NOT_POSITIVE: explain_config.max_tokens_not_positive,
     # (category, detail): a wording that needs its own explainer
     ("request_too_long", wordings.PROMPT_LIMIT): explain_budget.prompt_limit,
     ("batched_tokens_lt_model_len", wordings.MULTIMODAL_PROFILING): explain_budget.profiling_too_short,
@@ -51,7 +52,7 @@ ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once:
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
-    observations = vetoed(observations, context) + rule_observations(observations, context)
+    observations = client_literals(vetoed(observations, context), context) + rule_observations(observations, context)
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:

@@ -3,7 +3,7 @@ server-side length that would take the request."""
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED
-from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Alternative, Finding, Fix, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED, default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
@@ -16,6 +16,8 @@ COMPLETIONS_NOTE = (
     "On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "
     '"maximum context length": the real limit may be larger by the request\'s max_tokens.'
 )
+LITERAL_WHY = "if the client sent max_tokens -1 itself (its way to say no limit), vLLM refused that setting"
+LITERAL_FIX = "leave max_tokens out of the request"
 CLAMP_NOTE = (
     "vLLM 0.32 and later (and `kvtool serve --overflow clamp`) lower max_tokens to the room left instead of rejecting."
 )
@@ -28,13 +30,16 @@ def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel)
     if prompt is None and max_tokens is not None and max_tokens < 1 and limit is None:
         n["prompt_overflow_tokens"] = -max_tokens  # 0.4-era chat: max_tokens = max_model_len - prompt
         n["trim_tokens"] = 1 - max_tokens
-        return _finding(
+        finding = _finding(
             obs,
             n,
             f"The prompt is {-max_tokens} tokens longer than max_model_len, so the server "
             f"computed max_tokens = {max_tokens}.",
             [_trim(n["trim_tokens"])],
         )
+        if max_tokens == -1:  # also a client's "no limit"
+            finding.alternatives.append(Alternative(NOT_POSITIVE, LITERAL_WHY, [Fix(LITERAL_FIX, param="max_tokens")]))
+        return finding
     if "prompt_characters" in n:
         return _too_many_characters(obs, n)
     if "truncate_prompt_tokens" in n:

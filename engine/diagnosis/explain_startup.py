@@ -5,12 +5,18 @@ import math
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_kv import smaller_profiling_batch
-from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED, run_budget
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
 
+LISTED_PROCESS_GIB = 1.0  # a process holding less is a CUDA context, not a workload
+HELD_WHY = (
+    "if the process nvidia-smi lists with {held} GiB is not this vLLM: a release without the start-up check of free "
+    "memory (before 0.9.2) counts what other processes hold against gpu_memory_utilization x total, which leaves "
+    "nothing for the KV cache"
+)
 UNIFIED_SUMMARY = (
     "On a unified-memory device the operating system, other programs and any firmware carve-out share the memory "
     "the GPU sees: only {free} of {total} GiB is free at start-up, less than gpu_memory_utilization {utilization} "
@@ -35,7 +41,19 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
         Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
         Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8) to shrink the weights", flag="--quantization", value=None),
     ]
-    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
+    alternatives = [alternative] if (alternative := _held_by_a_listed_process(n, context)) else []
+    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span, alternatives=alternatives)
+
+
+def _held_by_a_listed_process(n: Numbers, context: LogContext) -> Alternative | None:
+    """A process nvidia-smi lists with memory of its own: if it is not this vLLM, it took the budget."""
+    held = context.facts.largest("process_gib")
+    if held is None or held.value < LISTED_PROCESS_GIB:
+        return None
+    n.put("other_process_gib", held.value, MEASURED)
+    why = HELD_WHY.format(held=held.value)
+    fixes = [Fix("stop it, or give vLLM a GPU of its own", flag="CUDA_VISIBLE_DEVICES")]
+    return Alternative("gpu_memory_held_by_others", why, fixes)
 
 
 def _utilization_for_one_request(n: Numbers, context: LogContext, memory: MemoryModel, budget) -> Fix | None:

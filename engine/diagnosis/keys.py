@@ -36,7 +36,7 @@ COUNTED = {"prompt_token_ids": "prompt_tokens", "token_ids": "completion_tokens"
 # a switch given bare: `--enforce-eager`, `--no-enable-chunked-prefill`
 BARE_SWITCH = re.compile(r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)")
 # a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
-SMI_PROCESS = re.compile(r"^\|\s+\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
+SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
 Reading = tuple[str, int | float | str | bool, str | None, tuple[int, int]]  # quantity, value, unit, span
 
 

@@ -21,8 +21,8 @@ import re
 
 from kvtool.engine.diagnosis import caps
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.facts import Fact, Facts
-from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
+from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Observation, evidence_window
 from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 
 # words that make a line a refusal or a warning about the numbers it states
@@ -54,6 +54,23 @@ def vetoed(observations: list[Observation], context: LogContext) -> list[Observa
     if "stop" not in reasons or "length" in reasons:
         return observations
     return [obs for obs in observations if obs.category != "max_tokens_default_truncation"]
+
+
+def client_literals(observations: list[Observation], context: LogContext) -> list[Observation]:
+    """A request refused with "max_tokens must be at least 1, got N" (N <= 0) where the paste itself sets max_tokens
+    to N, or says N means no limit (a client's own convention, -1 in llama.cpp's and many UIs'): vLLM's validation
+    refused the client's setting; no prompt is over the context."""
+    return [_literal(obs, context) or obs for obs in observations]
+
+
+def _literal(obs: Observation, context: LogContext) -> Observation | None:
+    asked = obs.numbers.get("max_tokens")
+    if obs.category != "request_too_long" or asked is None or asked > 0 or "prompt_tokens" in obs.numbers:
+        return None
+    stated = any(fact.value == asked for fact in context.facts.of("max_tokens", (KEYED, WORDED)))
+    if not (stated or (context.unlimited_told and asked in (-1, 0))):
+        return None
+    return Observation(NOT_POSITIVE, "request", {"max_tokens": asked}, obs.evidence, obs.span, count=obs.count)
 
 
 def _observation(category: str, stage: str, numbers: dict, fact: Fact, detail: str | None = None) -> Observation:

@@ -84,6 +84,7 @@ def _named_by_words(text: str, start: int, end: int, kinds: tuple[str, ...], end
         if before >= 0 and (gap := start - word_ends[before]) <= BEFORE and gap < distance:
             best, distance = quantity, gap
         after_words = MEMORY_AFTER.get(quantity.name) if "gib" in kinds else AFTER_WORDS.get(quantity.name, words)
-        if after_words and after_words.match(text, filler, end + AFTER) and filler - end < distance:
+        after = after_words and after_words.match(text, filler, end + AFTER)
+        if after and "_" not in after.group(0) and filler - end < distance:  # a key after it names what follows
             best, distance = quantity, filler - end
     return best

@@ -40,7 +40,8 @@ _PROSE = {
         r"longueur (?:maximale )?(?:de|du) contexte",
     ),
     MAX_TOKENS: (
-        r"max(?:imum)?[ _-]?(?:new[ _-]|output[ _-]|completion[ _-]|generat\w*[ _-])?tokens(?: of| is| to)?",
+        r"max(?:imum)?[ _-]?(?:number of )?(?:new[ _-]|output[ _-]|completion[ _-]|generat\w*[ _-])?tokens"
+        r"(?: of| is| to)?",
         r"in the completion|最大输出(?:长度)?|输出长度|最大(?:出力)?トークン数?|최대 ?(?:출력 ?)?토큰",
         r"máximo de tokens|tokens máximos|maximale[n]? (?:Anzahl (?:an |der )?)?(?:Ausgabe)?tokens",
         r"максимальн\w* (?:число |количество )?токенов",
