@@ -124,6 +124,7 @@ class LogContext:
     client_line: str | None = None  # the line that shows it
     unlimited_told: bool = False  # the paste says a setting means "no limit"
     facts: Facts = field(default_factory=Facts)  # every fact of the text (facts.py)
+    read_lines: set[int] = field(default_factory=set)  # the lines a wording read (their facts are its numbers)
     errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
     startup: VllmStartupLog | None = None  # what the start-up reader read
     startup_lines: StartupLines | None = None  # the lines it read

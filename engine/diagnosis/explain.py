@@ -17,11 +17,12 @@ from kvtool.engine.diagnosis import (
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
-from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Finding, Numbers, Observation
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES, NOT_POSITIVE, Finding, Numbers, Observation
 from kvtool.engine.diagnosis.launch_check import PLANNED, PLANNED_NOTE, launch_could_not_start
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.rules import client_literals, rule_observations, vetoed
+from kvtool.engine.diagnosis.settings import with_settings
 from kvtool.engine.diagnosis.startup import with_failure
 
 EXPLAINERS = {
@@ -76,43 +77,10 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
         if obs.detail == PLANNED:
             finding.notes.append(PLANNED_NOTE)
         finding = graph_budget(finding, context, memory)
-        _with_settings(finding, context)
+        with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)
         findings.append(finding)
     return outranked(_once(findings), context.errors)
-
-
-# the settings and measurements each cause's fixes are sized on, from the paste's launch and start-up lines
-SETTINGS = {
-    "kv_cache_too_small_at_startup": ("max_model_len", "num_gpu_blocks", "weights_gib", "total_gpu_gib"),
-    "no_cache_blocks": ("max_model_len", "num_gpu_blocks", "weights_gib", "total_gpu_gib", "gpu_memory_utilization"),
-    "gpu_memory_held_by_others": ("max_model_len",),
-    "preemption": ("max_model_len", "tensor_parallel_size", "block_size", "gpu_memory_utilization"),
-}
-# what the requests of a load ask for (a sampling call's arguments, a client's settings)
-LOAD_REQUESTS = ("max_tokens", "n")
-
-
-def _with_settings(finding: Finding, context: LogContext) -> None:
-    """The finding's numbers with the settings its fixes are sized on, where the paste states them."""
-    numbers = finding.numbers if isinstance(finding.numbers, Numbers) else Numbers(finding.numbers)
-    finding.numbers = numbers
-    for name in SETTINGS.get(finding.category, ()):
-        if name not in numbers and (value := getattr(context, name)) is not None:
-            catalog = name == "total_gpu_gib" and context.total_gpu_source == "catalog"
-            numbers.put(name, value, ESTIMATED if catalog else MEASURED)
-    if finding.category != "preemption":
-        return
-    for name in LOAD_REQUESTS:
-        if name not in numbers and (fact := context.facts.setting(name)) is not None:
-            numbers[name] = fact.value
-    if "kv_cache_usage_percent" not in numbers and (fullest := context.facts.largest("kv_cache_usage_percent")):
-        numbers["kv_cache_usage_percent"] = fullest.value  # the load where the cache was fullest
-        for fact in context.facts.in_lines(fullest.line, fullest.line):
-            if fact.quantity in ("num_running", "num_waiting", "num_swapped", "cpu_kv_cache_usage_percent"):
-                numbers.setdefault(fact.quantity, fact.value)
-    if context.priority_scheduling and (priorities := context.facts.of("priority")):
-        numbers["priority"] = min(fact.value for fact in priorities)
 
 
 def _sources(numbers: dict, obs: Observation) -> dict[str, str]:
@@ -154,7 +122,8 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.num_gpu_blocks == 0:  # no block at all: vLLM's check says there is no memory for the cache
         return [_inferred("no_cache_blocks", {"num_gpu_blocks": 0}, context, "num_gpu_blocks")]
     tokens, source = _kv_cache_tokens(context, memory)
-    if tokens is None and (planned := launch_could_not_start(context, memory)) is not None:
+    failed = categories & MEMORY_AND_LENGTH_CATEGORIES  # the paste shows what failed: no estimate needed
+    if tokens is None and not failed and (planned := launch_could_not_start(context, memory)) is not None:
         return [planned]
     # the length check vLLM runs once the cache is sized failed, whatever max_model_len was
     failed_check = context.cache_check_failed and source == "num_gpu_blocks"

@@ -122,6 +122,8 @@ def _prompt_and_output(obs: Observation, n: dict, context: LogContext, memory: M
         )
     over_by_prompt = param == "input_tokens" and prompt >= limit
     summary, fixes = _prompt_alone(n) if over_by_prompt else _prompt_plus_output(n)
+    if "max_tokens" not in n and (sent := _sent_max_tokens(context)) is not None:
+        n.put("max_tokens", sent, MEASURED)  # what the request shown asked for, beside a prompt already too long
     fixes.append(
         Fix(
             "budget each request: max_tokens = max_model_len - prompt tokens (count them with the "
@@ -161,6 +163,7 @@ def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
 
 def _prompt_plus_output(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit, max_tokens = n["prompt_tokens"], n["max_model_len"], n["max_tokens"]
+    n["requested_tokens"] = prompt + max_tokens
     n["overflow_tokens"], n["largest_max_tokens"] = prompt + max_tokens - limit, limit - prompt
     summary = (
         f"The request needs {prompt + max_tokens} tokens ({prompt} prompt + {max_tokens} max_tokens) but "

@@ -39,7 +39,8 @@ LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # wh
 
 def rule_observations(seen: list[Observation], context: LogContext) -> list[Observation]:
     """What the facts show that no wording said."""
-    facts, named = context.facts, {SAME_CAUSE.get(obs.category, obs.category) for obs in seen}
+    named = {SAME_CAUSE.get(obs.category, obs.category) for obs in seen}
+    facts = Facts(fact for fact in context.facts if fact.line not in context.read_lines)  # a wording explained them
     found = []
     for category, rule in RULES:
         if category not in named and (observation := rule(facts, context)) is not None:

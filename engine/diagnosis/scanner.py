@@ -199,6 +199,8 @@ class Scanner:
         read = plan.gives and self._match(plan, text, original)
         if not read and self.paste and any(word in text.lower() for word in ANYCASE_GATES):
             read = self._in_any_case(text, original)
+        if read:
+            self.context.read_lines.add(self.line_index)
         if plan.stated and len(self.facts) < MAX_FACTS and (self.paste or not read):
             facts = from_template(plan.stated, text, self.line_index)
             self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts

@@ -23,17 +23,30 @@ SPIKE = 3
 MAX_WIDTHS = 4  # the longest line lengths looked at (a paste may hold a few unwrapped long lines)
 CHECKED = 8  # lines of a width looked at for pieces that go on
 DOUBLE_SPACED = 0.4  # blank lines after at least this share of line breaks
+DOUBLE_SPACED_LINES = 16  # of at least this many
 # a paste's layout is the same all through: it is read from the start of a stretch
 SAMPLE_CHARS, SAMPLE_LINES = 16 << 10, 2048
+_SENTENCE_END = re.compile(r"[.:!?。：！？]\s*$")
 _BLANK_LINE = re.compile(r"\n[ \t]*(?=\n)")
 
 
 def undoubled(text: str) -> str:
-    """The text without its blank lines, where nearly every line is followed by one."""
+    """The text without its blank lines, where nearly every line is followed by one. In a paste of a few lines,
+    only where they are the pieces of one message (they share a log prefix, or none but the last ends a sentence):
+    else they are paragraphs."""
     sample = text[:SAMPLE_CHARS]
-    if sample.count("\n\n") < DOUBLE_SPACED * sample.count("\n"):
+    breaks = sample.count("\n")
+    if sample.count("\n\n") < DOUBLE_SPACED * breaks:
+        return text
+    if breaks < DOUBLE_SPACED_LINES and not _one_message([line for line in sample.split("\n") if line.strip()]):
         return text
     return _BLANK_LINE.sub("", text)
+
+
+def _one_message(lines: list[str]) -> bool:
+    prefixes = {strip_prefix(line)[0].strip() for line in lines}
+    shared = len(prefixes) == 1 and "" not in prefixes
+    return shared or not any(map(_SENTENCE_END.search, lines[:-1]))
 
 
 def hard_wrap_widths(lines: list[str]) -> set[int]:

@@ -1,6 +1,7 @@
-"""The real reports of reports/reports.jsonl: each gets its cause as the first finding (or, where the report
-itself is ambiguous, among that finding's alternatives) with its numbers, and the reports whose cause is
-neither memory nor length get no memory or length finding."""
+"""The real reports of reports/reports.jsonl, and the written examples of reports/written.jsonl (the forms users
+paste, not real reports): each gets its cause as the first finding (or, where the report itself is ambiguous, among
+that finding's alternatives) with its numbers, and the reports whose cause is neither memory nor length get no memory
+or length finding."""
 
 import json
 from pathlib import Path
@@ -10,7 +11,11 @@ import pytest
 from kvtool.engine.diagnosis import diagnose_text
 from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
 
-REPORTS = [json.loads(line) for line in (Path(__file__).parent / "reports" / "reports.jsonl").open()]
+REPORTS = [
+    json.loads(line)
+    for name in ("reports.jsonl", "written.jsonl")
+    for line in (Path(__file__).parent / "reports" / name).open()
+]
 # a report's name for a number -> (kvtool's names for it, the factor from the report's unit to kvtool's)
 NAMES = {
     "alloc_mib": (("tried_to_allocate_gib",), 1 / 1024),
@@ -51,6 +56,7 @@ NAMES = {
     "max_tokens_set": (("max_tokens_set",), 1),
     "requested_max_model_len": (("launch_max_model_len",), 1),
     "reported_context_len": (("reported_max_model_len",), 1),
+    "num_preemptions_interval": (("num_preemptions",), 1),  # 0.33's "Preemptions: N" counts the last interval
     "mm_image_tokens": (("mm_image_tokens",), 1),
 }
 # numbers that may come from the launch command or the surrounding lines: the log's context (None: not read)
@@ -83,6 +89,10 @@ NUMBER_MISSES = {
     "r-192": "progress-bar counts",
     "r-194": "LMCache's token counts of a resumed request",
     "r-202": "see CAUSE_MISSES",
+    "h-025": "the other compose service's utilization (its own launch line), no number of this failure",
+    "h-057": "the step budget the reporter asks about: with chunked prefill on it limits nothing, so it is not shown",
+    "h-073": "TRL's logged completion lengths (completions/max_length), no key kvtool reads as an answer's length",
+    "h-088": "cpu_blocks (the CPU swap space) is no number a fix is sized on",
 }
 
 
