@@ -1,7 +1,8 @@
 """An answer cut at an output cap, from facts: where the cap came from decides the fix. A cut is shown by a
 finish_reason "length", by a trainer's share of clipped completions, or told in words (truncation.answer_cut); the
 cap is, the surest first:
-- vLLM's own default, 16 tokens (/v1/completions, SamplingParams), where an answer stopped at 16;
+- vLLM's own default, 16 tokens (/v1/completions, SamplingParams), where an answer stopped at 16, or a cut is told
+  and a request shows max_tokens=16 (a setting that did not reach vLLM);
 - the model's generation_config.json (vLLM's "Using default ... sampling params from model: {'max_tokens': N}",
   a hard cap on 0.8 - 0.15), where an answer stopped at N whatever the request asked;
 - a client's, harness's or trainer's own default (clients.py), where the paste shows it in use without another
@@ -58,6 +59,9 @@ def _vllm_default(facts, context, completions, asked, stopped) -> Observation | 
     for fact in completions:
         if fact.value == DEFAULT_MAX_TOKENS and DEFAULT_MAX_TOKENS not in asked:
             return _observation(fact, DEFAULT_MAX_TOKENS, None, fact.value)
+    if context.cut_told and DEFAULT_MAX_TOKENS in asked:  # a request log shows vLLM's default reached the engine
+        sent = next(fact for fact in facts.of("max_tokens", (KEYED,)) if fact.value == DEFAULT_MAX_TOKENS)
+        return _observation(sent, DEFAULT_MAX_TOKENS, None)
     return None
 
 

@@ -6,7 +6,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
 from kvtool.engine.diagnosis.measured import MEASURED, default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.recognisers import NEAR_FULL_PERCENT, PRESSURE_PERCENT
+from kvtool.engine.diagnosis.recognisers import FULL_PERCENT, NEAR_FULL_PERCENT, PRESSURE_PERCENT
 
 PRIORITY_NOTE = (
     "Priority scheduling is on: vLLM also preempts lower-priority requests to admit higher-priority ones, with KV "
@@ -82,6 +82,8 @@ def stats_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -
         why = f"{swapped} requests were swapped out to CPU memory: preempted"
     elif waiting > 0 and usage > PRESSURE_PERCENT:
         why = f"{waiting} requests wait while the KV cache is {usage:.1f}% full: running ones are being preempted"
+    elif usage >= FULL_PERCENT:
+        why = f"the KV cache is {usage:.1f}% full, so the next token of a running request finds no free block"
     elif waiting > 0 and hit_rate and context.random_prompts:
         why = (
             f"a prefix cache hit rate of {hit_rate:.1f}% on random prompts, which share no prefix, comes from "

@@ -4,7 +4,7 @@
 config path's last part (`rollout.max_num_batched_tokens=8192`), a stats line's `Running: 8 reqs`, a Prometheus
 sample (`vllm:num_requests_waiting{model_name="x"} 45`), prose that links a key to its value with a verb
 (`kv_cache_usage_perc stuck at 1.0`); a bare switch (`--enforce-eager`), a list of token ids (counted), a process row of
-nvidia-smi's table."""
+nvidia-smi's table, a Prometheus query's sample (its metric named by `__name__`)."""
 
 import re
 from collections.abc import Iterator
@@ -17,14 +17,19 @@ KEY = re.compile(r"(?<![\w.-])(?P<key>(?:--?)?[A-Za-z_][\w.-]{0,60})")
 _LINK = (
     r"is|was|are|were|set|stays?|stayed|stuck|sits?|sitting|hover\w*|keeps?|kept|goes|going|went|climb\w*|jump\w*|"
     r"rises|rising|rose|grows?|growing|grew|reach\w*|hits?|hitting|peak\w*|pinned|up|at|to|of|near|around|above|"
-    r"over|about|only|already|still"
+    r"over|about|only|already|still|"
+    r"está|están|es|en|de|sobre|ist|liegt|bei|auf|steht|bleibt|на|в|около|é|em|fica|est|reste"  # es, de, ru, pt, fr
 )
+# words of a language written without spaces between a key and its value ("kv_cache_usage_perc 一直是 0.99")
+_CJK_LINK = r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]{1,6}"
 # between a key and its value: a Prometheus label set, a unit (`Mean TTFT (ms):`), then `=`, `:`, a space after a
 # flag, quotes and brackets, `(`, or a few linking words
 _BETWEEN = (
     r"""(?:\{[^{}\n]{0,200}\})?(?:\s*[(\[](?P<key_unit>%|ms|s|GiB|GB|MiB)[)\]])?['"]?\]?\s*(?:[:=]|：|\(|,\s*(?=['"])|\s+(?:(?:"""
     + _LINK
-    + r""")\s+){1,4}\(?|\s+=\s+|\s+)\s*(?:already\s+|only\s+|about\s+|~)?['"\[]?"""
+    + r""")\s+){1,4}\(?|\s*"""
+    + _CJK_LINK
+    + r"""\s*|\s+=\s+|\s+)\s*(?:already\s+|only\s+|about\s+|~)?['"\[]?"""
 )
 VALUE = re.compile(
     _BETWEEN + rf"(?:(?P<number>{NUMBER})(?!\.\d)(?:\s?(?P<unit>{UNITS})|(?!\w))"
@@ -37,6 +42,13 @@ COUNTED = {"prompt_token_ids": "prompt_tokens", "token_ids": "completion_tokens"
 BARE_SWITCH = re.compile(r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)")
 # a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
 SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
+# a Prometheus query's sample, where the metric's name is a label: the HTTP API's JSON
+# (`{"metric":{"__name__":"vllm:kv_cache_usage_perc",...},"value":[1733400000.1,"0.997"]}`) and the console's
+# `{__name__="vllm:kv_cache_usage_perc", instance="..."} 0.997`
+PROM_SAMPLE = re.compile(
+    r"""__name__['"]?\s*[:=]\s*['"](?:\w+:)?(?P<key>\w+)['"][^\n]{0,300}?"""
+    rf"""(?:"value"\s*:\s*\[\s*[\d.eE+]+\s*,\s*"(?P<sampled>{NUMBER})"|\}}\s*(?:=>\s*)?(?P<shown>{NUMBER}))"""
+)
 Reading = tuple[str, int | float | str | bool, str | None, tuple[int, int]]  # quantity, value, unit, span
 
 
@@ -72,6 +84,12 @@ def keyed(text: str) -> Iterator[Reading]:
             yield COUNTED[match.group("key")], count, "ids", match.span("items")
     if "MiB |" in text and (match := SMI_PROCESS.match(text)):
         yield "process_gib", convert(BY_NAME["process_gib"], match.group("mib"), "MiB"), "MiB", match.span("mib")
+    if "__name__" in text:
+        for match in PROM_SAMPLE.finditer(text):
+            group = "sampled" if match.group("sampled") is not None else "shown"
+            quantity, unit = quantity_of(match.group("key"))
+            if quantity is not None and (value := convert(quantity, match.group(group), unit)) is not None:
+                yield quantity.name, value, unit, match.span(group)
     for key in KEY.finditer(text):
         name = key.group("key").rstrip(".-")
         quantity, named_unit = quantity_of(name)

@@ -11,6 +11,7 @@ from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_P
 
 NEAR_FULL_PERCENT = KV_CACHE_NEAR_FULL_PERCENT
 PRESSURE_PERCENT = KV_CACHE_PRESSURE_PERCENT
+FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
 # A stats line worth a second look: requests wait while the cache is this full and prefixes are hit this often
 # (on prompts that share none, only recomputed preempted requests hit: explain_pressure.py decides)
 RECOMPUTE_USAGE_PERCENT, RECOMPUTE_HIT_PERCENT = 75.0, 10.0

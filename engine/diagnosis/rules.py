@@ -23,6 +23,7 @@ from kvtool.engine.diagnosis import caps
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
 from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Observation, evidence_window
+from kvtool.engine.diagnosis.recognisers import FULL_PERCENT
 from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 
 # words that make a line a refusal or a warning about the numbers it states
@@ -33,7 +34,6 @@ REFUSAL = re.compile(
     re.IGNORECASE,
 )
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
-FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
 LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
 
 

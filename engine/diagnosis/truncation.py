@@ -26,7 +26,8 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
 
 _FINISH_LENGTH = r"""finish_reason['"]?\s*[:=]\s*['"]?length\b"""
 CUT_PROSE = re.compile(
-    r"""\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
+    r"""\btruncated\b|\bcut (?:off|short|in (?:the )?(?:middle|half)|mid-?(?:sentence|word|way))\b"""
+    r"|\bincomplete\b|截断|不完整"
     r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b"
     r"|\bcropped\b|\bchopped off\b|\bends? abruptly\b|\bstops? (?:mid-?sentence|in the middle)|输出不全|只输出了?"
     # Japanese, Korean, Spanish, Portuguese, German, Russian, French
@@ -50,12 +51,12 @@ def answer_cut(line: str) -> bool:
     return bool(CUT_PROSE.search(line) and ANSWER.search(line))
 
 
-_MAX_TOKENS = r"max[_ ](?:new[_ ]|completion[_ ]|output[_ ])?tokens"
+_MAX_TOKENS = r"max[_ ]?(?:new[_ ]?|completion[_ ]?|output[_ ]?)?tokens"
 NOT_SET = re.compile(
     rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,4}}?(?:is |was |are |were |gets? |seems? )?"
     r"(?:not (?:set|included|specified|provided|passed|given|sent|forwarded|applied|respected|honou?red|working)"
     r"|missing|absent|omitted|unset|disabled|ignored|dropped|None\b|null\b|(?:has|had) no effect)"
-    r"|\b(?:without|no|omit\w*|missing|not (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
+    r"|\b(?:without|no|omit\w*|missing|(?:not|never) (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
     + _MAX_TOKENS
     + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}|{_MAX_TOKENS}\s*(?:不生效|无效|没有?生效|没用)",
     re.IGNORECASE,
@@ -82,7 +83,8 @@ _CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
 _MAX_TOKENS_GATES = (
     "ax_tokens", "ax_new_tokens", "ax_completion_tokens", "ax_output_tokens", "ax tokens", "ax new tokens",
-    "ax output tokens", "ax completion tokens", "-max-tokens", "-max_tokens", "-max-new-tokens",
+    "ax output tokens", "ax completion tokens", "-max-tokens", "-max_tokens", "-max-new-tokens", "axTokens",
+    "axNewTokens",
 )  # fmt: skip
 COMPLAINT_GATES = (*_CUT_GATES, *_MAX_TOKENS_GATES, *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"

@@ -16,15 +16,19 @@ from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORD
 # a number glued to letters that are no unit is part of a name ("8b", "A100"), not a quantity
 NUMBER_WITH_UNIT = re.compile(rf"(?<![\w.])(?P<number>{NUMBER})(?:\s?(?P<unit>{UNITS})|(?![A-Za-z]))")
 PAIR = re.compile(
-    r"\(?(?P<a>" + NUMBER + r")\s*(?P<sep>[/,])\s*(?P<b>" + NUMBER + r")\s*(?P<unit>GiB|GB|MiB)\)?", re.IGNORECASE
+    r"\(?(?P<a>" + NUMBER + r")\s*(?P<sep>[/,]|\s(?:out )?of\s|\sde\s|\svon\s|\sиз\s)\s*(?P<b>" + NUMBER + r")\s*"
+    r"(?P<unit>GiB|GB|MiB)\)?",
+    re.IGNORECASE,
 )
 _UNIT_CASE = {unit.lower(): unit for unit in ("GiB", "GB", "MiB")}
+_FREE_WORDS = re.compile(r"free|available|可用|空闲|libre|disponible|frei|свободн", re.IGNORECASE)
 # the words before a pair, and what its two numbers are: `(free/total GiB)`, `(utilization, requested GiB)`
 PAIR_WORDS = (
-    (re.compile(r"free|available|可用|空闲", re.IGNORECASE), "/", ("free_gib", "total_gib")),
+    (_FREE_WORDS, "/", ("free_gib", "total_gib")),
     (re.compile(r"utili[sz]ation|利用率", re.IGNORECASE), ",", ("gpu_memory_utilization", "requested_gib")),
 )
 _ASSIGNED = re.compile(r"=['\"]?$")
+_PORT = re.compile(r"\w:$")
 _AFTER_FILLER = re.compile(r"\s*(?:is |are |of )?")
 BEFORE, AFTER = 56, 28  # how far words may be from their number, in characters
 
@@ -34,7 +38,8 @@ def pairs(text: str) -> Iterator[Reading]:
     utilization: vLLM's way (and people's) to give two numbers at once."""
     for match in PAIR.finditer(text):
         before = text[max(0, match.start() - BEFORE) : match.start()]
-        found = [(words.search(before), names) for words, sep, names in PAIR_WORDS if sep == match.group("sep")]
+        sep = "," if match.group("sep") == "," else "/"  # "3.1 of 24 GiB" is free of total, as "3.1/24 GiB" is
+        found = [(words.search(before), names) for words, own, names in PAIR_WORDS if own == sep]
         names = next((names for words, names in found if words), None)
         if names is None:
             continue
@@ -52,6 +57,8 @@ def worded(text: str) -> Iterator[Reading]:
         if _ASSIGNED.search(text, max(0, match.start() - 2), match.start()):
             continue  # the value of a key of its own (`engine="0"`), known or not
         unit = match.group("unit")
+        if unit is None and _PORT.search(text, max(0, match.start() - 2), match.start()):
+            continue  # a port (`localhost:8000`, `"10.0.0.5:8000"`)
         kinds = kind_of(unit)
         memory = "gib" in kinds
         if memory not in ends:
@@ -74,17 +81,21 @@ def _words_of(memory: bool) -> Words:
 
 def _named_by_words(text: str, start: int, end: int, kinds: tuple[str, ...], ends: list) -> Quantity | None:
     """The quantity whose words end closest before the number, within BEFORE characters (or start right after
-    it), among those of the number's kind. `ends`: each quantity's words and where they end in the line."""
-    best, distance = None, BEFORE + AFTER
+    it), among those of the number's kind; the closest words of a quantity of another kind stand between the number
+    and any farther ones ("Waiting: 0 reqs, KV cache usage: 100% ... 120k-token documents" names no waiting count).
+    `ends`: each quantity's words and where they end in the line."""
+    best, distance, after, closest = None, BEFORE + AFTER, False, BEFORE + 1
     filler = _AFTER_FILLER.match(text, end).end()
     for quantity, words, word_ends in ends:
-        if quantity.kind not in kinds:
-            continue
         before = bisect_right(word_ends, start) - 1
-        if before >= 0 and (gap := start - word_ends[before]) <= BEFORE and gap < distance:
-            best, distance = quantity, gap
+        gap = start - word_ends[before] if before >= 0 else BEFORE + 1
+        if quantity.kind not in kinds:
+            closest = min(closest, gap)
+            continue
+        if gap <= BEFORE and gap < distance:
+            best, distance, after = quantity, gap, False
         after_words = MEMORY_AFTER.get(quantity.name) if "gib" in kinds else AFTER_WORDS.get(quantity.name, words)
-        after = after_words and after_words.match(text, filler, end + AFTER)
-        if after and "_" not in after.group(0) and filler - end < distance:  # a key after it names what follows
-            best, distance = quantity, filler - end
-    return best
+        named = after_words and after_words.match(text, filler, end + AFTER)
+        if named and "_" not in named.group(0) and filler - end < distance:  # a key after it names what follows
+            best, distance, after = quantity, filler - end, True
+    return None if best is not None and not after and closest < distance else best

@@ -26,9 +26,13 @@ from kvtool.engine.diagnosis.quantities import (
     words,
 )
 
+_COUNTED = r"(?= ?[\d.,]+[kK]? ?(?:tokens?|words)\b)"  # a number of tokens follows ("only 16 tokens")
 _PROSE = {
     # before max_model_len, whose words end where its own do ("estimated max model length of 58976")
-    _q("estimated_max_model_len"): (r"estimated (?:max(?:imum)? )?(?:model |context )?length(?: of| is)?",),
+    _q("estimated_max_model_len"): (
+        r"estimated (?:max(?:imum)? )?(?:model |context )?length(?: of| is)?",
+        r"估计的?最大(?:模型)?长度(?:为|是)?|推定最大(?:モデル)?長",
+    ),
     MAX_MODEL_LEN: (
         r"concurrency for",  # vLLM's "Maximum concurrency for 32,768 tokens per request"
         r"max(?:imum)?[ _-]?(?:model|context|seq(?:uence)?)[ _-]?len(?:gth)?(?: of)?",
@@ -50,14 +54,16 @@ _PROSE = {
     _q("benchmark_total_tokens"): (r"total (?:input|prompt|generated|output) tokens:?",),
     PROMPT_TOKENS: (
         r"(?:prompt|input)s?[ _-]?(?:length|len|tokens?)(?: of| is)?",
-        r"(?:prompt|input)s? (?:has|have|contains?|is|of|with)(?: about| at least)?",
+        r"(?:prompt|input)s? (?:has|had|have|contains?|contained|is|was|were|of|with)(?: about| at least)?",
         r"in the (?:messages|prompt|input)",
         r"输入(?:长度|token数?)|提示词?长度|入力(?:長|トークン数?)|プロンプト(?:長|のトークン数?)|입력 ?(?:길이|토큰)",
         r"프롬프트 ?(?:길이|토큰)|tokens de entrada|Eingabe(?:länge|tokens)|(?:промпт|вход)\w* (?:длиной|из|содержит)",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
-        r"(?:only|just|stops? (?:at|after)|cut (?:off|short) (?:at|after)|truncated (?:at|after)|after)(?= ?$)",
+        r"(?:only|just|stops? (?:at|after)|cut (?:off|short) (?:at|after)|truncated (?:at|after)|after)" + _COUNTED,
+        r"(?:answers?|outputs?|responses?|replies|completions?|text)(?: is| are| was| were)? (?:exactly|always)"
+        + _COUNTED,
         r"只(?:输出|生成)了?",
     ),
     UTILIZATION: (r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|\butil\b", r"显存利用率|利用率|使用率の上限"),
@@ -101,7 +107,10 @@ _FREE = (
 _IN_USE = r"in use|used|占用|使用中|사용 ?중|en uso|em uso|usad[oa]s?|ocupad[oa]s?|belegt|занят\w*|использован\w*"
 _MEMORY = {
     _q("tried_to_allocate_gib", _GIB): (r"allocate",),
-    _q("kv_needed_gib", _GIB): (r"needs? (?:a |an )?KV cache of|KV cache (?:needs?|is needed)",),
+    _q("kv_needed_gib", _GIB): (
+        r"needs? (?:a |an )?KV cache of|KV cache (?:needs?|is needed)",
+        r"KV ?(?:cache|缓存|キャッシュ|캐시) ?(?:需要|が必要|필요)",
+    ),
     _q("kv_available_gib", _GIB): (r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存",),
     _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重|重み|가중치",),
     _q("requested_gib", _GIB): (
@@ -117,7 +126,7 @@ _MEMORY = {
     ),
 }
 _GATES = {
-    "estimated_max_model_len": ("estimated",),
+    "estimated_max_model_len": ("estimated", "估计", "推定"),
     "benchmark_total_tokens": ("total",),
     "max_model_len": ("len", "concurrency", "上下文", "长度", "コンテキスト", "最大", "컨텍스트", "최대", "context",
                       "kontext", "контекст", "contexte"),
@@ -140,7 +149,7 @@ _GATES = {
     "num_cpu_blocks": ("blocks",),
     "max_num_batched_tokens": ("batched",),
     "tried_to_allocate_gib": ("allocate",),
-    "kv_needed_gib": ("kv cache",),
+    "kv_needed_gib": ("kv cache", "kv缓存", "kv 缓存", "キャッシュ", "캐시"),
     "kv_available_gib": ("kv", "缓存"),
     "weights_gib": ("weight", "loading", "权重", "重み", "가중치"),
     "requested_gib": ("request", "requir", "desired", "ask", "need", "要求", "需要", "必要", "필요", "necesit",

@@ -145,3 +145,41 @@ def test_a_soft_wrap_at_80_columns_keeps_its_words_apart():
 def test_nvidia_smi_rows_give_each_process_its_memory():
     row = "|    0   N/A  N/A     18233      C   /usr/bin/python3                          30718MiB |"
     assert read(row)["process_gib"] == pytest.approx(29.998, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("vllm:kv_cache_usage_perc está en 0.99 y vllm:num_requests_waiting en 140", {"num_waiting": 140}),
+        ("max_model_len 设置为 32768", {"max_model_len": 32768}),
+        ("kv_cache_usage_perc ist bei 0.98", {"kv_cache_usage_percent": 98.0}),
+        ("free memory on device is 5.5 of 23.6 GiB", {"free_gib": 5.5, "total_gib": 23.6}),
+        (
+            '{"metric":{"__name__":"vllm:num_requests_waiting","instance":"a:8000"},"value":[1733400000.1,"212"]}',
+            {"num_waiting": 212},
+        ),
+        ('{__name__="vllm:kv_cache_usage_perc", instance="a:8000"}  0.997', {"kv_cache_usage_percent": 99.7}),
+    ],
+    ids=["spanish link words", "chinese link words", "german link words", "x of y GiB", "prometheus api", "console"],
+)
+def test_a_key_and_its_value_linked_in_other_ways(text, expected):
+    facts = read(text)
+    assert {name: facts.get(name) for name in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "text, quantity",
+    [
+        (
+            "Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 100.0% ... we send 120k-token documents",
+            "num_waiting",
+        ),
+        ("we have only 16 requests running at most", "completion_tokens"),
+        ("llama-3.1-8b-instruct running on one card", "num_running"),
+        ('vllm:num_requests_waiting{engine="0"} 45 from http://vllm:8000/metrics', "num_waiting"),
+    ],
+    ids=["words of another quantity stand between", "only, not of tokens", "a number in a name", "a label, a port"],
+)
+def test_words_name_only_the_numbers_they_reach(text, quantity):
+    """Each number the line states of `quantity` is one the text means: 0 or 2 waiting or running, 45 waiting."""
+    assert {fact.value for fact in read_line(text, 0) if fact.quantity == quantity} <= {0, 2, 45}
