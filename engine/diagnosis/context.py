@@ -45,7 +45,9 @@ _GPU_NAME = re.compile(  # digit-blind (its digits are classes): a line names a 
 # prose that places a failure while serving
 _SERVING_TOLD = re.compile(
     r"\b(?:under (?:heavy )?load|during (?:inference|serving|generation|decoding)|while (?:serving|generating)|"
-    r"after (?:running|serving) for|in production|推理(?:时|过程中)|运行一段时间后|压测)",
+    r"after (?:running|serving) for|in production|推理(?:时|过程中)|运行一段时间后|压测|"
+    r"bajo carga|en producción|unter Last|im Betrieb|под нагрузкой|sob carga|em produção|sous charge|"
+    r"高負荷|負荷(?:時|をかけ)|本番|부하|운영 중)",
     re.IGNORECASE,
 )
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)

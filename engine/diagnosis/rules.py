@@ -30,7 +30,10 @@ from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 REFUSAL = re.compile(
     r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
     r"not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|超过|超出|过长|不足|小于|大于|低于|"
-    r"报错|won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|起動しない|실패",
+    r"报错|won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|"
+    # Japanese, Korean, Spanish, Portuguese, German, Russian, French
+    r"起動しない|超え|エラー|실패|초과|에러|오류|supera|excede|mayor que|maior que|no arranca|não inicia|erro\b|"
+    r"überschreit|größer als|Fehler|startet nicht|nur \d|превыша|больше|ошибк|не запускается|dépasse|erreur",
     re.IGNORECASE,
 )
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's

@@ -15,10 +15,9 @@ from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORD
 
 # a number glued to letters that are no unit is part of a name ("8b", "A100"), not a quantity
 NUMBER_WITH_UNIT = re.compile(rf"(?<![\w.])(?P<number>{NUMBER})(?:\s?(?P<unit>{UNITS})|(?![A-Za-z]))")
+_OF = r"[/,]|\s(?:out )?of\s|\sde\s|\svon\s|\sиз\s"  # "3.1/24", "3.1 of 24", "3,1 de 24", "6 von 24"
 PAIR = re.compile(
-    r"\(?(?P<a>" + NUMBER + r")\s*(?P<sep>[/,]|\s(?:out )?of\s|\sde\s|\svon\s|\sиз\s)\s*(?P<b>" + NUMBER + r")\s*"
-    r"(?P<unit>GiB|GB|MiB)\)?",
-    re.IGNORECASE,
+    rf"\(?(?P<a>{NUMBER})\s*(?:GiB|GB|MiB)?\s*(?P<sep>{_OF})\s*(?P<b>{NUMBER})\s*(?P<unit>GiB|GB|MiB)\)?", re.IGNORECASE
 )
 _UNIT_CASE = {unit.lower(): unit for unit in ("GiB", "GB", "MiB")}
 _FREE_WORDS = re.compile(r"free|available|可用|空闲|libre|disponible|frei|свободн", re.IGNORECASE)
@@ -37,9 +36,9 @@ def pairs(text: str) -> Iterator[Reading]:
     """`(free/total GiB)` after words of free memory and `(utilization, requested GiB)` after words of
     utilization: vLLM's way (and people's) to give two numbers at once."""
     for match in PAIR.finditer(text):
-        before = text[max(0, match.start() - BEFORE) : match.start()]
+        around = text[max(0, match.start() - BEFORE) : match.start()] + " " + text[match.end() : match.end() + AFTER]
         sep = "," if match.group("sep") == "," else "/"  # "3.1 of 24 GiB" is free of total, as "3.1/24 GiB" is
-        found = [(words.search(before), names) for words, own, names in PAIR_WORDS if own == sep]
+        found = [(words.search(around), names) for words, own, names in PAIR_WORDS if own == sep]
         names = next((names for words, names in found if words), None)
         if names is None:
             continue

@@ -58,6 +58,7 @@ _PROSE = {
         r"in the (?:messages|prompt|input)",
         r"输入(?:长度|token数?)|提示词?长度|入力(?:長|トークン数?)|プロンプト(?:長|のトークン数?)|입력 ?(?:길이|토큰)",
         r"프롬프트 ?(?:길이|토큰)|tokens de entrada|Eingabe(?:länge|tokens)|(?:промпт|вход)\w* (?:длиной|из|содержит)",
+        r"(?:prompt|entrada|Eingabe) (?:tiene|tem|hat|de|com|mit)(?: unos| cerca de| etwa)?|プロンプトが",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
@@ -86,13 +87,15 @@ _PROSE = {
     CONCURRENCY: (
         r"concurren(?:cy|t requests?|t users)(?: of)?|并发(?:数|请求)?",
         r"同時(?:実行|接続|リクエスト)数?|並列数|동시 ?(?:요청|접속|실행)",
-        r"concurrencia|usuarios concurrentes|concorrência|gleichzeitige[n]? (?:Anfragen|Nutzer)|одновременн\w*",
+        r"concurrencia|(?:usuarios|peticiones|solicitudes) concurrentes|concorrência|(?:usuários|requisições) "
+        r"simultâne[ao]s|gleichzeitige[n]? (?:Anfragen|Nutzer)|одновременн\w*",
     ),
     PREEMPTIONS: (r"preemptions?(?:_total)?|抢占(?:次数)?|プリエンプション",),
     TPOT: (r"TPOT|time per output token|ITL|inter[- ]token latency|decode latency",),
     TTFT: (r"TTFT|time to first token|首(?:个)?token",),
     _q("kv_cache_tokens"): (
         r"KV cache size:?|KV cache (?:can )?(?:only )?(?:holds?|stores?|fits?)(?: only)?",
+        r"(?:number of )?tokens (?:that )?can be stored in (?:the )?KV cache(?:,? which is)?(?: only)?",
         r"KV ?(?:cache|缓存) ?(?:只能|最多)(?:存|容纳|放)下?",
     ),
     BLOCKS: (r"# ?(?:GPU|cuda) blocks:?|GPU blocks",),
@@ -115,7 +118,7 @@ _MEMORY = {
     _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重|重み|가중치",),
     _q("requested_gib", _GIB): (
         r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?|要求的?|需要|必要|필요",
-        r"necesit\w*|requerid\w*|solicitad\w*|benötigt|erforderlich|angefordert|требует\w*|нужн\w*|necessári\w*",
+        r"necesit\w*|requerid\w*|solicitad\w*|benötigt|erforderlich|angefordert|verlangt|требует\w*|нужн\w*|necessári\w*",
     ),
     _q("this_process_gib", _GIB): (r"(?:this process|vLLM) (?:has|holds|uses)|" + _IN_USE,),
     _q("free_gib", _GIB): (_FREE,),
@@ -153,7 +156,7 @@ _GATES = {
     "kv_available_gib": ("kv", "缓存"),
     "weights_gib": ("weight", "loading", "权重", "重み", "가중치"),
     "requested_gib": ("request", "requir", "desired", "ask", "need", "要求", "需要", "必要", "필요", "necesit",
-                      "requerid", "solicitad", "benötigt", "erforderlich", "angefordert", "требует", "нужн",
+                      "requerid", "solicitad", "benötigt", "erforderlich", "angefordert", "verlangt", "требует", "нужн",
                       "necessári"),
     "this_process_gib": ("process", "vllm", "in use", "used", "占用", "使用中", "사용", "uso", "usad", "ocupad",
                          "belegt", "занят", "использован"),

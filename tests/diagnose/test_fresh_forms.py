@@ -181,6 +181,86 @@ CAUSES = {
         "preemption",
         "同時接続数を 100 にすると TTFT が 0.4 秒から 25 秒に悪化します。ログでは KV キャッシュ使用率が 99.7%、待ちリクエストが 73 件でした。",
     ),
+    "es-oom-load": (
+        "cuda_oom_runtime",
+        "El servidor se cae bajo carga (unas 60 peticiones concurrentes):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 47.50 GiB of which 1.31 GiB is free. Including non-PyTorch memory, this process has 46.18 GiB memory in use.",
+    ),
+    "de-oom-load": (
+        "cuda_oom_runtime",
+        "Unter Last (ca. 100 gleichzeitige Anfragen) stürzt vLLM ab:\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 2.05 GiB is free.",
+    ),
+    "ja-oom-startup": (
+        "cuda_oom_startup",
+        '起動時にエラーになります。\nvllm serve Qwen/Qwen2.5-32B-Instruct --max-model-len 32768\n(EngineCore_DP0 pid=77) ERROR 08-08 10:00:00 [core.py:708] EngineCore failed to start.\n(EngineCore_DP0 pid=77) ERROR 08-08 10:00:00 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 263, in determine_available_memory\n(EngineCore_DP0 pid=77) ERROR 08-08 10:00:00 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 2.10 GiB is free.',
+    ),
+    "ko-request-paraphrase": (
+        "request_too_long",
+        "프롬프트 길이 9000 토큰이 최대 컨텍스트 길이 8192를 초과한다는 에러가 나옵니다. 어떻게 해야 하나요?",
+    ),
+    "es-request-paraphrase": (
+        "request_too_long",
+        "vLLM me devuelve un error 400: el prompt tiene 17000 tokens y la longitud máxima de contexto es 16384. ¿Se puede aumentar?",
+    ),
+    "ja-request-webui": (
+        "request_too_long",
+        "Open WebUI で長い PDF を貼るとエラーになります：\nError: 400 This model's maximum context length is 4096 tokens. However, your request has 5321 input tokens. Please reduce the length of the input messages.",
+    ),
+    "v0-kv-paraphrase": (
+        "kv_cache_too_small_at_startup",
+        "vllm 0.5 complains the model max seq len 32768 is larger than the maximum number of tokens that can be stored in the KV cache, which is 21456. Running Mistral 7B at gpu_memory_utilization 0.5.",
+    ),
+    "zh-no-blocks-kv-negative": (
+        "no_cache_blocks",
+        "启动时日志：\nINFO 09-18 10:41:58 [gpu_worker.py:276] Available KV cache memory: -1.20 GiB\nERROR 09-18 10:41:58 [core.py:708] EngineCore failed to start.\n然后就退出了，卡是 4090 24G，模型 Qwen2.5-14B-Instruct bf16。",
+    ),
+    "de-held-prose": (
+        "gpu_memory_held_by_others",
+        "vLLM startet nicht: laut Fehlermeldung sind nur 6.1 GiB von 23.6 GiB frei, aber die gpu memory utilization von 0.9 verlangt 21.24 GiB. Auf der Karte läuft noch ein Ollama-Prozess.",
+    ),
+    "new-available-form": (
+        "gpu_memory_held_by_others",
+        "ValueError: Available memory on device cuda:0 (10.2/24.0 GiB) is below required GPU memory utilization (0.9, 21.6 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    ),
+    "sched-paraphrase": (
+        "batched_tokens_lt_model_len",
+        "With DFlash spec decode and --max-num-seqs 512 --max-num-batched-tokens 4096 vllm refuses to start, saying max_num_scheduled_tokens is set to -3072, which does not allow any tokens to be scheduled.",
+    ),
+    "metrics-dict": (
+        "preemption",
+        "I scrape /metrics from a cron job and print a dict:\n{'vllm:num_requests_running': 9.0, 'vllm:num_requests_waiting': 77.0, 'vllm:kv_cache_usage_perc': 0.996, 'vllm:num_preemptions_total': 812.0}\nlatency p99 is 40 s.",
+    ),
+    "ru-cut-trl": (
+        "max_tokens_default_truncation",
+        "Обучаю GRPO через TRL с vLLM, ответы модели обрезаются, награда за формат ноль.\ntraining_args = GRPOConfig(output_dir='out', use_vllm=True, num_generations=8, learning_rate=1e-6)",
+    ),
+    "opencompass-default": (
+        "max_tokens_default_truncation",
+        "OpenCompass eval against our vLLM server: the generated answers are truncated. Config:\nmodels = [dict(type=OpenAISDK, path='qwen2.5-7b', openai_api_base='http://vllm:8000/v1', max_seq_len=32768, batch_size=16)]",
+    ),
+    "verl-response": (
+        "max_tokens_default_truncation",
+        "verl PPO: the rollout responses are always cut off and the reward is near zero.\npython3 -m verl.trainer.main_ppo data.train_files=train.parquet data.max_prompt_length=1024 actor_rollout_ref.model.path=Qwen/Qwen2.5-3B actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+    ),
+    "llama-cpp-style-n-predict": (
+        "max_tokens_default_truncation",
+        "Migrated from llama.cpp: our client sends n_predict: 128 and the answers are now truncated after a paragraph on vLLM too.",
+    ),
+    "bench-pt": (
+        "preemption",
+        "Resultado do vllm bench serve com 200 de concorrência:\nMean TTFT (ms):                          38120.55\nMean TPOT (ms):                          355.02\nNo /metrics: vllm:kv_cache_usage_perc 0.999, vllm:num_requests_waiting 150.",
+    ),
+    "gb10-prose": (
+        "gpu_memory_held_by_others",
+        "DGX Spark: vllm refuses to start with --gpu-memory-utilization 0.9: free memory on device 78.3 of 119.7 GiB is less than the desired 107.7 GiB.",
+    ),
+    "npu-oom": (
+        "cuda_oom_startup",
+        "[rank0]: RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; 57.12 GiB already allocated; 1.03 GiB free; 58.10 GiB reserved in total by PyTorch)\nvllm-ascend, while capturing ACL graphs at startup",
+    ),
+    "kubectl-args-kv": (
+        "kv_cache_too_small_at_startup",
+        '        args:\n        - --model\n        - /models/llama-3.1-70b-awq\n        - --max-model-len\n        - "131072"\n        - --gpu-memory-utilization\n        - "0.9"\n---\n$ kubectl logs llm-0\nValueError: To serve at least one request with the models\'s max seq len (131072), (40.00 GiB KV cache is needed, which is larger than the available KV cache memory (25.51 GiB). Based on the available memory, the estimated maximum model length is 83584. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.',
+    ),
 }
 LOOK_ALIKES = {
     "look-137": "vllm pod keeps restarting:\nLast State: Terminated\n  Reason: OOMKilled\n  Exit Code: 137\nLimits: memory: 16Gi\nThe model is Qwen2.5-7B with --max-model-len 32768 --gpu-memory-utilization 0.9 and the GPU has 80GB free. Why OOM?",
@@ -206,6 +286,16 @@ LOOK_ALIKES = {
     "look-swap-space": "WARNING 05-01 10:00:00 config.py:1000] Possibly too large swap space. 16.00 GiB out of the 31.26 GiB total CPU memory is allocated for the swap space.\nThe server then runs fine, just asking if this warning matters.",
     "look-kv-full-ok": "INFO 10-10 10:10:10 [loggers.py:123] Engine 000: Avg prompt throughput: 120.0 tokens/s, Avg generation throughput: 900.0 tokens/s, Running: 30 reqs, Waiting: 0 reqs, GPU KV cache usage: 45.2%, Prefix cache hit rate: 60.0%\nEverything is fast, I just want to know what the prefix cache hit rate means.",
     "look-rate-429-zh": "并发 200 时网关返回 429 Too Many Requests，vLLM 本身的 KV 缓存使用率只有 30%，没有排队请求。",
+    "look-int-parse": "openai.UnprocessableEntityError: Error code: 422 - {'detail': [{'type': 'int_parsing', 'loc': ['body', 'max_tokens'], 'msg': 'Input should be a valid integer, unable to parse string as an integer', 'input': '4k'}]}\nI wanted a 4k output, the context is 32k.",
+    "look-no-kernel": "RuntimeError: CUDA error: no kernel image is available for execution on the device\nvllm serve on a P100 16GB, --gpu-memory-utilization 0.9 --max-model-len 4096",
+    "look-docker-pull-space": "docker pull vllm/vllm-openai:v0.11.0\nfailed to register layer: write /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so: no space left on device\nThe host has 2x A100 80GB.",
+    "look-prefix-cache": "Prefix cache hit rate dropped from 80% to 5% after we changed the system prompt; KV cache usage stays around 60%, running 24 reqs, waiting 0. Is that expected?",
+    "look-cpu-rss-leak": "The API server process RSS grows from 4 GB to 30 GB over a day (host RAM, not GPU). GPU memory is stable at 72/80 GB with --gpu-memory-utilization 0.9; KV cache usage 40%.",
+    "look-liveness": 'Pod restarts during model load: Liveness probe failed: Get "http://10.0.0.9:8000/health": dial tcp 10.0.0.9:8000: connect: connection refused\nLast State: Terminated, Reason: Error, Exit Code: 137 (killed by kubelet after the probe). Loading a 70B takes 9 minutes; gpu-memory-utilization 0.92, max-model-len 32768.',
+    "look-hf-gated": "OSError: You are trying to access a gated repo. Make sure to have access to it at https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct. 401 Client Error.\nvllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 --gpu-memory-utilization 0.9",
+    "look-stop-es": 'Las respuestas terminan demasiado pronto, después de la primera línea. Enviamos "stop": ["\\n"] en la petición y max_tokens 1024. finish_reason es stop.',
+    "look-eos-ja": "出力が途中で止まるのではなく、逆に終わりません。chat template の eos_token が間違っていて、max_tokens 4096 まで生成し続けます。",
+    "look-context-warn": "WARNING 05-05 10:00:00 [config.py:1500] Possibly too large swap space. 8.00 GiB out of the 15.5 GiB total CPU memory is allocated for the swap space.\nINFO 05-05 10:00:05 [loggers.py:116] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 50.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 2.1%, Prefix cache hit rate: 0.0%",
 }
 
 
