@@ -3,10 +3,11 @@
 (kvtool.engine.sizing) says whether that launch could start. With no room for any block, or less than one
 max_model_len request, that is the cause; its numbers are estimates, and the finding says so."""
 
-from kvtool.engine.diagnosis.context import STARTUP_FAILED, LogContext
+from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Observation
 from kvtool.engine.diagnosis.measured import default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
+from kvtool.engine.diagnosis.signs import STARTUP_FAILED
 
 PLANNED = "plan memory model"  # an observation's detail: its numbers are kvtool's estimates
 PLANNED_NOTE = (

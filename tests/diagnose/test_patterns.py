@@ -6,9 +6,10 @@ from string import Formatter
 import pytest
 
 from kvtool.engine.diagnosis import recognisers
+from kvtool.engine.diagnosis.anchors import ANCHORS
 from kvtool.engine.diagnosis.reader import line_spans
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
+from kvtool.engine.diagnosis.scanner import Scanner
 from kvtool.engine.diagnosis.wordings import WORDINGS
 from kvtool.engine.sizing import startup_log_lines
 

@@ -5,11 +5,12 @@ import re
 from pathlib import Path
 
 from kvtool.engine.diagnosis import stage
-from kvtool.engine.diagnosis.context import facts_in
+from kvtool.engine.diagnosis.anchors import ANCHORS
+from kvtool.engine.diagnosis.plan import Plan
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.scanner import ANCHORS, Plan, Scanner
 from kvtool.engine.diagnosis.shapes import digit_blind, masked, screen
+from kvtool.engine.diagnosis.signs import facts_in
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.log"))
 ALL_MARKERS = (*stage._PHASES, *stage.RUNTIME_MARKERS, *stage.SERVED_MARKERS, *stage.CHAIN_MARKERS)
@@ -54,7 +55,7 @@ def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
         assert matching <= {p.regex.pattern for p in plan.patterns}, line
         assert facts_in(line, plan.facts) == facts_in(line), line
         by_line = dataclasses.replace(plan, matches=None, settled=False)  # every regex run on the line itself
-        assert Scanner._observations_in(plan, line, line) == Scanner._observations_in(by_line, line, line), line
+        assert plan.observations(line, line) == by_line.observations(line, line), line
         tracker, direct = stage.StageTracker(), stage.StageTracker()
         tracker.feed(line, plan.markers)
         direct.feed(line, (*stage._read_markers(line), line.startswith(stage.TRACEBACK)))
