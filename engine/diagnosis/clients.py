@@ -10,6 +10,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Client:
     name: str  # as the finding names it
+    gates: tuple[str, ...]  # substrings every match of `sign` holds: a line without any is not searched
     sign: re.Pattern  # how a paste shows it in use (an import, a class, a command)
     param: str  # the name of its output cap, which the fix sets
     default: int
@@ -23,6 +24,7 @@ def _sign(pattern: str) -> re.Pattern:
 CLIENTS = (
     Client(
         "LangChain's OpenAI completion class",
+        ("langchain",),
         _sign(r"langchain(?:_openai|_community\.llms|\.llms)(?:\.\w+)* import (?:[\w, ]*\b)?OpenAI\b"),
         "max_tokens",
         256,
@@ -30,6 +32,7 @@ CLIENTS = (
     ),
     Client(
         "LangChain's VLLMOpenAI",
+        ("VLLMOpenAI(",),
         _sign(r"\bVLLMOpenAI\("),
         "max_tokens",
         256,
@@ -37,6 +40,7 @@ CLIENTS = (
     ),
     Client(
         "LangChain's VLLM",
+        ("VLLM(",),
         _sign(r"(?<![\w.])VLLM\("),
         "max_new_tokens",
         512,
@@ -44,6 +48,7 @@ CLIENTS = (
     ),
     Client(
         "LlamaIndex's Vllm",
+        ("llama_index.llms.vllm", "Vllm"),
         _sign(r"llama_index\.llms\.vllm|\bVllm(?:Server)?\("),
         "max_new_tokens",
         512,
@@ -51,6 +56,7 @@ CLIENTS = (
     ),
     Client(
         "lm-eval",
+        ("lm_eval", "lm-eval", "simple_evaluate(", "--model "),
         _sign(r"\blm[_-]eval\b|\bsimple_evaluate\(|--model (?:local-(?:chat-)?completions|vllm)\b"),
         "max_gen_toks",
         256,
@@ -58,6 +64,7 @@ CLIENTS = (
     ),
     Client(
         "TRL's trainer",
+        ("GRPO", "RLOO", "trl.trainer"),
         _sign(r"\b(?:GRPO|RLOO)(?:Config|Trainer)\b|\btrl\.trainer\b"),
         "max_completion_length",
         512,
@@ -65,6 +72,7 @@ CLIENTS = (
     ),
     Client(
         "verl",
+        ("verl.trainer", "actor_rollout_ref"),
         _sign(r"\bverl\.trainer\b|\bactor_rollout_ref\b"),
         "data.max_response_length",
         512,
@@ -72,6 +80,7 @@ CLIENTS = (
     ),
     Client(
         "OpenCompass",
+        ("opencompass", "OpenAISDK"),
         _sign(r"\bopencompass\b|\bOpenAISDK\b"),
         "max_out_len",
         512,
@@ -83,4 +92,5 @@ BY_NAME = {client.name: client for client in CLIENTS}
 
 def shown(text: str) -> Client | None:
     """The first client of CLIENTS the text shows in use."""
-    return next((client for client in CLIENTS if client.sign.search(text)), None)
+    found = (client for client in CLIENTS if any(gate in text for gate in client.gates) and client.sign.search(text))
+    return next(found, None)

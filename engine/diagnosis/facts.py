@@ -33,12 +33,14 @@ class Fact:
     how: str  # MESSAGE | KEYED | WORDED
 
 
+FRAME = 'File "'  # a traceback's frame states no fact (its path and function hold the gate's words)
 FACT_CHARS = 2048  # facts are read from a line's start: a longer line is data (token ids, base64), not settings
 # the words that can start a quantity's name or words: a line whose shape holds none states no fact
 GATE = re.compile(
     r"max|len|tok|util|block|seq|batch|size|usage|cache|running|waiting|pending|swapped|free|total|memory|"
     r"GiB|GB|MiB|\dG\b|%|ms\b|TPOT|TTFT|ITL|parallel|tp|pp|finish|reason|prompt|completion|concurren|preempt|context|"
-    r"weights|capacity|dtype|n_ctx|num_|predict|gen_toks|out_len|eager|chunked|estimated|clipped|model|pretrained|"
+    r"""weights|capacity|dtype|n_ctx|num_|predict|gen_toks|out_len|eager|chunked|estimated|clipped|pretrained|"""
+    r"""model(?:_\w+)?['"]?\s*[=:]|-model\b|"""
     r"priority|fraction|"
     r"显存|上下文|长度|并发|缓存|利用率|截断|输出|抢占|コンテキスト|トークン|キャッシュ|同時|並列|メモリ|空き|"
     r"컨텍스트|토큰|캐시|동시|메모리|여유|контекст|токен|кэш|памят|свободн|одновременн|kontext|speicher|frei|"
@@ -56,7 +58,7 @@ def template(shape: str) -> Template:
     it). The readers are digit-blind, so a line states the facts its shape (digits read as 0) does, at the same
     spans; only the values differ. Only a line's first FACT_CHARS characters are read."""
     shape = shape[:FACT_CHARS]
-    if not GATE.search(shape):
+    if shape.startswith(FRAME) or not GATE.search(shape):
         return ()
     return tuple(
         (fact.quantity, fact.how, fact.span, fact.unit, fact.value if _fixed(fact) else None)

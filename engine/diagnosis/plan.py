@@ -5,6 +5,7 @@ recognisers are all digit-blind, their matches (a line of the shape only convert
 for the shape)."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from kvtool.engine.diagnosis import errors, startup, truncation
 from kvtool.engine.diagnosis.elided import ELISION_MARKS, read_elided
@@ -42,7 +43,13 @@ class Plan:
     error: bool  # whether it is an error line (errors.py)
     consequence: frozenset[str]  # the symptoms whose consequence it names (errors.py)
     gives: bool  # whether a line of it can give a fact or an observation (the others only mark the stage)
-    stated: Template  # where the facts it states are, read by a key or by words (facts.py)
+    shape: str
+
+    @cached_property
+    def stated(self) -> Template:
+        """Where the facts it states are, read by a key or by words (facts.py): worked out the first time a line of
+        the shape is asked for them (a machine's log does not ask the lines a wording read)."""
+        return template(self.shape)
 
     @classmethod
     def of(cls, shape: str) -> "Plan":
@@ -58,10 +65,9 @@ class Plan:
         facts = fact_readers(shape)
         gives = bool(patterns or facts or elided)
         markers, (error, consequence) = shape_markers(shape), errors.kinds(shape)
-        stated = template(shape)
         return cls(
             patterns, matches, settled, facts, markers, requests, elided, read_at_startup, error, consequence, gives,
-            stated,
+            shape,
         )  # fmt: skip
 
     def observations(self, text: str, original: str) -> list[Observation]:

@@ -72,9 +72,9 @@ class Scanner:
         read = plan.gives and self._match(plan, text, original)
         if not read and self.paste and any(word in text.lower() for word in ANYCASE_GATES):
             read = self._in_any_case(text, original)
-        if read:
+        if read and self.paste:  # in a machine's log, a line a wording read gives no facts at all
             self.context.read_lines.add(self.line_index)
-        if plan.stated and len(self.facts) < MAX_FACTS and (self.paste or not read):
+        if (self.paste or not read) and len(self.facts) < MAX_FACTS and plan.stated:
             facts = from_template(plan.stated, text, self.line_index)
             self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail

@@ -25,6 +25,10 @@ _SERVING_TOLD = re.compile(
     r"高負荷|負荷(?:時|をかけ)|本番|부하|운영 중)",
     re.IGNORECASE,
 )
+_SERVING_GATES = (
+    "load", "during", "while", "after", "production", "推理", "运行", "压测", "carga", "producción", "last", "betrieb",
+    "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영",
+)  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")
 # frames of vLLM's check that the KV cache holds one max_model_len request (v0's initialize_cache raises it)
@@ -40,6 +44,9 @@ _UNLIMITED = re.compile(
     r"無制限|무제한|无限制?|不限制?",
     re.IGNORECASE,
 )
+_UNLIMITED_GATES = (
+    "limit", "infinite", "límite", "ilimitad", "unbegrenzt", "ограничени", "無制限", "무제한", "无限", "不限",
+)  # fmt: skip
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
@@ -84,14 +91,20 @@ def fact_readers(shape: str) -> Readers:
     return tuple(readers)
 
 
+def _told(regex: re.Pattern, gates: tuple[str, ...], shape: str, lower: str) -> bool:
+    """Whether prose `regex` matches, looked for only where one of its gates (lowercase) is: a long alternation of
+    words is slow to try at every place of every shape."""
+    return any(gate in lower for gate in gates) and regex.search(shape) is not None
+
+
 def _flags(shape: str) -> dict:
     """Facts a line states by what it says, not by a number."""
-    flags = {}
+    flags, lower = {}, shape.lower()
     if any(marker in shape for marker in _SERVER_UP):
         flags["server_up"] = True
     if any(marker in shape for marker in STARTUP_FAILED):
         flags["startup_failed"] = True
-    if _SERVING_TOLD.search(shape):
+    if _told(_SERVING_TOLD, _SERVING_GATES, shape, lower):
         flags["serving_told"] = True
     if _UNIFIED.search(shape):
         flags["unified_memory"] = True
@@ -103,7 +116,7 @@ def _flags(shape: str) -> dict:
         flags["priority_scheduling"] = True
     if "dataset" in shape and _RANDOM_PROMPTS.search(shape):
         flags["random_prompts"] = True
-    if _UNLIMITED.search(shape):
+    if _told(_UNLIMITED, _UNLIMITED_GATES, shape, lower):
         flags["unlimited_told"] = True
     if any(marker in shape for marker in _CHUNKED_PREFILL_OFF):
         flags.update(enable_chunked_prefill=False, chunked_prefill_forced_off=True)

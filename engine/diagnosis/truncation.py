@@ -48,6 +48,9 @@ ANSWER = re.compile(
 
 def answer_cut(line: str) -> bool:
     """Whether the line says in words that an answer was cut short (in any of the languages of CUT_PROSE)."""
+    lower = line.lower()
+    if not any(gate in lower for gate in _PROSE_GATES):
+        return False
     return bool(CUT_PROSE.search(line) and ANSWER.search(line))
 
 
@@ -79,6 +82,7 @@ CUT_SHORT_GATES = (  # the prose, for the reader
     "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè",
 )  # fmt: skip
 _CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
+_PROSE_GATES = tuple(gate.lower() for gate in (*CUT_SHORT_GATES, "nly ", "ust ", "cut ", "stop", "ends"))
 
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
 _MAX_TOKENS_GATES = (

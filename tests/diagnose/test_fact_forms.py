@@ -86,17 +86,6 @@ def test_a_benchmark_total_is_no_prompt_length():
         ("max_model_len=128k, only 24G VRAM", {"max_model_len": 131072, "total_gib": 24.0}),
         ("prompts of about 6k tokens", {"prompt_tokens": 6000}),
         ("it runs at 0.9 util on an 80GB card", {"gpu_memory_utilization": 0.9}),
-    ],
-    ids=["16k", "32K flag", "128k and 24G", "6k is 6000", "util after the number"],
-)
-def test_numbers_with_their_units_in_odd_places(text, expected):
-    facts = read(text)
-    assert {name: facts.get(name) for name in expected} == expected
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
         (
             "コンテキスト長 32768 で起動、KV キャッシュ使用率 99%、待ち 40 件",
             {"max_model_len": 32768, "num_waiting": 40},
@@ -106,10 +95,39 @@ def test_numbers_with_their_units_in_odd_places(text, expected):
         ("Kontextlänge 16384, KV-Cache-Auslastung 99%", {"max_model_len": 16384, "kv_cache_usage_percent": 99}),
         ("длина контекста 32768, свободно 3.1 GiB из 24 GiB", {"max_model_len": 32768, "free_gib": 3.1}),
         ("comprimento de contexto 4096, 2.5 GiB livres", {"max_model_len": 4096, "free_gib": 2.5}),
+        ("vllm:kv_cache_usage_perc está en 0.99 y vllm:num_requests_waiting en 140", {"num_waiting": 140}),
+        ("max_model_len 设置为 32768", {"max_model_len": 32768}),
+        ("kv_cache_usage_perc ist bei 0.98", {"kv_cache_usage_percent": 98.0}),
+        ("free memory on device is 5.5 of 23.6 GiB", {"free_gib": 5.5, "total_gib": 23.6}),
+        (
+            '{"metric":{"__name__":"vllm:num_requests_waiting","instance":"a:8000"},"value":[1733400000.1,"212"]}',
+            {"num_waiting": 212},
+        ),
+        ('{__name__="vllm:kv_cache_usage_perc", instance="a:8000"}  0.997', {"kv_cache_usage_percent": 99.7}),
     ],
-    ids=["japanese", "korean", "spanish", "german", "russian", "portuguese"],
+    ids=[
+        "16k",
+        "32K flag",
+        "128k and 24G",
+        "6k is 6000",
+        "util after the number",
+        "japanese",
+        "korean",
+        "spanish",
+        "german",
+        "russian",
+        "portuguese",
+        "spanish link words",
+        "chinese link words",
+        "german link words",
+        "x of y GiB",
+        "prometheus api",
+        "console",
+    ],
 )
-def test_quantities_named_in_other_languages(text, expected):
+def test_a_number_is_read_as_its_quantity_whatever_its_form(text, expected):
+    """Units in odd places (16k, 32K, 24G, 0.9 util), words in other languages, and a key linked to its value by
+    words of another language, a label set, Prometheus's query output."""
     facts = read(text)
     assert {name: facts.get(name) for name in expected} == expected
 
@@ -145,26 +163,6 @@ def test_a_soft_wrap_at_80_columns_keeps_its_words_apart():
 def test_nvidia_smi_rows_give_each_process_its_memory():
     row = "|    0   N/A  N/A     18233      C   /usr/bin/python3                          30718MiB |"
     assert read(row)["process_gib"] == pytest.approx(29.998, rel=1e-3)
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("vllm:kv_cache_usage_perc está en 0.99 y vllm:num_requests_waiting en 140", {"num_waiting": 140}),
-        ("max_model_len 设置为 32768", {"max_model_len": 32768}),
-        ("kv_cache_usage_perc ist bei 0.98", {"kv_cache_usage_percent": 98.0}),
-        ("free memory on device is 5.5 of 23.6 GiB", {"free_gib": 5.5, "total_gib": 23.6}),
-        (
-            '{"metric":{"__name__":"vllm:num_requests_waiting","instance":"a:8000"},"value":[1733400000.1,"212"]}',
-            {"num_waiting": 212},
-        ),
-        ('{__name__="vllm:kv_cache_usage_perc", instance="a:8000"}  0.997', {"kv_cache_usage_percent": 99.7}),
-    ],
-    ids=["spanish link words", "chinese link words", "german link words", "x of y GiB", "prometheus api", "console"],
-)
-def test_a_key_and_its_value_linked_in_other_ways(text, expected):
-    facts = read(text)
-    assert {name: facts.get(name) for name in expected} == expected
 
 
 @pytest.mark.parametrize(
