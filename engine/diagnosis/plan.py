@@ -38,6 +38,7 @@ class Plan:
     facts: Readers  # what reads the facts it states for the context
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
+    signs: truncation.Signs  # what it tells the tracker of cut answers
     elided: tuple[Pattern, ...]  # where the shape has an elision: those whose numbers are read around it
     startup: bool  # whether the start-up reader reads something in it (startup.py)
     error: bool  # whether it is an error line (errors.py)
@@ -58,6 +59,7 @@ class Plan:
         )
         matches, settled = _matches(patterns, shape)
         requests = any(gate in shape for gate in truncation.GATES + truncation.COMPLAINT_GATES)
+        signs = truncation.signs_of(shape)
         elided = ()
         if any(mark in shape for mark in ELISION_MARKS):
             elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.template, shape))
@@ -66,8 +68,8 @@ class Plan:
         gives = bool(patterns or facts or elided)
         markers, (error, consequence) = shape_markers(shape), errors.kinds(shape)
         return cls(
-            patterns, matches, settled, facts, markers, requests, elided, read_at_startup, error, consequence, gives,
-            shape,
+            patterns, matches, settled, facts, markers, requests, signs, elided, read_at_startup, error, consequence,
+            gives, shape,
         )  # fmt: skip
 
     def observations(self, text: str, original: str) -> list[Observation]:

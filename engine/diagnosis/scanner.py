@@ -82,7 +82,7 @@ class Scanner:
         if plan.requests or self.offline_defaults.call:
             if observation := self.offline_defaults.feed(original):
                 self._add(observation)
-            if observation := self.cut_short.feed(text, self.line_index):
+            if observation := self.cut_short.feed(text, self.line_index, plan.signs):
                 self._add(observation)
         if self._pending and self._pending[0][0] <= self.line_index - LOOK_AHEAD:
             self._resolve(self.line_index - LOOK_AHEAD)

@@ -7,6 +7,7 @@ request body without it, `LLM.generate(prompts)` with no SamplingParams at all, 
 server). An answer whose usage shows where it stopped is read from facts (rules.default_cap)."""
 
 import re
+from dataclasses import dataclass
 
 from kvtool.engine.diagnosis import clients
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
@@ -101,6 +102,28 @@ WRAPPER_DEFAULTS["VLLM"] = clients.BY_NAME["LangChain's VLLM"].default
 SERVER_FLAG = re.compile(r"--max[_-](?:new[_-])?tokens\b")
 
 
+@dataclass(frozen=True)
+class Signs:
+    """What a line tells the tracker below. Its regexes are digit-blind, so every line of a shape tells the same,
+    at the same place: the scanner works it out once per shape."""
+
+    cut: tuple[int, int] | None = None  # where it says an answer was cut short
+    unset: bool = False  # it says max_tokens was not set (or gives the server a --max-tokens flag)
+    call: tuple[bool, int | None] | None = None  # a call that leaves the default: (LLM.generate, the default left)
+    offline: bool = False  # vLLM's offline API: LLM(...) or its outputs
+
+
+def signs_of(line: str) -> Signs:
+    cut = match.span() if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)) else None
+    unset, call = False, None
+    if any(gate in line for gate in _MAX_TOKENS_GATES) and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
+        unset = True
+    elif any(gate in line for gate in _CALL_GATES) and (found := DEFAULT_CALL.search(line)):
+        generate = found.group(0).startswith(".")
+        call = generate, DEFAULT_MAX_TOKENS if generate else WRAPPER_DEFAULTS.get(found.group("wrapper") or "")
+    return Signs(cut, unset, call, any(sign in line for sign in OFFLINE_SIGNS))
+
+
 class CutShortWithoutMaxTokens:
     """Answers said to be cut short within PAIRING_LINES of a sign that max_tokens was not set; once a log."""
 
@@ -110,20 +133,21 @@ class CutShortWithoutMaxTokens:
         self._offline = self._done = False
         self._numbers: dict = {}  # vLLM's own default, where the sign is LLM.generate without SamplingParams
 
-    def feed(self, line: str, index: int) -> Observation | None:
+    def feed(self, line: str, index: int, signs: Signs | None = None) -> Observation | None:
+        """`signs`: what the line tells, where the caller has it (its shape's); else read from the line."""
         if self._done:
             return None
-        self._offline = self._offline or any(sign in line for sign in OFFLINE_SIGNS)
-        if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
-            self._cut_at, self._cut = index, (line, match.span())
-        if any(gate in line for gate in _MAX_TOKENS_GATES) and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
+        signs = signs or signs_of(line)
+        self._offline = self._offline or signs.offline
+        if signs.cut:
+            self._cut_at, self._cut = index, (line, signs.cut)
+        if signs.unset:
             self._unset_at = index
-        elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
-            generate = call.group(0).startswith(".")
+        elif signs.call:
+            generate, default = signs.call
             self._generate_at = index if generate else self._generate_at
             if self._offline or not generate:
                 self._unset_at = index
-                default = DEFAULT_MAX_TOKENS if generate else WRAPPER_DEFAULTS.get(call.group("wrapper") or "")
                 self._numbers = {"default_max_tokens": default} if default else {}
         if self._offline and 0 <= index - self._generate_at <= PAIRING_LINES:  # its outputs show it was vLLM's
             self._unset_at, self._numbers = self._generate_at, {"default_max_tokens": DEFAULT_MAX_TOKENS}

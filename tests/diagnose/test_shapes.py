@@ -4,7 +4,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from kvtool.engine.diagnosis import stage
+from kvtool.engine.diagnosis import stage, truncation
 from kvtool.engine.diagnosis.anchors import ANCHORS
 from kvtool.engine.diagnosis.plan import Plan
 from kvtool.engine.diagnosis.reader import candidate_lines
@@ -49,6 +49,8 @@ def test_a_marker_with_a_digit_overlaps_no_other_marker():
 
 def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
     lines = [*corpus_lines(), 'INFO:     10.0.0.1:4 - "POST /v1/completions HTTP/1.1" 200 OK', "POST /v2/x"]
+    lines += ["The 3 answers are truncated after 120 tokens", "we never pass max_tokens on 2 routes", "only 12 tokens"]
+    lines += ["outs = llm.generate(prompts2)", "VLLMOpenAI(model='q3', temperature=0.7)", "--max-tokens 4096"]
     for line in lines:
         plan = Plan.of(masked(line))
         matching = {p.regex.pattern for p in PATTERNS if any(p.read_all(line))}
@@ -56,6 +58,7 @@ def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
         assert facts_in(line, plan.facts) == facts_in(line), line
         by_line = dataclasses.replace(plan, matches=None, settled=False)  # every regex run on the line itself
         assert plan.observations(line, line) == by_line.observations(line, line), line
+        assert plan.signs == truncation.signs_of(line), line
         tracker, direct = stage.StageTracker(), stage.StageTracker()
         tracker.feed(line, plan.markers)
         direct.feed(line, (*stage._read_markers(line), line.startswith(stage.TRACEBACK)))
