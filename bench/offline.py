@@ -71,7 +71,7 @@ def _hf_result(config: BenchConfig, llm, samples) -> dict:
     from kvtool.engine.runtime.worker.loader import resolve_model_source
 
     # the same weights and dtype the engine runs
-    folder = resolve_model_source(llm.engine.config.model).folder
+    folder = resolve_model_source(llm.engine.config.model_config.model).folder
     runs = run_hf(folder, llm.engine.spec.dtype, samples, config.ignore_eos)
     best = runs[0]
     return {

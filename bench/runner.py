@@ -14,6 +14,7 @@ from kvtool.bench.datasets import FileDataset, RandomDataset, SampleRequest
 from kvtool.bench.metrics import DEFAULT_PERCENTILES, Slo, summarize
 from kvtool.bench.schedule import arrival_times
 from kvtool.bench.server_view import ServerWatcher
+from kvtool.engine.server.defaults import DEFAULT_URL
 from kvtool.errors import KvtoolError, NegativeResult, UsageError
 
 START_A_SERVER = "Start one with `kvtool serve --profile chat-gateway`, or point --url at a running server."
@@ -29,7 +30,7 @@ class AllRequestsFailed(NegativeResult):
 @dataclass(frozen=True)
 class BenchConfig:
     dataset: RandomDataset | FileDataset = field(default_factory=RandomDataset)
-    base_url: str = "http://127.0.0.1:8000"
+    base_url: str = DEFAULT_URL
     endpoint: str = "chat"
     model: str | None = None
     num_prompts: int = 100
@@ -45,7 +46,7 @@ class BenchConfig:
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     request_timeout_s: float = 600.0
     sampling: tuple[tuple[str, object], ...] = (("temperature", 0.0),)  # temperature, top_p, top_k, --extra-body
-    engine_args: dict = field(default_factory=dict)  # offline: EngineConfig fields (dtype, quantization)
+    engine_args: dict = field(default_factory=dict)  # offline: EngineArgs fields (dtype, quantization)
 
 
 @dataclass

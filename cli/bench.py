@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 
 from kvtool.cli.engine_options import BYTE_SIZE, LENGTH
+from kvtool.engine.server.defaults import DEFAULT_URL
 
 SERVER, WORKLOAD, SAMPLING, LOAD, METRICS, OUTPUT, OFFLINE = (
     "Server",
@@ -33,10 +34,10 @@ class Baseline(str, Enum):
     hf = "hf"
 
 
-def bench(
+def bench(  # noqa: PLR0913 (a Typer command: one parameter per option)
     url: Annotated[
         str, typer.Option(help="Base URL of the OpenAI-compatible server.", rich_help_panel=SERVER)
-    ] = "http://127.0.0.1:8000",
+    ] = DEFAULT_URL,
     endpoint: Annotated[
         Endpoint, typer.Option(help="/v1/completions or /v1/chat/completions.", rich_help_panel=SERVER)
     ] = Endpoint.completions,
@@ -313,21 +314,3 @@ def _bench_offline(config, vs_hf: bool, json_path: Path | None) -> None:
     Console().print(offline_table(result))
     if json_path:
         export.write_json(json_path, result)
-
-
-def _json_object(text: str | None) -> dict | None:
-    import json
-
-    from kvtool.errors import UsageError
-
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(
-            f"--extra-body is not valid JSON: {err}.", fix="Pass a JSON object, e.g. '{\"seed\": 1}'."
-        ) from err
-    if not isinstance(value, dict):
-        raise UsageError("--extra-body must be a JSON object.", fix="Pass e.g. '{\"seed\": 1}'.")
-    return value

@@ -10,7 +10,7 @@ import typer
 
 from kvtool.cli.typer_click import FloatParamType, IntParamType, ParamType
 from kvtool.engine.sizing import defaults
-from kvtool.engine.sizing.engine_args import parse_max_model_len
+from kvtool.engine.sizing.context_length import parse_max_model_len
 from kvtool.engine.sizing.units import parse_bytes
 from kvtool.errors import UsageError
 

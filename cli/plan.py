@@ -12,9 +12,10 @@ from kvtool.cli import engine_options as flags
 from kvtool.cli.engine_options import BYTE_SIZE, COUNT, ENGINE, MODEL
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.plan.planner import PlanRequest, Workload, make_plan
+from kvtool.engine.plan.planner import PlanRequest, PlanTarget, Workload, make_plan
 from kvtool.engine.plan.report_json import report_to_json
 from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
 from kvtool.engine.sizing.kv_layout import parse_layer_partition
 from kvtool.engine.sizing.quantization_methods import check_quantization
@@ -27,7 +28,7 @@ GPU, WORKLOAD, OUTPUT, LOG = "GPU", "Workload", "Output", "From a start-up log"
 DEFAULT_WORKLOADS = (("chat", 1024, 512), ("rag", 6144, 2048), ("long-form", 2048, 8192))
 
 
-def plan(
+def plan(  # noqa: PLR0913 (a Typer command: one parameter per option)
     from_log: Annotated[
         Path | None,
         typer.Option(
@@ -147,28 +148,29 @@ def plan(
     if list_models or list_gpus:
         render().print_catalogs(list_models, list_gpus)
         return
-    limits = parse_mm_limits(limit_mm_per_prompt)
+    args = EngineArgs(
+        model=model,
+        dtype=dtype,
+        quantization=quantization,
+        limit_mm_per_prompt=parse_mm_limits(limit_mm_per_prompt),
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_dtype=kv_cache_dtype,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        enforce_eager=enforce_eager,
+        kv_cache_memory=kv_cache_memory,
+        block_size=block_size,
+    )
+    target = PlanTarget(gpu, gpu_mem, gpu_free, num_gpus, vllm_version)
     workloads = parse_workloads(workload)
-    settings = {
-        "max_model_len": max_model_len,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        "kv_cache_dtype": kv_cache_dtype,
-        "tp": tp,
-        "pp": pp,
-        "max_num_seqs": max_num_seqs,
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "enforce_eager": enforce_eager,
-        "kv_cache_memory": kv_cache_memory,
-        "block_size": block_size,
-    }
-    given = {name: value for name, value in settings.items() if value is not None}
-    run = {"model": model, "gpu": gpu, "gpu_mem": gpu_mem, "gpu_free": gpu_free, "dtype": dtype}
-    run |= {"quantization": quantization, "vllm_version": vllm_version, "limit_mm_per_prompt": limits}
     if from_log is not None:
         _check_choices(None, kv_cache_dtype, dtype, quantization)
-        report = _plan_from_log(from_log, given, num_gpus, run, workloads)
+        report = _plan_from_log(from_log, args, target, workloads)
     else:
-        report = _plan(given, num_gpus, run, workloads)
+        report = _plan(args, target, workloads)
     if as_json:
         sys.stdout.write(json.dumps(report_to_json(report), indent=2) + "\n")
     else:
@@ -176,36 +178,30 @@ def plan(
     raise typer.Exit(ExitCode.OK if report.fits else ExitCode.NEGATIVE)
 
 
-def _plan(given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
+def _plan(args: EngineArgs, target: PlanTarget, workloads: list[Workload]):
     """A plan without a log: every setting not given is vLLM's default."""
-    release = VllmRelease.parse(run["vllm_version"] or DEFAULT_RELEASE_NAME)
-    _check_choices(release, given.get("kv_cache_dtype", "auto"), run["dtype"], run["quantization"])
-    model = run["model"] or defaults.DEFAULT_MODEL
-    spec = resolve_model_spec(model)
-    gpus = resolve_gpus(run["gpu"], run["gpu_mem"], num_gpus, fallback=_kv_budget_host(given.get("kv_cache_memory")))
-    request = PlanRequest(
-        gpus=with_free_memory(gpus, run["gpu_free"]),
-        model=model,
-        dtype=run["dtype"],
-        quantization=run["quantization"],
+    release = VllmRelease.parse(target.vllm_version or DEFAULT_RELEASE_NAME)
+    _check_choices(release, args.kv_cache_dtype or "auto", args.dtype, args.quantization)
+    spec = resolve_model_spec(args.model_name)
+    budget_host = _kv_budget_host(args.kv_cache_memory)
+    gpus = resolve_gpus(target.gpu, target.gpu_mem, target.num_gpus, fallback=budget_host)
+    request = PlanRequest.from_engine_args(
+        args,
+        gpus=with_free_memory(gpus, target.gpu_free),
         workloads=workloads,
         release=release,
-        limit_mm_per_prompt=run["limit_mm_per_prompt"],
-        block_size_given="block_size" in given,
         pp_layer_partition=parse_layer_partition(os.environ.get("VLLM_PP_LAYER_PARTITION")),
         flashinfer_sampler=parse_env_flag("VLLM_USE_FLASHINFER_SAMPLER"),
-        **given,
     )
     return make_plan(spec, request)
 
 
-def _plan_from_log(path: Path, given: dict, num_gpus: int | None, run: dict, workloads: list[Workload]):
+def _plan_from_log(path: Path, args: EngineArgs, target: PlanTarget, workloads: list[Workload]):
     """The log's measured budget answered for the settings given (imported here: plans without a log do not
     load the log reader)."""
-    from kvtool.engine.plan.from_log import WhatIf, plan_from_log
-    from kvtool.engine.plan.from_log_run import LogRun
+    from kvtool.engine.plan.from_log import plan_from_log
 
-    return plan_from_log(path, WhatIf(**given, num_gpus=num_gpus), LogRun(**run), workloads)
+    return plan_from_log(path, args, target, workloads)
 
 
 def render():

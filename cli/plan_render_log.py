@@ -1,7 +1,7 @@
 """What `kvtool plan --from-log` adds to the table: where each figure comes from, and what changed."""
 
-from kvtool.engine.sizing.log_budget import CATALOG, DERIVED, ESTIMATED, GIVEN, MEASURED
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import CATALOG, DERIVED, ESTIMATED, GIVEN, MEASURED
 
 SOURCES = {MEASURED: "log", DERIVED: "log, derived", ESTIMATED: "est.", GIVEN: "given", CATALOG: "from the catalog"}
 LISTED = (MEASURED, DERIVED, ESTIMATED)  # the others say where the GPU's memory came from

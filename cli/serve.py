@@ -13,7 +13,9 @@ from kvtool.cli import output_options as output_flags
 from kvtool.cli import server_options as server_flags
 from kvtool.cli.engine_options import ENGINE, MODEL
 from kvtool.cli.server_options import REQUESTS, SERVER
+from kvtool.engine.server import defaults as server_defaults
 from kvtool.engine.sizing import defaults, messages
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.kv_cache import KVCacheTooSmallError
 from kvtool.engine.sizing.units import GiB, format_gib
 from kvtool.errors import StartupError
@@ -28,7 +30,7 @@ class Backend(str, Enum):
 
 
 Overflow = Enum("Overflow", {policy: policy for policy in defaults.OVERFLOW_POLICIES}, type=str)
-ToolCallParser = Enum("ToolCallParser", {name: name for name in defaults.TOOL_CALL_PARSERS}, type=str)
+ToolCallParser = Enum("ToolCallParser", {name: name for name in server_defaults.TOOL_CALL_PARSERS}, type=str)
 TrustRequestChatTemplate = Annotated[
     bool,
     typer.Option(
@@ -39,7 +41,7 @@ TrustRequestChatTemplate = Annotated[
 ]
 
 
-def serve(
+def serve(  # noqa: PLR0913 (a Typer command: one parameter per option)
     profile: Annotated[
         str | None,
         typer.Option(
@@ -98,15 +100,15 @@ def serve(
             help='How tool_choice "auto" reads tool calls in the reply (vLLM\'s parser names).',
             rich_help_panel=REQUESTS,
         ),
-    ] = defaults.DEFAULT_TOOL_CALL_PARSER,
+    ] = server_defaults.DEFAULT_TOOL_CALL_PARSER,
     max_logprobs: output_flags.MaxLogprobs = None,
     return_tokens_as_token_ids: output_flags.ReturnTokensAsTokenIds = False,
     enable_prompt_tokens_details: output_flags.EnablePromptTokensDetails = False,
     enable_force_include_usage: output_flags.EnableForceIncludeUsage = False,
     enable_per_request_metrics: output_flags.EnablePerRequestMetrics = False,
     trust_request_chat_template: TrustRequestChatTemplate = False,
-    host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind.", rich_help_panel=SERVER)] = server_defaults.DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port to bind.", rich_help_panel=SERVER)] = server_defaults.DEFAULT_PORT,
     uds: server_flags.Uds = None,
     root_path: server_flags.RootPath = None,
     api_key: server_flags.ApiKey = None,
@@ -151,7 +153,7 @@ def serve(
             enable_per_request_metrics=enable_per_request_metrics,
         ),
         trust_request_chat_template=trust_request_chat_template,
-        engine_overrides=dict(
+        engine_args=EngineArgs(
             dtype=dtype,
             quantization=quantization,
             device=device,
@@ -211,20 +213,21 @@ def _format_bytes(num_bytes: int) -> str:
 
 def _render_ready(plan, engine, settings) -> None:
     config, info = engine.config, engine.kv_cache_info
+    model, cache, scheduler = config.model_config, config.cache_config, config.scheduler_config
     budget = (
-        f"kv_cache_memory {_format_bytes(config.kv_cache_memory)}"
-        if config.kv_cache_memory
-        else f"gpu_memory_utilization {config.gpu_memory_utilization}"
+        f"kv_cache_memory {_format_bytes(cache.kv_cache_memory)}"
+        if cache.kv_cache_memory
+        else f"gpu_memory_utilization {cache.gpu_memory_utilization}"
     )
     console.print(
-        f"  max_model_len {config.max_model_len}, max_num_seqs {config.max_num_seqs}, max_num_batched_tokens "
-        f"{config.max_num_batched_tokens}, kv_cache_dtype {config.kv_cache_dtype}, {budget}, overflow "
-        f"{settings.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}"
+        f"  max_model_len {model.max_model_len}, max_num_seqs {scheduler.max_num_seqs}, max_num_batched_tokens "
+        f"{scheduler.max_num_batched_tokens}, kv_cache_dtype {cache.kv_cache_dtype}, {budget}, overflow "
+        f"{model.overflow}, default max_tokens {settings.default_max_tokens or 'as vLLM (16 / rest of context)'}"
     )
     console.print(
         "  "
         + messages.kv_cache_size_log(
-            info.kv_cache_tokens, settings.max_model_len, info.max_concurrency, plan.device.log_name
+            info.kv_cache_tokens, model.max_model_len, info.max_concurrency, plan.device.log_name
         )
     )
     key = " (API key required)" if settings.api_keys else ""

@@ -6,12 +6,14 @@ import asyncio
 import inspect
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from kvtool.cli.serve_config import DeviceInfo, ServePlan, build_serve_plan, detect_device
 from kvtool.engine.discovery.models import resolve_model_spec
+from kvtool.engine.server.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_TOOL_CALL_PARSER
 from kvtool.engine.server.serving import OutputOptions, ServerSettings
 from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import KvtoolError
 from kvtool.profiles.vllm_flags import DEFAULT_HF_MODEL, vllm_engine_settings, vllm_serve_argv
@@ -37,8 +39,8 @@ class ServeRequest:
 
     profile: str | None = None
     model: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     uds: str | None = None  # a unix socket path: served there instead of host:port
     root_path: str | None = None
     api_keys: tuple[str, ...] = ()
@@ -47,10 +49,10 @@ class ServeRequest:
     enable_tokenizer_info_endpoint: bool = False
     served_model_name: str | None = None
     default_max_tokens: int | None = None
-    tool_call_parser: str = defaults.DEFAULT_TOOL_CALL_PARSER
+    tool_call_parser: str = DEFAULT_TOOL_CALL_PARSER
     output: OutputOptions = field(default_factory=OutputOptions)
     trust_request_chat_template: bool = False
-    engine_overrides: dict = field(default_factory=dict)
+    engine_args: EngineArgs = field(default_factory=EngineArgs)  # the engine flags given (None: not given)
 
     @property
     def api_url(self) -> str:
@@ -72,17 +74,18 @@ class StartupPlan:
     serve_plan: ServePlan
 
     @property
-    def engine_config(self):
-        return self.serve_plan.engine_config
+    def engine_args(self) -> EngineArgs:
+        return self.serve_plan.engine_args
 
 
 def plan_startup(request: ServeRequest) -> StartupPlan:
     profile = request.load_profile()
     model = request.model or (profile.model if profile else None) or defaults.DEFAULT_MODEL
     spec = resolve_model_spec(model)
-    device = detect_device(request.engine_overrides.get("device", "auto"))
-    overrides = {**request.engine_overrides, "model": model, "default_max_tokens": request.default_max_tokens}
-    return StartupPlan(request, profile, spec, device, build_serve_plan(profile, overrides, device, spec))
+    device = detect_device(request.engine_args.device)
+    flags = replace(request.engine_args, model=model)
+    serve_plan = build_serve_plan(profile, flags, device, spec, request.default_max_tokens)
+    return StartupPlan(request, profile, spec, device, serve_plan)
 
 
 def vllm_argv(request: ServeRequest) -> list[str]:
@@ -92,14 +95,15 @@ def vllm_argv(request: ServeRequest) -> list[str]:
     """
     profile = request.load_profile()
     settings = vllm_engine_settings(profile) if profile else {}
-    settings |= {k: v for k, v in request.engine_overrides.items() if k in VLLM_FLAG_KEYS and v is not None}
+    given = request.engine_args
+    settings |= {key: getattr(given, key) for key in VLLM_FLAG_KEYS if getattr(given, key) is not None}
     settings |= {"host": request.host, "port": request.port, "served_model_name": request.served_model_name}
     settings |= {"uds": request.uds, "root_path": request.root_path}
     settings |= {
         "enable_server_load_tracking": request.enable_server_load_tracking,
         "enable_request_id_headers": request.enable_request_id_headers,
         "enable_tokenizer_info_endpoint": request.enable_tokenizer_info_endpoint,
-        "enable_prompt_embeds": bool(request.engine_overrides.get("enable_prompt_embeds")),
+        "enable_prompt_embeds": bool(given.enable_prompt_embeds),
     }
     model = request.model or (profile.model if profile else None) or DEFAULT_HF_MODEL
     if shutil.which("vllm") is None:
@@ -115,9 +119,7 @@ def vllm_argv(request: ServeRequest) -> list[str]:
 def server_settings(plan: StartupPlan, engine) -> ServerSettings:
     return ServerSettings(
         model_name=plan.request.served_model_name or engine.model_name,
-        max_model_len=engine.config.max_model_len,
         api_keys=plan.request.api_keys,
-        overflow=plan.engine_config.overflow,
         default_max_tokens=plan.serve_plan.default_max_tokens,
         tool_call_parser=plan.request.tool_call_parser,
         root_path=plan.request.root_path,
@@ -138,7 +140,7 @@ async def _run(plan: StartupPlan, on_ready) -> None:
     from kvtool.engine.runtime.async_llm import AsyncLLM
     from kvtool.engine.server.launcher import configure_logging, serve_engine
 
-    engine = AsyncLLM.from_config(plan.engine_config)
+    engine = AsyncLLM.from_engine_args(plan.engine_args)
     if inspect.isawaitable(engine):
         engine = await engine
     settings = server_settings(plan, engine)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from kvtool.cli.typer_click import ParamType
-from kvtool.engine.sizing.defaults import API_KEY_ENVIRONMENT
+from kvtool.engine.server.defaults import API_KEY_ENVIRONMENT
 from kvtool.errors import UsageError
 
 SERVER, REQUESTS = "Server", "Requests"

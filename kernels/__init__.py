@@ -1,11 +1,15 @@
 """Attention, KV-cache and fused ops: Triton kernels on CUDA; on CPU C kernels where they can be
 built and apply, the plain-PyTorch references for the rest.
 
-`get_ops(device)` returns the seven functions the model runner calls; all sets share signatures.
+`get_ops(device)` is how the engine reaches a backend: the seven ops the models call and the thread set-up the
+model runner does (every set has them, with the same signatures), and on the C kernels' backend their one-call
+decode step. The linear layers that keep packed or quantized weights (cpu_linear.py, quant_linear.py) call
+their kernels themselves.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import ModuleType
 
 OP_NAMES = (
     "store_kv",
@@ -15,6 +19,7 @@ OP_NAMES = (
     "rotary_embedding",
     "silu_and_mul",
     "fused_moe",
+    "flush_denormals",
 )
 
 
@@ -30,6 +35,8 @@ class KernelOps:
     rotary_embedding: Callable
     silu_and_mul: Callable
     fused_moe: Callable
+    flush_denormals: Callable  # subnormals read and written as zero by the calling thread and its team
+    decode_step: ModuleType | None = None  # the C one-call decode step (cpu_decode_step.py); None elsewhere
 
 
 def get_ops(device) -> KernelOps:
@@ -43,7 +50,9 @@ def get_ops(device) -> KernelOps:
         from kvtool.kernels import cpu_ops
 
         if cpu_ops.available():
-            return _ops_from("cpu", cpu_ops)
+            from kvtool.kernels import cpu_decode_step
+
+            return replace(_ops_from("cpu", cpu_ops), decode_step=cpu_decode_step)
     from kvtool.kernels import reference
 
     return _ops_from("torch", reference)

@@ -301,7 +301,7 @@ def flush_denormals(num_threads: int) -> None:
     """Subnormal floats read and written as zero on this thread and a team of `num_threads` (cpu/denormals.c)."""
     library = load_library()
     if library is None:
-        torch.set_flush_denormal(True)  # this thread only: the team's threads start from it
+        reference.flush_denormals(num_threads)
     else:
         library.kvtool_flush_denormals(num_threads)
 

@@ -171,6 +171,11 @@ def silu_and_mul(x):
     return F.silu(gate) * up
 
 
+def flush_denormals(num_threads: int) -> None:
+    """Subnormal floats read and written as zero on this thread (the team's threads start from it)."""
+    torch.set_flush_denormal(True)
+
+
 def small_linear(x, weight, bias=None):
     """x [T, K] @ weight [N, K]^T + bias, summed in fp32 and rounded to x's dtype once."""
     out = torch.nn.functional.linear(x.float(), weight.float(), None if bias is None else bias.float())

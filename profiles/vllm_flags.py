@@ -31,7 +31,7 @@ def check_settings_for_model(model: str, settings: dict, where: str = "the setti
     from pathlib import Path
 
     from kvtool.engine.discovery.models import resolve_model_spec
-    from kvtool.engine.sizing import catalog
+    from kvtool.engine.sizing import catalog, context_length
     from kvtool.engine.sizing.engine_args import check_parallel_sizes
 
     if catalog.find(model) is None and not Path(model).expanduser().exists():
@@ -45,7 +45,7 @@ def check_settings_for_model(model: str, settings: dict, where: str = "the setti
             "Name a model that suits them with --model, or change tensor_parallel_size.",
         ) from None
     length = settings.get("max_model_len")
-    if length and length > spec.derived_max_model_len:
+    if length and not context_length.within_model(length, spec):
         raise UsageError(
             f"{where} ask for max_model_len {length}, more than the {spec.derived_max_model_len} tokens of {model}.",
             "Name a model with a longer context with --model, or lower max_model_len.",

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.errors import UsageError
 
 PROFILES_DIR = Path(__file__).parent
@@ -37,6 +38,19 @@ class WorkloadProfile:
     num_gpus: int = 1
     model: str | None = None
     source: str = ""  # the file it was read from
+
+    def engine_args(self) -> EngineArgs:
+        """The profile's engine settings as EngineArgs; the others are not given."""
+        return EngineArgs(
+            model=self.model,
+            max_model_len=self.max_model_len,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            tensor_parallel_size=self.tensor_parallel_size,
+            overflow=self.overflow,
+        )
 
 
 _REQUIRED = ("description", "max_model_len", "max_tokens")

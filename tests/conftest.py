@@ -5,10 +5,26 @@ import sys
 
 import pytest
 
-import kvtool  # noqa: F401  first: it takes the clone's root off sys.path, where `python -m pytest` put it
-
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Test modules import the tiny-model builders in families.py (pytest runs with importlib mode).
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def pytest_configure(config):
+    """The clone's root on sys.path (`python -m pytest` puts the working directory there) makes its folders
+    top-level packages: kernels/ would stand in for the `kernels` package transformers imports."""
+    if any(_names_root(entry) for entry in sys.path):
+        raise pytest.UsageError(
+            "the clone's root is on sys.path, where its kernels/ shadows the kernels package: run the tests with "
+            ".venv/bin/pytest (pytest's own script), not python -m pytest."
+        )
+
+
+def _names_root(entry: str) -> bool:
+    try:  # "" is the working directory, which may have been deleted
+        return os.path.realpath(entry or os.getcwd()) == os.path.realpath(ROOT)
+    except OSError:
+        return False
 
 
 @pytest.fixture(scope="session")

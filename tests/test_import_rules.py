@@ -1,16 +1,16 @@
 """The layers' import rules, read from the source: the arrows between packages point down, never up or sideways.
 
-    cli -> bench, profiles -> server, monitor -> runtime, plan, diagnosis -> discovery -> sizing
+    cli -> bench, profiles -> server, monitor -> runtime, plan, diagnosis -> startup_log, discovery -> sizing
                                                  runtime -> kernels
 
 A package imports only packages below it, as MAY_IMPORT lists them one by one: `kvtool.__main__` sits
 above cli; profiles (workload profiles and catalogs) is read by cli only and reads sizing and discovery;
-discovery (Hub and NVML access) reads sizing only; kernels and sizing import no other package. The
-top-level modules SHARED (the version, errors, cache folder, client budget) sit below everything: every
+discovery (Hub and NVML access) and startup_log (the vLLM start-up-log reader) read sizing only; kernels and
+sizing import no other package. The top-level modules SHARED (the version, errors, cache folder, client budget) sit below everything: every
 package may import them, and they import only each other. Inside runtime, models must not import worker.
 Every import counts: absolute, relative, importlib's with a literal name, inside functions or not. No
-two modules import each other, however long the loop. sizing, plan, diagnosis, discovery, profiles,
-monitor and cli import no torch at module level (plan, diagnose and --help stay cheap)."""
+two modules import each other, however long the loop. sizing, startup_log, plan, diagnosis, discovery,
+profiles, monitor and cli import no torch at module level (plan, diagnose and --help stay cheap)."""
 
 import graphlib
 from pathlib import Path
@@ -30,27 +30,41 @@ PACKAGES = {
     "plan": "kvtool.engine.plan",
     "diagnosis": "kvtool.engine.diagnosis",
     "discovery": "kvtool.engine.discovery",
+    "startup_log": "kvtool.engine.startup_log",
     "kernels": "kvtool.kernels",
     "sizing": "kvtool.engine.sizing",
 }
 SHARED = ("kvtool", "kvtool.engine", "kvtool.errors", "kvtool.cache", "kvtool.budget")
 MAY_IMPORT = {
     "main": {"cli"},
-    "cli": {"bench", "profiles", "server", "monitor", "runtime", "plan", "diagnosis", "discovery", "kernels", "sizing"},
+    "cli": {
+        "bench",
+        "profiles",
+        "server",
+        "monitor",
+        "runtime",
+        "plan",
+        "diagnosis",
+        "startup_log",
+        "discovery",
+        "kernels",
+        "sizing",
+    },
     "bench": {"server", "monitor", "runtime", "plan", "diagnosis", "kernels", "sizing"},
     "profiles": {"discovery", "sizing"},
     "server": {"runtime", "plan", "diagnosis", "discovery", "kernels", "sizing"},
     "monitor": {"plan", "diagnosis", "sizing"},
     "runtime": {"discovery", "kernels", "sizing"},
-    "plan": {"discovery", "sizing"},
-    "diagnosis": {"discovery", "sizing"},
+    "plan": {"startup_log", "discovery", "sizing"},
+    "diagnosis": {"startup_log", "discovery", "sizing"},
+    "startup_log": {"sizing"},
     "discovery": {"sizing"},
     "kernels": set(),
     "sizing": set(),
     "shared": set(),
 }
 NEVER_WITHIN = {"kvtool.engine.runtime.models": ("kvtool.engine.runtime.worker",)}
-TORCH_FREE = ("sizing", "plan", "diagnosis", "discovery", "profiles", "monitor", "cli")
+TORCH_FREE = ("sizing", "startup_log", "plan", "diagnosis", "discovery", "profiles", "monitor", "cli")
 HEAVY_MODULES = ("torch", "transformers", "triton")
 MODULES = modules(ROOT)
 KNOWN = set(MODULES)
@@ -137,6 +151,8 @@ PLANTED = [
         "kvtool.engine.runtime.llm",
     ),
     ("kvtool.engine.sizing.planted", "from kvtool.engine.discovery import hub\n", "kvtool.engine.discovery.hub"),
+    ("kvtool.engine.sizing.planted", "from ..startup_log import reader\n", "kvtool.engine.startup_log.reader"),
+    ("kvtool.engine.startup_log.planted", "from kvtool.engine.plan import planner\n", "kvtool.engine.plan.planner"),
     (
         "kvtool.kernels.planted",
         "from kvtool.engine.server.app import build_app\n",

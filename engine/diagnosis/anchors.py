@@ -5,7 +5,7 @@ passes this filter (a test checks it), and so do the lines context.py and stage.
 
 import re
 
-from kvtool.engine.diagnosis import errors, truncation
+from kvtool.engine.diagnosis import cut_words, errors
 from kvtool.engine.diagnosis.reader import WRAP
 
 ANCHORS = {
@@ -27,6 +27,6 @@ ANCHORS = {
     # signs that the server was serving: the first in each chunk is enough
     b"POST /v1/": None, b"Received request": None, b"Added request": None,
 }  # fmt: skip
-# What people write rather than what a server prints (answers said to be cut short, truncation.py): looked for in
+# What people write rather than what a server prints (answers said to be cut short, cut_words.py): looked for in
 # the first chunk only, since a paste is smaller and a larger input is a machine's log.
-PROSE_ANCHORS = {gate.encode(): () for gate in truncation.CUT_SHORT_GATES}
+PROSE_ANCHORS = {gate.encode(): () for gate in cut_words.CUT_SHORT_GATES}

@@ -1,5 +1,5 @@
 """An answer cut at an output cap, from facts: where the cap came from decides the fix. A cut is shown by a
-finish_reason "length", by a trainer's share of clipped completions, or told in words (truncation.answer_cut); the
+finish_reason "length", by a trainer's share of clipped completions, or told in words (cut_words.answer_cut); the
 cap is, the surest first:
 - vLLM's own default, 16 tokens (/v1/completions, SamplingParams), where an answer stopped at 16, or a cut is told
   and a request shows max_tokens=16 (a setting that did not reach vLLM);

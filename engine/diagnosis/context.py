@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from kvtool.engine.diagnosis.facts import Facts
 from kvtool.engine.diagnosis.signs import Readers, facts_in
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
-from kvtool.engine.sizing.log_budget import catalog_gpu
-from kvtool.engine.sizing.startup_log import VllmStartupLog
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import catalog_gpu
+from kvtool.engine.startup_log.reader import VllmStartupLog
 
 # the settings read from the text's facts (quantities.py names them as LogContext does)
 SETTINGS = (
@@ -74,7 +74,7 @@ class LogContext:
     cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
     request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
-    cut_told: str | None = None  # the line that says an answer was cut short (truncation.answer_cut)
+    cut_told: str | None = None  # the line that says an answer was cut short (cut_words.answer_cut)
     client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)
     client_line: str | None = None  # the line that shows it
     unlimited_told: bool = False  # the paste says a setting means "no limit"

@@ -1,6 +1,6 @@
 """The memory budget of the paste's run, as diagnose sizes its fixes on it: each figure as vLLM measured it where
 the paste's start-up lines print it (the start-up reader's tightest rank, startup.py), else solved from the log's
-budget (kvtool.engine.sizing.log_budget) or estimated by kvtool, with its source.
+budget (kvtool.engine.startup_log.budget) or estimated by kvtool, with its source.
 
 vLLM sizes the KV cache as  total x gpu_memory_utilization - weights - activation peak - non-torch memory - CUDA
 graphs (where the release sets them aside, 0.21 on by default), so a fix moves the KV cache by what it moves in
@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
-from kvtool.engine.sizing.log_budget import DERIVED, ESTIMATED, MEASURED, log_budget
-from kvtool.engine.sizing.memory_budget import activation_bytes, memory_budget
+from kvtool.engine.sizing.engine_config import EngineConfig
+from kvtool.engine.sizing.memory_budget import memory_budget
+from kvtool.engine.sizing.profile_run import activation_bytes
 from kvtool.engine.sizing.release_rules import budget_rules, scheduler_limits, v0_chunked_prefill
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import NEWEST, VllmRelease, default_gpu_memory_utilization, version_tuple
+from kvtool.engine.startup_log.budget import DERIVED, ESTIMATED, MEASURED, log_budget
 from kvtool.errors import UsageError
 
 GIVEN = "given"  # on the command line (--gpu-mem, --gpu)
@@ -138,11 +140,13 @@ def _estimated_budget(context, memory, total, utilization, batched):
     return memory_budget(
         memory.spec,
         int(total * GiB),
-        utilization,
-        tp=memory.tp,
-        pp=memory.layout.pp,
-        max_num_batched_tokens=batched,
-        max_num_seqs=context.max_num_seqs or ASSUMED_MAX_NUM_SEQS,
-        enforce_eager=bool(context.enforce_eager),
+        EngineConfig.of(
+            gpu_memory_utilization=utilization,
+            tensor_parallel_size=memory.tp,
+            pipeline_parallel_size=memory.layout.pp,
+            max_num_batched_tokens=batched,
+            max_num_seqs=context.max_num_seqs or ASSUMED_MAX_NUM_SEQS,
+            enforce_eager=bool(context.enforce_eager),
+        ),
         rules=budget_rules(_release(context), _v0(context)),
     )

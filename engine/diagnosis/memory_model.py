@@ -8,7 +8,9 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.discovery.models import resolve_offline, spec_from_path
 from kvtool.engine.sizing import catalog
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE, KV_CACHE_DTYPES
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout, kv_cache_dtype_bytes
+from kvtool.engine.sizing.engine_config import EngineConfig
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, kv_cache_dtype_bytes
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.engine.sizing.units import GiB
@@ -74,7 +76,8 @@ class MemoryModel:
         """What the plan memory model leaves for the KV cache on a GPU of `total_gib` (None without a model)."""
         if self.spec is None:
             return None
-        budget = memory_budget(self.spec, int(total_gib * GiB), gpu_memory_utilization, tp=self.tp)
+        config = EngineConfig.of(gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=self.tp)
+        budget = memory_budget(self.spec, int(total_gib * GiB), config)
         return round(budget.kv_cache_bytes / GiB, 2)
 
     def kv_tokens(self, num_blocks: int) -> int:

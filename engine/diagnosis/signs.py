@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import partial
 
 from kvtool.engine.diagnosis import clients
-from kvtool.engine.diagnosis.truncation import answer_cut
+from kvtool.engine.diagnosis.cut_words import answer_cut
 
 # a GPU named in prose or a device line (the catalog knows its memory: log_budget.catalog_gpu)
 _GPU_NAME = re.compile(  # digit-blind (its digits are classes): a line names a GPU where its shape does

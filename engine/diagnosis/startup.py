@@ -1,4 +1,4 @@
-"""A paste's start-up lines, read by kvtool's vLLM start-up log reader (kvtool.engine.sizing.startup_log): the
+"""A paste's start-up lines, read by kvtool's vLLM start-up log reader (kvtool.engine.startup_log.reader): the
 release, the settings, what every rank measured (the tightest rank kept, as vLLM keeps it), the GPU and a
 start-up failure's figures. `kvtool plan --from-log` reads logs with the same reader.
 
@@ -11,14 +11,14 @@ the last launch.
 
 from collections import deque
 
-from kvtool.engine.sizing.log_budget import log_gpu, printed_parts
 from kvtool.engine.sizing.memory_budget import MemoryBudget
-from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log
-from kvtool.engine.sizing.startup_log_launch import launches
-from kvtool.engine.sizing.startup_log_lines import LINES
-from kvtool.engine.sizing.startup_log_records import log_records
-from kvtool.engine.sizing.startup_log_settings import stated_args
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import log_gpu, printed_parts
+from kvtool.engine.startup_log.launch import launches
+from kvtool.engine.startup_log.lines import LINES
+from kvtool.engine.startup_log.reader import VllmStartupLog, read_startup_log
+from kvtool.engine.startup_log.records import log_records
+from kvtool.engine.startup_log.settings import stated_args
 from kvtool.errors import UsageError
 
 PER_SHAPE, MAX_SHAPES = 64, 256

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from kvtool.engine.diagnosis import clients
+from kvtool.engine.diagnosis.cut_words import CUT_GATES, CUT_SHORT
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS
 
@@ -23,36 +24,6 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "prompt_tokens",
     "SamplingParams(",
 )
-
-
-_FINISH_LENGTH = r"""finish_reason['"]?\s*[:=]\s*['"]?length\b"""
-CUT_PROSE = re.compile(
-    r"""\btruncated\b|\bcut (?:off|short|in (?:the )?(?:middle|half)|mid-?(?:sentence|word|way))\b"""
-    r"|\bincomplete\b|截断|不完整"
-    r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b"
-    r"|\bcropped\b|\bchopped off\b|\bends? abruptly\b|\bstops? (?:mid-?sentence|in the middle)|输出不全|只输出了?"
-    # Japanese, Korean, Spanish, Portuguese, German, Russian, French
-    r"|途中で(?:切れ|途切れ|止ま|終わ)|切れて(?:しま|い)|途切れ|打ち切ら|잘려|잘림|끊겨|끊김|중간에 (?:끊|멈)"
-    r"|\b(?:se )?cortan?\b|\bcortad[ao]s?\b|\btruncad[ao]s?\b|\bincomplet[ao]s?\b|\ba medias\b|pela metade"
-    r"|\babgeschnitten\b|\bunvollständig|mitten im Satz|обрез\w+|обрыва\w+|оборва\w+|не до конца|неполн\w+"
-    r"|\bcoupée?s?\b|\btronquée?s?\b|\bincomplètes?\b",
-    re.IGNORECASE,
-)
-CUT_SHORT = re.compile(_FINISH_LENGTH + "|" + CUT_PROSE.pattern, re.IGNORECASE)
-# what is cut: an answer, not a prompt or a context (a line must name one beside its words of a cut)
-ANSWER = re.compile(
-    r"answer|response|output|repl(?:y|ies)|completion|generat|\btext|summar|essay|trace|reasoning|translat|\bcode\b"
-    r"|回答|答案|输出|回复|出力|応答|답변|응답|출력|respuesta|salida|Antwort|Ausgabe|ответ|вывод|resposta|saída|réponse",
-    re.IGNORECASE,
-)
-
-
-def answer_cut(line: str) -> bool:
-    """Whether the line says in words that an answer was cut short (in any of the languages of CUT_PROSE)."""
-    lower = line.lower()
-    if not any(gate in lower for gate in _PROSE_GATES):
-        return False
-    return bool(CUT_PROSE.search(line) and ANSWER.search(line))
 
 
 _MAX_TOKENS = r"max[_ ]?(?:new[_ ]?|completion[_ ]?|output[_ ]?)?tokens"
@@ -74,24 +45,13 @@ DEFAULT_CALL = re.compile(
     r"|\b(?P<wrapper>VLLM(?:OpenAI)?)\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
     r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
 )
-# substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
-CUT_SHORT_GATES = (  # the prose, for the reader
-    "runcat", "ut off", "ut short", "ncomplete", "ropped", "hopped", "bruptly", "id-sentence", "iddle",
-    "截断", "不完整", "输出不全", "只输出", "途中で", "切れて", "途切れ", "打ち切",
-    "잘려", "잘림", "끊겨", "끊김", "중간에",
-    "corta", "cortad", "runcad", "ncomplet", "medias", "metade", "abgeschnitten", "nvollständig", "im Satz", "обрез",
-    "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè",
-)  # fmt: skip
-_CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
-_PROSE_GATES = tuple(gate.lower() for gate in (*CUT_SHORT_GATES, "nly ", "ust ", "cut ", "stop", "ends"))
-
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
 _MAX_TOKENS_GATES = (
     "ax_tokens", "ax_new_tokens", "ax_completion_tokens", "ax_output_tokens", "ax tokens", "ax new tokens",
     "ax output tokens", "ax completion tokens", "-max-tokens", "-max_tokens", "-max-new-tokens", "axTokens",
     "axNewTokens",
 )  # fmt: skip
-COMPLAINT_GATES = (*_CUT_GATES, *_MAX_TOKENS_GATES, *_CALL_GATES)
+COMPLAINT_GATES = (*CUT_GATES, *_MAX_TOKENS_GATES, *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"
 # vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
 OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
@@ -114,7 +74,7 @@ class Signs:
 
 
 def signs_of(line: str) -> Signs:
-    cut = match.span() if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)) else None
+    cut = match.span() if any(gate in line for gate in CUT_GATES) and (match := CUT_SHORT.search(line)) else None
     unset, call = False, None
     if any(gate in line for gate in _MAX_TOKENS_GATES) and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
         unset = True

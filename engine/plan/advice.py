@@ -4,7 +4,7 @@ import json
 import shlex
 
 from kvtool.engine.plan import estimates
-from kvtool.engine.sizing import catalog, messages
+from kvtool.engine.sizing import catalog, context_length, messages
 from kvtool.engine.sizing.defaults import FP8_KV_CACHE_DTYPES, HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
 from kvtool.engine.sizing.units import format_gib
@@ -22,10 +22,10 @@ def recommendations(report) -> dict:
     }
     if not report.fits:
         fp8_fits = report.fp8_kv.fits and request.kv_cache_dtype not in FP8_KV_CACHE_DTYPES
-        if fp8_fits and kv.max_model_len <= report.spec.derived_max_model_len:
+        if fp8_fits and context_length.within_model(kv.max_model_len, report.spec):
             advice["kv_cache_dtype"] = "fp8"
         else:
-            advice["max_model_len"] = min(kv.safe_max_model_len, report.spec.derived_max_model_len)
+            advice["max_model_len"] = context_length.longest_within_model(kv.safe_max_model_len, report.spec)
         advice["gpu_memory_utilization_to_fit"] = utilization_to_fit(report)
     model = request.model or report.spec.name
     hf_id = report.spec.name if catalog.find(model) else model  # vLLM knows HF ids, not our aliases
@@ -111,7 +111,7 @@ def warnings(report) -> list[str]:
             f"weights and overheads take {format_gib(budget.non_kv_cache_bytes)} GiB of the "
             f"{format_gib(budget.requested_bytes)} GiB budget: no memory is left for the KV cache."
         )
-    if kv.max_model_len > spec.derived_max_model_len:
+    if not context_length.within_model(kv.max_model_len, spec):
         notes.append(
             messages.MAX_MODEL_LEN_OVER_DERIVED.format(
                 max_model_len=kv.max_model_len, derived=spec.derived_max_model_len

@@ -1,20 +1,19 @@
 """`kvtool plan --from-log`: the budget a vLLM start-up log measured, answered for other settings.
 
 The log's run is planned twice with kvtool's estimator, at the log's own settings and at the new ones, and
-each part of the log's budget (sizing/log_budget.py) moves with the estimate between the two: a part the log
+each part of the log's budget (startup_log/budget.py) moves with the estimate between the two: a part the log
 prints by itself by the estimate's difference; the weights (split over tp x pp) and the parts solved from the
 log's budget (shares of it in the proportion of their estimates) by its ratio. A part the log does not print
 keeps the estimate, and a part the new settings do not charge (CUDA graphs under --enforce-eager) is gone.
 The KV cache then follows from the moved budget with vLLM's arithmetic, as in any plan.
 """
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from kvtool.engine.plan.from_log_notes import gpu_notes, kv_notes, printed_figures
 from kvtool.engine.plan.from_log_run import (
-    LogRun,
     given_gpu,
     log_release,
     log_request,
@@ -22,9 +21,13 @@ from kvtool.engine.plan.from_log_run import (
     run_model_spec,
     same_card,
 )
-from kvtool.engine.plan.planner import PlanReport, PlanRequest, Workload, kv_cache_spec, make_plan
+from kvtool.engine.plan.planner import PlanReport, PlanRequest, PlanTarget, Workload, make_plan
+from kvtool.engine.plan.stages import kv_cache_spec
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.log_budget import (
+from kvtool.engine.sizing.memory_budget import MemoryBudget
+from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import (
     DERIVED,
     ESTIMATED,
     GIVE_A_GPU,
@@ -34,30 +37,11 @@ from kvtool.engine.sizing.log_budget import (
     LogBudget,
     log_budget,
 )
-from kvtool.engine.sizing.memory_budget import MemoryBudget
-from kvtool.engine.sizing.startup_log import VllmStartupLog, read_startup_log_file
-from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.reader import VllmStartupLog, read_startup_log_file
 from kvtool.errors import UsageError
 
 SCALED = ("weights_bytes",)  # split over tp x pp: they move by the estimate's ratio
 NO_GPU_MEMORY = "The log prints no GPU memory, and an answer at another --gpu-memory-utilization needs it."
-
-
-@dataclass(frozen=True)
-class WhatIf:
-    """Settings given beside the log, by PlanRequest's names: each replaces the log's; None keeps it."""
-
-    max_model_len: int | None = None
-    gpu_memory_utilization: float | None = None
-    kv_cache_dtype: str | None = None
-    tp: int | None = None
-    pp: int | None = None
-    num_gpus: int | None = None  # tp = num_gpus / pp when --tp is not given
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enforce_eager: bool | None = None
-    kv_cache_memory: int | None = None
-    block_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,20 +79,25 @@ class FromLog:
 
 
 def plan_from_log(
-    path: str | Path, what_if: WhatIf = WhatIf(), run: LogRun = LogRun(), workloads: list[Workload] | None = None
+    path: str | Path,
+    args: EngineArgs = EngineArgs(),
+    target: PlanTarget = PlanTarget(),
+    workloads: list[Workload] | None = None,
 ) -> PlanReport:
-    """The plan for `what_if`, each measured part of the budget taken from the start-up log at `path`."""
+    """The plan for the settings `args` give (each replaces the log's; None keeps it; the model, dtype and
+    quantization stand in where the log names none), each measured part of the budget taken from the start-up
+    log at `path`. `target` names another GPU or release to answer for."""
     log = read_startup_log_file(path)
-    release, notes = log_release(log, run.vllm_version)
-    spec = run_model_spec(log, run.model)
-    given = given_gpu(run)
+    release, notes = log_release(log, target.vllm_version)
+    spec = run_model_spec(log, args.model)
+    given = given_gpu(target)
     gpu, total_source = run_gpu(log, given)
-    request_on = partial(log_request, log, spec, run, release=release, workloads=workloads or [])
+    request_on = partial(log_request, log, spec, args, release=release, workloads=workloads or [])
     at_log, cache, measured, gpu = _measure(log, spec, request_on, gpu, total_source)
-    if total_source is None and _takes_another_share(at_log.request, what_if):
+    if total_source is None and _takes_another_share(at_log.request, args):
         raise UsageError(NO_GPU_MEMORY, GIVE_A_GPU)
     answer_gpu = gpu if total_source in (GIVEN, None) or same_card(given, gpu) else given
-    at_new = make_plan(spec, _what_if_request(at_log, what_if, answer_gpu))
+    at_new = make_plan(spec, _what_if_request(at_log, args, target.num_gpus, answer_gpu))
     budget, moved = moved_budget(measured, at_log.budget, at_new.budget)
     notes += gpu_notes(measured, gpu, answer_gpu) + kv_notes(log, cache, measured, at_log.kv.max_model_len)
     facts = FromLog(
@@ -136,12 +125,12 @@ def _measure(log, spec, request_on, gpu: GpuInfo, total_source: str | None):
     return at_log, cache, measured, gpu
 
 
-def _takes_another_share(request: PlanRequest, what_if: WhatIf) -> bool:
+def _takes_another_share(request: PlanRequest, args: EngineArgs) -> bool:
     """Whether the answer takes another share of the GPU than the log's run (then its memory matters)."""
-    utilization = what_if.gpu_memory_utilization
+    utilization = args.gpu_memory_utilization
     if utilization is None:
         return False
-    profiled_again = request.kv_cache_memory is not None and what_if.kv_cache_memory is None
+    profiled_again = request.kv_cache_memory is not None and args.kv_cache_memory is None
     return utilization != request.gpu_memory_utilization or profiled_again
 
 
@@ -187,20 +176,20 @@ def answer_sources(measured: LogBudget, at_log: MemoryBudget, at_new: MemoryBudg
     return sources
 
 
-def _what_if_request(at_log: PlanReport, what_if: WhatIf, gpu: GpuInfo) -> PlanRequest:
-    """The log's settings as planned, with those given. V1 keeps the scheduler limits it ran with; V0 keeps
-    its flags, so that its profile batch follows a new max_model_len as vLLM's default does."""
+def _what_if_request(at_log: PlanReport, args: EngineArgs, num_gpus: int | None, gpu: GpuInfo) -> PlanRequest:
+    """The log's settings as planned, with those given (`num_gpus` sets tp = num_gpus / pp when tp is not). V1
+    keeps the scheduler limits it ran with; V0 keeps its flags, so that its profile batch follows a new
+    max_model_len as vLLM's default does."""
     request = at_log.request
-    changes = {f.name: getattr(what_if, f.name) for f in fields(what_if) if getattr(what_if, f.name) is not None}
-    num_gpus = changes.pop("num_gpus", None)
-    if num_gpus and what_if.tp is None:
-        changes["tp"] = max(1, num_gpus // changes.get("pp", request.pp))
-    if "gpu_memory_utilization" in changes and "kv_cache_memory" not in changes:
-        changes["kv_cache_memory"] = None  # a fraction asked for: vLLM profiles the budget again
+    if num_gpus and args.tensor_parallel_size is None:
+        args = replace(args, tensor_parallel_size=max(1, num_gpus // (args.pipeline_parallel_size or request.pp)))
+    if args.gpu_memory_utilization is not None and args.kv_cache_memory is None:
+        request = replace(request, kv_cache_memory=None)  # a fraction asked for: vLLM profiles the budget again
     if not at_log.v0:
-        limits = {"max_num_seqs": at_log.max_num_seqs, "max_num_batched_tokens": at_log.max_num_batched_tokens}
-        changes = limits | changes
-    request = replace(request, **changes, block_size_given=request.block_size_given or "block_size" in changes)
+        request = replace(
+            request, max_num_seqs=at_log.max_num_seqs, max_num_batched_tokens=at_log.max_num_batched_tokens
+        )
+    request = request.with_engine_args(args)
     return replace(request, gpus=[gpu] * (request.tp * request.pp))
 
 

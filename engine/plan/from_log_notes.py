@@ -3,9 +3,9 @@ what to know (a GPU memory solved from the log, another GPU, a config that disag
 
 from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
-from kvtool.engine.sizing.log_budget import DERIVED, MEASURED, LogBudget
-from kvtool.engine.sizing.startup_log import VllmStartupLog
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import DERIVED, MEASURED, LogBudget
+from kvtool.engine.startup_log.reader import VllmStartupLog
 
 AGREES = 0.01  # the KV arithmetic on the log's own budget lands this close to what the log printed
 GPU_DERIVED = "The log prints no GPU memory: {gib:.2f} GiB is solved from its budget with the estimated parts."

@@ -2,19 +2,19 @@
 states it, else as given beside it (`--model`, `--gpu`, `--dtype`, ...), else vLLM's default."""
 
 import re
-from dataclasses import dataclass
 
 from kvtool.engine.discovery.gpus import resolve_gpus
 from kvtool.engine.discovery.models import resolve_model_spec, resolve_offline
-from kvtool.engine.plan.planner import PlanRequest, Workload
+from kvtool.engine.plan.planner import PlanRequest, PlanTarget, Workload
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.gpus import GpuInfo, with_free_memory
-from kvtool.engine.sizing.log_budget import CATALOG, GIVEN, MEASURED, log_gpu
-from kvtool.engine.sizing.quantization import QUANTIZATION_METHODS
+from kvtool.engine.sizing.quantization_methods import QUANTIZATION_METHODS
 from kvtool.engine.sizing.spec import ModelSpec
-from kvtool.engine.sizing.startup_log import VllmStartupLog
-from kvtool.engine.sizing.startup_log_settings import typed_settings
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import NEWEST, VllmRelease
+from kvtool.engine.startup_log.budget import CATALOG, GIVEN, MEASURED, log_gpu
+from kvtool.engine.startup_log.reader import VllmStartupLog
+from kvtool.engine.startup_log.settings import typed_settings
 from kvtool.errors import UsageError
 
 NO_RELEASE = "The log names no vLLM release: answered with {name}'s rules{fix}."
@@ -23,20 +23,6 @@ MODEL_UNKNOWN = "The log's model '{model}' is not a local path, a catalog model 
 MODEL_UNNAMED = "The log does not name its model."
 GIVE_MODEL = "Give it with --model: a config.json, a model folder or a Hub id."
 SAME_CARD = 0.01  # a GPU given beside a log within this of the one it prints or names is that card
-
-
-@dataclass(frozen=True)
-class LogRun:
-    """What describes the log's run where the log does not say it."""
-
-    model: str | None = None  # a config.json, a model folder or a Hub id
-    gpu: str | None = None  # the GPU to answer for instead, when the log prints or names its own
-    gpu_mem: str | None = None
-    gpu_free: int | None = None
-    dtype: str = "auto"
-    quantization: str | None = None
-    vllm_version: str | None = None
-    limit_mm_per_prompt: dict[str, int] | None = None
 
 
 def log_release(log: VllmStartupLog, given: str | None) -> tuple[VllmRelease, list[str]]:
@@ -62,12 +48,13 @@ def run_model_spec(log: VllmStartupLog, model: str | None) -> ModelSpec:
     raise UsageError(MODEL_UNKNOWN.format(model=log.model) if log.model else MODEL_UNNAMED, GIVE_MODEL)
 
 
-def given_gpu(run: LogRun) -> GpuInfo | None:
-    """The GPU named beside the log (--gpu, --gpu-mem, --gpu-free), if one is."""
-    if run.gpu is None and run.gpu_mem is None:
+def given_gpu(target: PlanTarget) -> GpuInfo | None:
+    """The GPU named beside the log (--gpu, --gpu-mem, --gpu-free), if one is: the one to answer for instead,
+    when the log prints or names its own."""
+    if target.gpu is None and target.gpu_mem is None:
         return None
-    gpu = resolve_gpus(run.gpu, run.gpu_mem, None)[0]
-    return with_free_memory([gpu], run.gpu_free)[0]
+    gpu = resolve_gpus(target.gpu, target.gpu_mem, None)[0]
+    return with_free_memory([gpu], target.gpu_free)[0]
 
 
 def run_gpu(log: VllmStartupLog, given: GpuInfo | None) -> tuple[GpuInfo, str | None]:
@@ -95,22 +82,29 @@ def _first_guess(log: VllmStartupLog) -> int:
 
 
 def log_request(
-    log: VllmStartupLog, spec: ModelSpec, run: LogRun, gpu: GpuInfo, *, release: VllmRelease, workloads: list[Workload]
+    log: VllmStartupLog,
+    spec: ModelSpec,
+    args: EngineArgs,
+    gpu: GpuInfo,
+    *,
+    release: VllmRelease,
+    workloads: list[Workload],
 ) -> PlanRequest:
-    """The log's settings; V0's profile batch only where its flags set it (else it follows max_model_len)."""
+    """The log's settings, the EngineArgs given beside it where the log does not say (model, dtype, quantization,
+    multimodal limits); V0's profile batch only where its flags set it (else it follows max_model_len)."""
     tp, pp = log.tensor_parallel_size or 1, log.pipeline_parallel_size or 1
     flags = typed_settings(log.args)
     batched = flags.get("max_num_batched_tokens") if log.engine == "V0" else log.max_num_batched_tokens
     return PlanRequest(
         gpus=[gpu] * (tp * pp),
-        model=log.model or run.model or spec.name,
+        model=log.model or args.model or spec.name,
         tp=tp,
         pp=pp,
         gpu_memory_utilization=flags.get("gpu_memory_utilization") or log.gpu_memory_utilization,  # V0 prints 2 digits
         max_model_len=log.max_model_len or (log.failure and log.failure.max_model_len) or None,
         kv_cache_dtype=log.kv_cache_dtype or "auto",
-        dtype=log.dtype or run.dtype,
-        quantization=log.quantization if log.quantization in QUANTIZATION_METHODS else run.quantization,
+        dtype=log.dtype or args.dtype,
+        quantization=log.quantization if log.quantization in QUANTIZATION_METHODS else args.quantization,
         max_num_seqs=log.max_num_seqs,
         max_num_batched_tokens=batched,
         block_size=log.block_size,
@@ -118,7 +112,7 @@ def log_request(
         kv_cache_memory=log.kv_cache_memory_bytes,
         workloads=workloads,
         release=release,
-        limit_mm_per_prompt=_mm_limits(log) or run.limit_mm_per_prompt,
+        limit_mm_per_prompt=_mm_limits(log) or args.limit_mm_per_prompt,
         block_size_given=log.block_size is not None,
         engine=_forced_engine(log, release, gpu),
         cudagraphs_subtracted=log.cudagraph_memory_profiling,

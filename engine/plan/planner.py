@@ -1,23 +1,19 @@
-"""`kvtool plan` as a library: model + GPU + settings in, memory budget and KV-cache plan out."""
+"""`kvtool plan` as a library: model + GPU + settings in, memory budget and KV-cache plan out.
+
+The settings come as EngineArgs (from flags or a start-up log); the planner fills in what the release it
+predicts would (its utilization, block size and scheduler limits) and hands the memory model the EngineConfig
+that release would run with.
+"""
 
 from dataclasses import dataclass, field, replace
 
 from kvtool.engine.plan import advice
-from kvtool.engine.plan.stages import (  # noqa: F401 (kv_cache_spec, cpu_engine_quantizes re-exported)
-    binding_stage,
-    cpu_engine_quantizes,
-    kv_cache_spec,
-    stage_budget,
-    stage_gpu,
-)
-from kvtool.engine.sizing import release_rules, vllm_startup
+from kvtool.engine.plan.stages import binding_stage, stage_budget, stage_gpu
+from kvtool.engine.sizing import context_length, release_rules, vllm_startup
+from kvtool.engine.sizing.context_length import AUTO_MAX_MODEL_LEN, parse_max_model_len
 from kvtool.engine.sizing.defaults import DEFAULT_BLOCK_SIZE
-from kvtool.engine.sizing.engine_args import (
-    AUTO_MAX_MODEL_LEN,
-    check_parallel_sizes,
-    parse_max_model_len,
-    resolve_max_model_len,
-)
+from kvtool.engine.sizing.engine_args import EngineArgs, check_parallel_sizes
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.gpus import GpuInfo
 from kvtool.engine.sizing.kv_cache import KVCachePlan, KVCacheSpec
 from kvtool.engine.sizing.memory_budget import MemoryBudget
@@ -33,6 +29,17 @@ class Workload:
     name: str
     prompt_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True)
+class PlanTarget:
+    """What a plan is for beside the engine settings, as the user named it: the GPUs and the vLLM release."""
+
+    gpu: str | None = None  # a catalog name, device indices or "local"
+    gpu_mem: str | None = None  # the memory of one GPU, e.g. 23.58GiB
+    gpu_free: int | None = None  # bytes other processes leave free on each GPU
+    num_gpus: int | None = None
+    vllm_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,55 @@ class PlanRequest:
     def gpu(self) -> GpuInfo:
         """The GPU the plan sizes for: the smallest of the group."""
         return min(self.gpus, key=lambda g: g.total_bytes)
+
+    @classmethod
+    def from_engine_args(cls, args: EngineArgs, **context) -> "PlanRequest":
+        """The plan of EngineArgs as given (what they leave out, the release decides), with the GPUs, release and
+        workloads in `context`."""
+        request = cls(
+            model=args.model_name,
+            dtype=args.dtype,
+            quantization=args.quantization,
+            limit_mm_per_prompt=args.limit_mm_per_prompt,
+            **context,
+        )
+        return request.with_engine_args(args)
+
+    def with_engine_args(self, args: EngineArgs) -> "PlanRequest":
+        """This request with each engine setting `args` give in place of its own (a start-up log's, or a
+        default), by vLLM's names."""
+        given = {
+            "tp": args.tensor_parallel_size,
+            "pp": args.pipeline_parallel_size,
+            "gpu_memory_utilization": args.gpu_memory_utilization,
+            "max_model_len": args.max_model_len,
+            "kv_cache_dtype": args.kv_cache_dtype,
+            "max_num_seqs": args.max_num_seqs,
+            "max_num_batched_tokens": args.max_num_batched_tokens,
+            "block_size": args.block_size,
+            "enforce_eager": args.enforce_eager,
+            "kv_cache_memory": args.kv_cache_memory,
+        }
+        changes = {name: value for name, value in given.items() if value is not None}
+        return replace(self, **changes, block_size_given=self.block_size_given or "block_size" in changes)
+
+    def engine_config(self, max_num_batched_tokens: int, max_num_seqs: int) -> EngineConfig:
+        """What the release runs with once its defaults are in and its scheduler limits read: the memory model's
+        input (max_model_len is fitted after, to the budget it gives)."""
+        return EngineConfig.of(
+            model=self.model,
+            dtype=self.dtype,
+            quantization=self.quantization,
+            enforce_eager=self.enforce_eager,
+            block_size=self.block_size,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            kv_cache_memory=self.kv_cache_memory,
+            kv_cache_dtype=self.kv_cache_dtype,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            tensor_parallel_size=self.tp,
+            pipeline_parallel_size=self.pp,
+        )
 
 
 @dataclass(frozen=True)
@@ -103,7 +159,7 @@ class PlanReport:
     def fits(self) -> bool:
         """Would the engine start: every start-up check passes, within the model's context."""
         checks_pass = all(check.passed for check in self.checks) if self.checks else self.kv.fits
-        return checks_pass and self.kv.max_model_len <= self.spec.derived_max_model_len
+        return checks_pass and context_length.within_model(self.kv.max_model_len, self.spec)
 
     @property
     def failed_check(self) -> vllm_startup.StartupCheck | None:
@@ -138,7 +194,7 @@ def make_plan(spec: ModelSpec, request: PlanRequest, budget: MemoryBudget | None
     batched, seqs = request.max_num_batched_tokens or default_batched, request.max_num_seqs or default_seqs
     stage, estimated, cache = binding_stage(spec, request, v0, batched, seqs)
     budget = budget if budget is not None else estimated
-    max_model_len = resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
+    max_model_len = context_length.resolve_max_model_len(request.max_model_len, cache, budget.kv_cache_bytes)
     kv = cache.plan(budget.kv_cache_bytes, max_model_len)
     estimate = cache.estimate_max_model_len(kv.available_bytes, limit=max_model_len)
     return PlanReport(

@@ -6,10 +6,11 @@ from dataclasses import replace
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.gguf_spec import engine_quantization
 from kvtool.engine.sizing.gpus import GpuInfo
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
-from kvtool.engine.sizing.kv_layout import stage_partition
-from kvtool.engine.sizing.memory_budget import MemoryBudget, Stage, memory_budget, resolve_dtype
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout, stage_partition
+from kvtool.engine.sizing.memory_budget import MemoryBudget, memory_budget
 from kvtool.engine.sizing.spec import ModelSpec
+from kvtool.engine.sizing.weights import Stage, run_dtype
 
 
 def binding_stage(spec, request, v0, batched, seqs) -> tuple[int, MemoryBudget, KVCacheSpec]:
@@ -18,7 +19,7 @@ def binding_stage(spec, request, v0, batched, seqs) -> tuple[int, MemoryBudget, 
     stages = []
     for index in range(request.pp):
         budget = stage_budget(spec, request, v0, batched, seqs, index)
-        cache = kv_cache_spec(replace(spec, dtype=run_dtype(spec, request)), request, v0, batched, index)
+        cache = kv_cache_spec(replace(spec, dtype=planned_run_dtype(spec, request)), request, v0, batched, index)
         blocks = cache.num_blocks(budget.kv_cache_bytes)
         stages.append((budget.kv_cache_bytes if cache.layout.rules.whole_model_check else blocks, index, budget, cache))
     return min(stages, key=lambda option: option[:2])[1:]
@@ -51,8 +52,9 @@ def cpu_engine_quantizes(spec, request) -> bool:
     return engine_quantization(spec.source, "cpu", request.dtype, request.quantization) == "gguf"
 
 
-def run_dtype(spec: ModelSpec, request) -> str:
-    return "float32" if cpu_engine_quantizes(spec, request) else resolve_dtype(request.dtype, spec.dtype)
+def planned_run_dtype(spec: ModelSpec, request) -> str:
+    """The dtype the KV cache follows: the embedded engine's where the plan is for it (a KV budget given)."""
+    return run_dtype(request.dtype, spec.dtype, "gguf" if cpu_engine_quantizes(spec, request) else None)
 
 
 def stage_budget(spec, request, v0, batched, seqs, index: int = 0) -> MemoryBudget:
@@ -62,15 +64,7 @@ def stage_budget(spec, request, v0, batched, seqs, index: int = 0) -> MemoryBudg
     return memory_budget(
         spec,
         gpu.total_bytes,
-        request.gpu_memory_utilization,
-        request.tp,
-        request.pp,
-        request.dtype,
-        request.quantization,
-        batched,
-        seqs,
-        request.enforce_eager,
-        request.kv_cache_memory,
+        request.engine_config(batched, seqs),
         _budget_rules(spec, request, v0, batched, seqs, gpu.arch),
         other_process_bytes=gpu.total_bytes - gpu.free_bytes if gpu.free_bytes is not None else 0,
         stage=Stage(layers, index == 0, index == request.pp - 1),

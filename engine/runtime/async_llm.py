@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from queue import SimpleQueue
 
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.core.scheduler import SchedulerStats
 from kvtool.engine.runtime.exceptions import EngineDeadError, EngineGenerateError
 from kvtool.engine.runtime.input_processor import InputProcessor, ProcessedRequest
 from kvtool.engine.runtime.llm_engine import LLMEngine
 from kvtool.engine.runtime.outputs import RequestOutput
+from kvtool.engine.sizing.engine_args import EngineArgs
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.errors import UsageError
 
 logger = logging.getLogger("kvtool.engine")
@@ -53,7 +55,7 @@ class AsyncLLM:
         self._step_thread = step_thread or _new_step_thread()
 
     @classmethod
-    def from_config(cls, config: EngineConfig) -> "AsyncLLM":
+    def from_engine_args(cls, args: EngineArgs) -> "AsyncLLM":
         """Load the model and size the KV cache; KVCacheTooSmallError when max_model_len does not fit.
 
         Loading runs on the thread that will run the steps: every thread that runs torch ops gets
@@ -61,7 +63,7 @@ class AsyncLLM:
         spinning between parallel regions, which made each step on 2 cores about 60 % slower.
         """
         step_thread = _new_step_thread()
-        return cls(step_thread.submit(LLMEngine, config).result(), step_thread)
+        return cls(step_thread.submit(LLMEngine, args).result(), step_thread)
 
     @property
     def tokenizer(self):

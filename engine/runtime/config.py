@@ -1,84 +1,14 @@
-"""EngineConfig and SamplingParams: what the engine is asked to do, checked before anything loads."""
+"""SamplingParams: how to sample one request, with vLLM's names and defaults, checked on creation."""
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from kvtool.engine.runtime.structured_output.params import StructuredOutputsParams
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing import messages as msg
-from kvtool.errors import InvalidRequestError, UsageError
+from kvtool.errors import InvalidRequestError
 
 SEED_MIN, SEED_MAX = -defaults.INT64_MAX - 1, defaults.INT64_MAX  # a signed 64-bit seed, as vLLM's request schema
-
-
-@dataclass
-class EngineConfig:
-    """Engine settings, named as vLLM's engine arguments.
-
-    `max_model_len`, `max_num_seqs` and `max_num_batched_tokens` left as None are resolved when the
-    model loads (from its config and the device), as vLLM does.
-    """
-
-    model: str = defaults.DEFAULT_MODEL
-    dtype: str = "auto"
-    quantization: str | None = None  # "gguf": keep a GGUF file's weights quantized (the CPU default for one)
-    device: str = "auto"
-    max_model_len: int | None = None
-    block_size: int = defaults.DEFAULT_BLOCK_SIZE
-    gpu_memory_utilization: float = defaults.DEFAULT_GPU_MEMORY_UTILIZATION
-    kv_cache_memory: int | None = None  # bytes for the KV cache; the CPU budget
-    kv_cache_dtype: str = "auto"
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    seed: int = 0
-    load_format: str = "auto"
-    overflow: str = defaults.DEFAULT_OVERFLOW
-    max_logprobs: int = defaults.MAX_LOGPROBS  # the most (prompt) logprobs a request may ask for; -1: the vocabulary
-    tensor_parallel_size: int = 1
-    threads: int | None = None  # CPU threads for torch and the C kernels; None: defaults.default_cpu_threads()
-    enable_prompt_embeds: bool = False  # requests may give embeddings for prompt positions (vLLM's flag)
-
-    def __post_init__(self):
-        _check_choice("dtype", self.dtype, defaults.DTYPES)
-        _check_choice("kv_cache_dtype", self.kv_cache_dtype, defaults.ENGINE_KV_CACHE_DTYPES)
-        _check_choice("overflow", self.overflow, defaults.OVERFLOW_POLICIES)
-        _check_choice("load_format", self.load_format, defaults.LOAD_FORMATS)
-        if self.quantization is not None:
-            _check_choice("quantization", self.quantization, defaults.ENGINE_QUANTIZATIONS)
-        _check_positive("block_size", self.block_size)
-        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory", "threads"):
-            if getattr(self, name) is not None:
-                _check_positive(name, getattr(self, name))
-        if self.max_logprobs < -1:
-            raise UsageError(
-                f"max_logprobs must be -1 (the vocabulary) or at least 0, got {self.max_logprobs}.",
-                fix="Pass a count such as 20 (vLLM's default), or -1.",
-            )
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise UsageError(
-                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}.",
-                fix=f"Pass a fraction such as {defaults.DEFAULT_GPU_MEMORY_UTILIZATION}.",
-            )
-        if self.tensor_parallel_size != 1:
-            raise UsageError(
-                f"The embedded engine runs on one device; tensor_parallel_size={self.tensor_parallel_size}.",
-                fix="Use tensor_parallel_size=1, or serve with --backend vllm for several GPUs.",
-            )
-
-    @classmethod
-    def from_kwargs(cls, **kwargs) -> "EngineConfig":
-        """An EngineConfig from keyword arguments, naming any that it does not know."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise UsageError(
-                f"Unknown engine argument(s): {', '.join(unknown)}.",
-                fix=f"Known arguments: {', '.join(sorted(known))}.",
-            )
-        return cls(**kwargs)
 
 
 @dataclass
@@ -204,13 +134,3 @@ def _clamped_logit_bias(logit_bias: dict | None) -> dict[int, float] | None:
     except (TypeError, ValueError):
         bad = [token for token in logit_bias if not str(token).lstrip("-").isdigit()]
         raise InvalidRequestError(msg.LOGIT_BIAS_KEYS_NOT_INT.format(keys=repr(bad)), "logit_bias") from None
-
-
-def _check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise UsageError(f"Unknown {name} {value!r}.", fix=f"Choose one of: {', '.join(choices)}.")
-
-
-def _check_positive(name: str, value) -> None:
-    if not isinstance(value, int) or value < 1:
-        raise UsageError(f"{name} must be a positive integer, got {value!r}.")

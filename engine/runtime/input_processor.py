@@ -20,8 +20,9 @@ from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt, EmbedsShape, Embed
 from kvtool.engine.runtime.token_checks import check_logprobs, check_named_token_ids
 from kvtool.engine.runtime.truncation import Truncation, cut
 from kvtool.engine.sizing import messages as msg
-from kvtool.engine.sizing.defaults import MAX_LOGPROBS
-from kvtool.engine.sizing.request_length import MaxTokens, check_max_tokens, check_prompt_characters, decide_max_tokens
+from kvtool.engine.sizing import request_length
+from kvtool.engine.sizing.engine_config import ModelConfig
+from kvtool.engine.sizing.request_length import MaxTokens, MaxTokensField, check_max_tokens, check_prompt_characters
 from kvtool.errors import InvalidRequestError, UsageError
 
 
@@ -38,21 +39,22 @@ class ProcessedRequest:
 
 
 class InputProcessor:
+    """Reads its limits (max_model_len, overflow, max_logprobs) from the resolved ModelConfig; the tokenizer and the
+    model's facts come beside it."""
+
     def __init__(
         self,
         tokenizer,
         vocab_size: int,
-        max_model_len: int,
-        overflow: str = "reject",
+        config: ModelConfig,
         stop_token_ids=frozenset(),
-        max_logprobs: int = MAX_LOGPROBS,
         embeds_shape: EmbedsShape | None = None,
     ):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
-        self.max_model_len = max_model_len
-        self.overflow = overflow
-        self.max_logprobs = vocab_size if max_logprobs == -1 else max_logprobs
+        self.max_model_len = config.max_model_len
+        self.overflow = config.overflow
+        self.max_logprobs = vocab_size if config.max_logprobs == -1 else config.max_logprobs
         self.embeds_shape = embeds_shape  # what prompt_embeds must be; None without --enable-prompt-embeds
         self.stop_token_ids = set(stop_token_ids)  # end the grammar's output as they end free generation
         self._grammar_compiler = None
@@ -63,19 +65,20 @@ class InputProcessor:
         prompt: str | list[int] | EmbedsPrompt,
         params: SamplingParams,
         *,
-        max_tokens_param: str = "max_tokens",
-        default_max_tokens: int | None = None,
+        max_tokens: MaxTokensField | None = None,
         add_special_tokens: bool = True,
         truncation: Truncation | None = None,
     ) -> ProcessedRequest:
         """Tokenize and check one prompt; RequestTooLongError or InvalidRequestError (HTTP 400) when it cannot run.
 
-        `default_max_tokens` is a serving profile's default, for a request that set none (decide_max_tokens).
-        A chat request hands its rendered text here.
+        `max_tokens` is the request's field as its route read it (by default the params' max_tokens, as sent);
+        request_length.decide_max_tokens fixes what the request runs with. A chat request hands its rendered text
+        here.
         """
         self.check_params(params)
-        requested = params.max_tokens
-        check_max_tokens(requested, self.max_model_len, max_tokens_param)  # named after the field the client sent
+        field = max_tokens or MaxTokensField(params.max_tokens)
+        requested = field.requested(self.max_model_len)
+        check_max_tokens(requested, self.max_model_len, field.name)  # named after the field the client sent
         if isinstance(prompt, str) and truncation is not None:
             text, ids = self.truncated(prompt, truncation, requested, add_special_tokens)
         else:
@@ -86,11 +89,11 @@ class InputProcessor:
                     len(prompt), requested, self.max_model_len, self.overflow, self.max_chars_per_token
                 )
             text, ids = self.tokenize(prompt, add_special_tokens=add_special_tokens)
-        max_tokens = decide_max_tokens(
-            len(ids), self.max_model_len, requested, default_max_tokens, self.overflow, text is not None
+        decided = request_length.decide_max_tokens(
+            len(ids), self.max_model_len, requested, field.default_max_tokens, self.overflow, text is not None
         )
         spans = prompt.spans if isinstance(prompt, EmbedsPrompt) else ()
-        return ProcessedRequest(text, ids, params, max_tokens, time.monotonic(), spans)
+        return ProcessedRequest(text, ids, params, decided, time.monotonic(), spans)
 
     def truncated(
         self, prompt: str, truncation: Truncation, requested: int | None, add_special_tokens: bool

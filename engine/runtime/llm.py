@@ -3,19 +3,20 @@
 import itertools
 from collections.abc import Sequence
 
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm_engine import LLMEngine
 from kvtool.engine.runtime.outputs import RequestOutput
 from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt
+from kvtool.engine.sizing.engine_args import EngineArgs
 
 Prompt = str | list[int] | EmbedsPrompt  # an EmbedsPrompt needs enable_prompt_embeds=True
 
 
 class LLM:
-    """An engine in this process. Keyword arguments are EngineConfig fields (dtype, max_model_len, ...)."""
+    """An engine in this process. Keyword arguments are EngineArgs fields (dtype, max_model_len, ...)."""
 
     def __init__(self, model: str = "smollm2", **kwargs):
-        self.engine = LLMEngine(EngineConfig.from_kwargs(model=model, **kwargs))
+        self.engine = LLMEngine(EngineArgs.from_kwargs(model=model, **kwargs))
         self._ids = itertools.count()
 
     @property

@@ -4,7 +4,7 @@ import logging
 import time
 
 from kvtool.engine.runtime import startup
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.core.scheduler import Scheduler, SchedulerOutput, SchedulerStats
 from kvtool.engine.runtime.core.sequence import Sequence
@@ -16,6 +16,7 @@ from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt, EmbedsShape
 from kvtool.engine.runtime.tokenizer import eos_token_ids, load_tokenizer
 from kvtool.engine.runtime.worker.loader import load_hf_config, resolve_model_source, resolve_quantization, torch_dtype
 from kvtool.engine.runtime.worker.model_runner import ModelRunner, ModelRunnerOutput
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.kv_cache import KVCachePlan
 from kvtool.engine.sizing.messages import REQUEST_FAILED_IN_STEP
 from kvtool.errors import UsageError
@@ -24,34 +25,30 @@ logger = logging.getLogger("kvtool.engine")
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig):
-        source = resolve_model_source(config.model)
+    def __init__(self, args: EngineArgs):
+        args.check_for_engine()
+        source = resolve_model_source(args.model_name)
         hf_config = load_hf_config(source.folder)
         self.model_name = source.name
         self.tokenizer = load_tokenizer(source.folder)
-        self.device = startup.resolve_device(config.device)
-        quantization = resolve_quantization(config, source, self.device)
-        dtype = torch_dtype(config.dtype, hf_config, self.device, quantization)
+        self.device = startup.resolve_device(args.device)
+        quantization = resolve_quantization(args, source, self.device)
+        dtype = torch_dtype(args.dtype, hf_config, self.device, quantization)
         self.spec = startup.engine_spec(hf_config, source.name, dtype)
-        self.config = startup.resolve_config(config, self.spec, self.device, quantization)
+        self.config = startup.create_engine_config(args, self.spec, self.device, quantization)
         eos = eos_token_ids(self.tokenizer, hf_config)
         self.model_runner = ModelRunner(self.config, hf_config, source, self.device, dtype, eos)
         self.kv_cache_info = self._initialize_kv_cache()
         block_manager = BlockManager(
-            self.config,
+            self.config.cache_config,
             self.model_runner.num_pool_blocks(self.kv_cache_info.num_blocks),
             self.model_runner.kv_cache_layout.sliding_windows,
         )
         self.scheduler = Scheduler(self.config, block_manager, eos)
-        embeds = EmbedsShape(hf_config.hidden_size, dtype) if self.config.enable_prompt_embeds else None
+        model_config = self.config.model_config
+        embeds = EmbedsShape(hf_config.hidden_size, dtype) if model_config.enable_prompt_embeds else None
         self.input_processor = InputProcessor(
-            self.tokenizer,
-            self.spec.vocab_size,
-            self.config.max_model_len,
-            self.config.overflow,
-            stop_token_ids=eos,
-            max_logprobs=self.config.max_logprobs,
-            embeds_shape=embeds,
+            self.tokenizer, self.spec.vocab_size, model_config, stop_token_ids=eos, embeds_shape=embeds
         )
         self.output_processor = OutputProcessor(self.tokenizer)
         self.seqs_by_request: dict[str, list[Sequence]] = {}

@@ -7,21 +7,23 @@ import hashlib
 import secrets
 import uuid
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from kvtool import __version__
-from kvtool.engine.server.chat import create_chat_completion
-from kvtool.engine.server.chat_prompt import requested_template
-from kvtool.engine.server.chat_protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
+from kvtool.engine.server.chat.completions import create_chat_completion
+from kvtool.engine.server.chat.prompt import requested_template
+from kvtool.engine.server.chat.protocol import BatchChatCompletionRequest, ChatCompletionRequest, TokenizeRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.decisions import add_decisions_route
+from kvtool.engine.server.defaults import API_KEY_GUARDED_PREFIXES, VLLM_API_VERSION
 from kvtool.engine.server.errors import APIError, ContainErrors, error_body, install_error_handlers
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.server.openapi import install_openapi, streamed
 from kvtool.engine.server.protocol import CompletionRequest, DetokenizeRequest
-from kvtool.engine.server.responses import (
+from kvtool.engine.server.response_models import (
     ChatCompletionResponse,
     CompletionResponse,
     DetokenizeResponse,
@@ -30,24 +32,27 @@ from kvtool.engine.server.responses import (
     TokenizeResponse,
     VersionResponse,
 )
-from kvtool.engine.server.responses_api import add_responses_routes
+from kvtool.engine.server.responses.routes import add_responses_routes
 from kvtool.engine.server.sagemaker import install_sagemaker
 from kvtool.engine.server.server_load import ServerLoad, route_path
 from kvtool.engine.server.serving import ServerSettings, ServerState
 from kvtool.engine.server.tokenizer_info import TokenizerInfoResponse, tokenizer_info
-from kvtool.engine.sizing.defaults import API_KEY_GUARDED_PREFIXES, VLLM_API_VERSION
+
+if TYPE_CHECKING:
+    from kvtool.engine.runtime.async_llm import AsyncLLM
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def build_app(engine, settings: ServerSettings) -> FastAPI:
+def build_app(engine: AsyncLLM, settings: ServerSettings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
         await state.abort_all()
         await engine.shutdown()
 
-    metrics = ServerMetrics(engine, settings.model_name, settings.max_model_len)
+    max_model_len = engine.config.model_config.max_model_len
+    metrics = ServerMetrics(engine, settings.model_name, max_model_len)
     engine.add_step_listener(metrics.observe_step)
     state = ServerState(engine, settings, metrics)
     app = FastAPI(title="kvtool", version=__version__, lifespan=lifespan)
@@ -57,7 +62,7 @@ def build_app(engine, settings: ServerSettings) -> FastAPI:
     _add_routes(app, state)
     add_responses_routes(app, state)
     add_decisions_route(app, state)
-    install_openapi(app, settings.model_name, engine.input_processor.vocab_size, settings.max_model_len)
+    install_openapi(app, settings.model_name, engine.input_processor.vocab_size, max_model_len)
     app.add_middleware(ContainErrors)
     if settings.enable_server_load_tracking:
         app.add_middleware(ServerLoad, state=state)
@@ -100,7 +105,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
             "owned_by": "kvtool",
             "root": name,
             "parent": None,
-            "max_model_len": state.settings.max_model_len,
+            "max_model_len": state.max_model_len,
             "permission": [],
         }
         return {"object": "list", "data": [card]}
@@ -131,7 +136,7 @@ def _add_routes(app: FastAPI, state: ServerState) -> None:
         token_strs = state.engine.tokenizer.convert_ids_to_tokens(tokens) if body.return_token_strs else None
         return {
             "count": len(tokens),
-            "max_model_len": state.settings.max_model_len,
+            "max_model_len": state.max_model_len,
             "tokens": tokens,
             "token_strs": token_strs,
         }

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any, NoReturn
 
+from kvtool.engine.server.defaults import MAX_COMPLETION_PROMPTS
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.sizing import messages
-from kvtool.engine.sizing.defaults import MAX_COMPLETION_PROMPTS
 
 CONSTRAINT_KINDS = ("json", "regex", "choice")  # the structured_outputs kinds vLLM counts here
 FREE_CHOICES = ("none", "auto", "required")  # tool_choice values other than a named function

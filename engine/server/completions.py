@@ -43,9 +43,8 @@ class CompletionJob(GenerationJob):
         processed = process_prompts(
             state,
             self.prompts,
-            1 if body.echo_without_generation() else body.max_tokens,  # the token sampled is not shown
+            body.max_tokens_field(),
             lambda max_tokens: body.to_sampling_params(max_tokens, body.logprobs, constraint),
-            self.defaulted,
             add_special_tokens=body.add_special_tokens,
             truncation=body.truncation(),
         )

@@ -177,7 +177,7 @@ class SchedulerStatsCollector:
 
 def cache_config_labels(engine) -> dict:
     """vLLM 0.33's CacheConfig fields, in its order: the engine's values, vLLM's defaults for what it lacks."""
-    config, info = engine.config, engine.kv_cache_info
+    config, info = engine.config.cache_config, engine.kv_cache_info
     return {
         "block_size": info.block_size,
         "user_specified_block_size": False,

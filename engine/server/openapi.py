@@ -10,8 +10,8 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
 from kvtool.engine.runtime.config import SEED_MAX, SEED_MIN
+from kvtool.engine.server.defaults import API_KEY_GUARDED_PREFIXES
 from kvtool.engine.server.protocol import MAX_TOKENS_MARK, MODEL_MARK, SEED_MARK, TOKEN_ID_MARK
-from kvtool.engine.sizing.defaults import API_KEY_GUARDED_PREFIXES
 
 ERROR_STATUSES = {
     "400": "Invalid request",

@@ -1,5 +1,5 @@
 """Request bodies of the OpenAI-compatible API, with vLLM's extra sampling fields and defaults (the bodies that
-carry chat messages are in chat_protocol.py)."""
+carry chat messages are in chat/protocol.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 from kvtool.engine.runtime.truncation import Truncation
 from kvtool.engine.server import body_checks
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS, INT64_MAX
+from kvtool.engine.sizing.request_length import MaxTokensField
 
 # The sampling fields a request passes on only when it sets them (SamplingParams keeps its defaults otherwise).
 SAMPLING_KNOBS = (
@@ -131,7 +132,7 @@ class SamplingFields(StrictModel):
     length_penalty: float = 1.0
     truncate_prompt_tokens: PromptTokensKept | None = None
     truncation_side: Literal["left", "right"] | None = None
-    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat.py)
+    # no KV connector here: nothing is transferred, chat still takes forwarded prompt ids (chat/completions.py)
     kv_transfer_params: dict[str, Any] | None = None
 
     _raw_body_checks = model_validator(mode="before")(body_checks.sampling_body)
@@ -189,6 +190,15 @@ class CompletionRequest(SamplingFields):
 
     def max_tokens_given(self) -> bool:
         return "max_tokens" in self.model_fields_set
+
+    def max_tokens_field(self) -> MaxTokensField:
+        """max_tokens as sent: vLLM's 16 when left out, and `echo` with 0 scores the prompt."""
+        return MaxTokensField(
+            self.max_tokens,
+            sent=self.max_tokens_given(),
+            route_default=DEFAULT_MAX_TOKENS,
+            echo_only=self.echo_without_generation(),
+        )
 
     def echo_without_generation(self) -> bool:
         """`echo` with `max_tokens: 0` scores the prompt alone (lm-evaluation-harness's log-likelihoods)."""

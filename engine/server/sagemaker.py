@@ -15,8 +15,8 @@ import logging
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from pydantic import ValidationError
 
-from kvtool.engine.server.chat import create_chat_completion
-from kvtool.engine.server.chat_protocol import ChatCompletionRequest
+from kvtool.engine.server.chat.completions import create_chat_completion
+from kvtool.engine.server.chat.protocol import ChatCompletionRequest
 from kvtool.engine.server.completions import create_completion
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.protocol import CompletionRequest

@@ -5,16 +5,21 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 from kvtool.engine.runtime.input_processor import ProcessedRequest
 from kvtool.engine.runtime.truncation import Truncation
+from kvtool.engine.server.defaults import DEFAULT_TOOL_CALL_PARSER
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.metrics import ServerMetrics
 from kvtool.engine.sizing import defaults, messages
-from kvtool.engine.sizing.request_length import MaxTokens
+from kvtool.engine.sizing.request_length import MaxTokens, MaxTokensField
+
+if TYPE_CHECKING:  # the server runs in the process that loaded it; importing it here would load torch
+    from kvtool.engine.runtime.async_llm import AsyncLLM
 
 logger = logging.getLogger("kvtool.serve")
 CLAMP_HEADER = "x-kvtool-max-tokens-clamped"
@@ -32,12 +37,12 @@ class OutputOptions:
 
 @dataclass
 class ServerSettings:
+    """The server's own settings; the engine's (max_model_len, overflow, ...) are its EngineConfig."""
+
     model_name: str
-    max_model_len: int
     api_keys: tuple[str, ...] = ()  # any one of them is accepted on the guarded paths
-    overflow: str = defaults.DEFAULT_OVERFLOW
     default_max_tokens: int | None = None  # the profile's default for requests that omit max_tokens
-    tool_call_parser: str | None = defaults.DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
+    tool_call_parser: str | None = DEFAULT_TOOL_CALL_PARSER  # how tool_choice "auto" reads tool calls
     root_path: str | None = None  # a path-routing proxy's prefix: routes answer under it and without it
     enable_server_load_tracking: bool = False  # count generation requests in flight for GET /load
     output: OutputOptions = field(default_factory=OutputOptions)
@@ -48,12 +53,16 @@ class ServerSettings:
 
 @dataclass
 class ServerState:
-    engine: object
+    engine: AsyncLLM
     settings: ServerSettings
     metrics: ServerMetrics
     started: int = field(default_factory=lambda: int(time.time()))
     active_request_ids: set[str] = field(default_factory=set)
     server_load: int = 0  # generation requests in flight, counted with --enable-server-load-tracking
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.config.model_config.max_model_len
 
     async def abort_all(self) -> None:
         for request_id in list(self.active_request_ids):
@@ -72,28 +81,24 @@ class ServerState:
 def process_prompts(
     state: ServerState,
     prompts: list,
-    requested: int | None,
+    max_tokens: MaxTokensField,
     params_for,
-    defaulted: bool,
-    param: str = "max_tokens",
     add_special_tokens: bool = True,
     truncation: Truncation | None = None,
 ) -> list[ProcessedRequest]:
     """Every prompt through the engine's InputProcessor (tokenize, validate, decide max_tokens): 400s come from there.
 
-    `params_for(max_tokens)` builds the request's SamplingParams. A request that set no max_tokens (`defaulted`)
-    leaves it to the serving profile's default when there is one, rather than the endpoint's own default.
+    `max_tokens` is the route's field; the serving profile's default joins it here. `params_for(max_tokens)` builds
+    the request's SamplingParams from what the field asks for.
     """
     settings, processor = state.settings, state.engine.input_processor
-    default_max_tokens = settings.default_max_tokens if defaulted else None
-    max_tokens = requested if default_max_tokens is None else None
+    field = replace(max_tokens, profile_default=settings.default_max_tokens)
     processed = []
     for prompt in prompts:
         request = processor.process(
             prompt,
-            params_for(max_tokens),
-            max_tokens_param=param,
-            default_max_tokens=default_max_tokens,
+            params_for(field.requested(state.max_model_len)),
+            max_tokens=field,
             add_special_tokens=add_special_tokens,
             truncation=truncation,
         )
@@ -103,7 +108,7 @@ def process_prompts(
                 request.max_tokens.requested,
                 request.max_tokens.value,
                 len(request.prompt_token_ids),
-                settings.max_model_len,
+                state.max_model_len,
             )
         processed.append(request)
     return processed

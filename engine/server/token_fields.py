@@ -6,7 +6,7 @@ messages and `param`.
 
 from __future__ import annotations
 
-from kvtool.engine.server.chat_protocol import ChatCompletionRequest
+from kvtool.engine.server.chat.protocol import ChatCompletionRequest
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.protocol import CompletionRequest
 from kvtool.engine.sizing import messages

@@ -1,4 +1,5 @@
-"""Every default and choice list, defined once.
+"""Every default and choice list of the engine and the planner, defined once (the server's are in
+engine/server/defaults.py).
 
 The engine, `plan`, `serve`, the workload profiles and the command-line options all read these names;
 the vLLM release each value comes from is in docs/design.md ("vLLM facts kvtool relies on").
@@ -22,21 +23,9 @@ ENGINE_KV_CACHE_DTYPES = tuple(name for name in KV_CACHE_DTYPES if name != "fp8_
 OVERFLOW_POLICIES = ("reject", "clamp")
 DEFAULT_OVERFLOW = "clamp"  # vLLM 0.32+; "reject" is the <= 0.31 behaviour
 
-# How `tool_choice: "auto"` reads tool calls out of the reply (vLLM's --tool-call-parser names).
-TOOL_CALL_PARSERS = ("hermes", "llama3_json")
-DEFAULT_TOOL_CALL_PARSER = "hermes"  # the <tool_call> JSON of Qwen, SmolLM and Hermes chat templates
-
-# The vLLM release whose OpenAI-compatible API `kvtool serve` follows: GET /version answers it.
-VLLM_API_VERSION = "0.33.0"
-# Where `kvtool serve` reads its API key when --api-key is not given, first found wins: kvtool's, then vLLM's.
-API_KEY_ENVIRONMENT = ("KVTOOL_API_KEY", "VLLM_API_KEY")
-# The path prefixes the API key guards (vLLM's); health checks, /metrics and SageMaker's routes stay open.
-API_KEY_GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
-
-# prompt_embeds limits, vLLM's environment variables and defaults: the largest dense tensor one payload may declare
-# (0 or less: no limit), and the most entries a completions `prompt_embeds` list may hold.
+# The largest dense tensor one prompt_embeds payload may declare (0 or less: no limit): vLLM's environment
+# variable and its default.
 MAX_EMBED_DECODE_BYTES = ("VLLM_MAX_EMBED_DECODE_BYTES", 2 << 30)
-MAX_COMPLETION_PROMPTS = ("VLLM_MAX_COMPLETION_PROMPTS", 1024)
 
 LOAD_FORMATS = ("auto", "dummy")
 ENGINE_QUANTIZATIONS = ("gguf",)  # the embedded engine's --quantization: GGUF weights kept quantized (CPU)

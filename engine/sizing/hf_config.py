@@ -1,5 +1,7 @@
 """Architecture facts read from an HF `config.json` dict, the way vLLM reads them (no torch)."""
 
+from dataclasses import dataclass
+
 from kvtool.engine.sizing.hf_defaults import with_defaults
 
 # vLLM's keys for the model's context length, in its order; the smallest present wins (docs/design.md).
@@ -153,33 +155,40 @@ def quantization(config: dict) -> str | None:
     return None
 
 
-def count_parameters(
-    config: dict,
-    hidden: int,
-    layers: int,
-    heads: int,
-    kv_heads: int,
-    dim: int,
-    vocab: int,
-    intermediate: int,
-    tied: bool,
-) -> int:
-    """Parameter count from the shapes (norms and biases left out): embeddings + attention + MLP/experts."""
-    return sum(parameter_groups(config, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied).values())
+@dataclass(frozen=True)
+class Dims:
+    """A text config's shapes, read under any of the names configs give them."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    intermediate: int
+    tied: bool  # the output layer shares the input embedding's weights
+
+    @classmethod
+    def of(cls, config: dict) -> "Dims":
+        layers = int(first(config, "num_hidden_layers", "n_layer", "num_layers"))
+        hidden = int(first(config, "hidden_size", "n_embd", "d_model"))
+        heads = int(first(config, "num_attention_heads", "n_head", "num_heads"))
+        return cls(
+            hidden=hidden,
+            layers=layers,
+            heads=heads,
+            kv_heads=num_kv_heads(config, heads),
+            head_dim=head_dim(config, hidden, heads),
+            vocab=int(config.get("vocab_size") or 0),
+            intermediate=int(first(config, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)),
+            tied=bool(config.get("tie_word_embeddings", False)),
+        )
 
 
-def parameter_groups(
-    config: dict,
-    hidden: int,
-    layers: int,
-    heads: int,
-    kv_heads: int,
-    dim: int,
-    vocab: int,
-    intermediate: int,
-    tied: bool,
-) -> dict[str, int]:
+def parameter_groups(config: dict, dims: Dims) -> dict[str, int]:
     """Parameters by part: embeddings (input and output), attention, dense MLP, MoE experts."""
+    hidden, layers, heads, kv_heads, dim = dims.hidden, dims.layers, dims.heads, dims.kv_heads, dims.head_dim
+    vocab, intermediate, tied = dims.vocab, dims.intermediate, dims.tied
     embeddings = vocab * hidden * (1 if tied else 2)
     if config.get("kv_lora_rank"):
         attention = _mla_parameters(config, hidden, heads)

@@ -15,18 +15,7 @@ from kvtool.engine.sizing.defaults import (
     KV_CACHE_DTYPES,
 )
 from kvtool.engine.sizing.hf_config import DTYPE_NAMES
-from kvtool.engine.sizing.kv_layout import (  # noqa: F401 (KVRules, V033 re-exported)
-    FULL,
-    SLIDING,
-    STATE,
-    V033,
-    KVGroups,
-    KVLayout,
-    KVRules,
-    kv_groups,
-    stage_kinds,
-)
-from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length  # noqa: F401 (re-exported)
+from kvtool.engine.sizing.kv_layout import FULL, SLIDING, STATE, KVGroups, KVLayout, kv_groups, stage_kinds
 from kvtool.engine.sizing.spec import ModelSpec
 from kvtool.errors import StartupError, UsageError
 

@@ -11,20 +11,10 @@ import math
 from dataclasses import dataclass, field
 
 from kvtool.engine.sizing.cudagraphs import CaptureRules, cudagraph_bytes
-from kvtool.engine.sizing.defaults import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    SMALL_GPU_SCHEDULER_LIMITS,
-)
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.profile_run import ProfileRules, activation_bytes, encoder_bytes
 from kvtool.engine.sizing.spec import ModelSpec
-from kvtool.engine.sizing.weights import (  # noqa: F401 (resolve_dtype, weights_bytes re-exported)
-    Stage,
-    model_quant_facts,
-    resolve_dtype,
-    stage_weights_bytes,
-    weights_bytes,
-)
+from kvtool.engine.sizing.weights import Stage, model_quant_facts, stage_weights_bytes
 from kvtool.errors import UsageError
 
 MiB = 1 << 20
@@ -108,21 +98,19 @@ class MemoryBudget:
 def memory_budget(
     spec: ModelSpec,
     total_bytes: int,
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
-    tp: int = 1,
-    pp: int = 1,
-    dtype: str = "auto",
-    quantization: str | None = None,
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: int = SMALL_GPU_SCHEDULER_LIMITS["server"][1],
-    enforce_eager: bool = False,
-    kv_cache_memory: int | None = None,
+    config: EngineConfig = EngineConfig(),
     rules: BudgetRules = V033_BUDGET,
     other_process_bytes: int = 0,
     stage: Stage | None = None,
 ) -> MemoryBudget:
-    """One GPU's budget as the release of `rules` measures it (the GPU of `stage` under pipeline parallelism:
-    by default a stage of ceil(layers / pp) layers holding both ends); `kv_cache_memory` fixes the KV share."""
+    """One GPU's budget under `config` as the release of `rules` measures it (the GPU of `stage` under pipeline
+    parallelism: by default a stage of ceil(layers / pp) layers holding both ends); a `kv_cache_memory` fixes the
+    KV share."""
+    model, cache, scheduler = config.model_config, config.cache_config, config.scheduler_config
+    gpu_memory_utilization, kv_cache_memory = cache.gpu_memory_utilization, cache.kv_cache_memory
+    dtype, quantization, enforce_eager = model.dtype, model.quantization, model.enforce_eager
+    max_num_batched_tokens, max_num_seqs = scheduler.max_num_batched_tokens, scheduler.max_num_seqs
+    tp, pp = config.parallel_config.tensor_parallel_size, config.parallel_config.pipeline_parallel_size
     _check_inputs(gpu_memory_utilization, total_bytes)
     stage = stage or Stage(math.ceil(spec.num_hidden_layers / pp))
     requested = total_bytes * gpu_memory_utilization

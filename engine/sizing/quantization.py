@@ -4,7 +4,7 @@ configs route each layer, else from the dtype."""
 
 from dataclasses import dataclass
 
-from kvtool.engine.sizing.quantization_methods import (  # noqa: F401 (QUANTIZATION_METHODS re-exported)
+from kvtool.engine.sizing.quantization_methods import (
     EXPERTS,
     FP8,
     FP8_BLOCK,
@@ -13,7 +13,6 @@ from kvtool.engine.sizing.quantization_methods import (  # noqa: F401 (QUANTIZAT
     MXFP8,
     NF4,
     NVFP4,
-    QUANTIZATION_METHODS,
     Scheme,
 )
 

@@ -6,7 +6,7 @@ import os
 from kvtool.engine.sizing import defaults
 from kvtool.engine.sizing.cudagraphs import CaptureRules
 from kvtool.engine.sizing.gpus import GpuInfo, catalog_matches
-from kvtool.engine.sizing.kv_cache import KVRules
+from kvtool.engine.sizing.kv_layout import KVRules
 from kvtool.engine.sizing.memory_budget import (
     CONTEXT_BYTES,
     NCCL_BYTES_PER_PEER,

@@ -4,6 +4,11 @@
 `check_max_tokens`, `check_prompt_characters` (before tokenizing) and `decide_max_tokens` (after) are what the
 engine's InputProcessor runs for every request, in vLLM 0.33's order: 0.33's rules under the `clamp` policy,
 0.31's under `reject`, with the " (parameter=..., value=...)" suffix of vLLM's validation errors.
+
+A request's max_tokens is decided here for every route: each route describes its field as a `MaxTokensField`
+(the value as sent, the field's name, the route's default, echo), the server adds the serving profile's default,
+and `decide_max_tokens` fixes the value the request runs with once its prompt is known. Callers reach it as
+`request_length.decide_max_tokens`, so that a test can follow one value from it to where generation stops.
 """
 
 from dataclasses import dataclass
@@ -86,6 +91,37 @@ def check_prompt_characters(
     raise RequestTooLongError(
         messages.with_parameter(message, "input_text", prompt_characters), "input_text", 0, requested, max_model_len
     )
+
+
+RESPONSES_FIELD = "max_output_tokens"  # vLLM lowers it to max_model_len where it refuses the others above it
+
+
+@dataclass(frozen=True)
+class MaxTokensField:
+    """A request's output-length field as its route reads it, before anything is decided."""
+
+    value: int | None = None  # as sent (None: the rest of the context)
+    name: str = "max_tokens"  # max_tokens, max_completion_tokens (chat) or max_output_tokens (Responses)
+    sent: bool = True  # False: the request left it out, and a default applies
+    route_default: int | None = None  # the route's own when none is sent: /v1/completions' 16 (vLLM)
+    echo_only: bool = False  # /v1/completions' echo with max_tokens 0: the prompt scored, one token sampled
+    profile_default: int | None = None  # the serving profile's, for a request that sent none (before the route's)
+
+    def requested(self, max_model_len: int) -> int | None:
+        """What the request asks for before its prompt is known (SamplingParams and the checks before tokenizing
+        read it); None: decided from the room left (lowered to it, with the profile's default)."""
+        if self.echo_only:
+            return 1  # the token sampled is not shown
+        if not self.sent:
+            return None if self.profile_default is not None else self.route_default
+        if self.name == RESPONSES_FIELD and self.value is not None:
+            return min(self.value, max_model_len)
+        return self.value
+
+    @property
+    def default_max_tokens(self) -> int | None:
+        """The profile's default where it applies: to a request that sent none."""
+        return None if self.sent else self.profile_default
 
 
 @dataclass(frozen=True)

@@ -82,34 +82,27 @@ def spec_from_hf_config(config: dict, name: str = "", source: str = "") -> Model
 
 
 def _spec_from_text_config(text: dict, name: str, source: str) -> ModelSpec:
-    layers = int(hf.first(text, "num_hidden_layers", "n_layer", "num_layers"))
-    hidden = int(hf.first(text, "hidden_size", "n_embd", "d_model"))
-    heads = int(hf.first(text, "num_attention_heads", "n_head", "num_heads"))
-    kv_heads = hf.num_kv_heads(text, heads)
-    dim = hf.head_dim(text, hidden, heads)
-    vocab = int(text.get("vocab_size") or 0)
-    intermediate = int(hf.first(text, "intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden))
-    tied = bool(text.get("tie_word_embeddings", False))
+    dims = hf.Dims.of(text)
     kv_lora_rank = text.get("kv_lora_rank")
-    groups = hf.parameter_groups(text, hidden, layers, heads, kv_heads, dim, vocab, intermediate, tied)
+    groups = hf.parameter_groups(text, dims)
     return ModelSpec(
         name=name,
         model_type=str(text.get("model_type", "")),
-        num_hidden_layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        head_dim=dim,
-        vocab_size=vocab,
-        intermediate_size=intermediate,
+        num_hidden_layers=dims.layers,
+        hidden_size=dims.hidden,
+        num_attention_heads=dims.heads,
+        num_key_value_heads=dims.kv_heads,
+        head_dim=dims.head_dim,
+        vocab_size=dims.vocab,
+        intermediate_size=dims.intermediate,
         max_position_embeddings=int(hf.first(text, *hf.MAX_LEN_KEYS, default=hf.DEFAULT_MAX_MODEL_LEN)),
         derived_max_model_len=hf.derive_max_model_len(text),
         dtype=hf.dtype_name(text),
-        tie_word_embeddings=tied,
+        tie_word_embeddings=dims.tied,
         num_parameters=int(text.get("num_parameters") or sum(groups.values())),
         parameter_groups=tuple(groups.items()),
         quantization_config=quant if isinstance(quant := text.get("quantization_config"), dict) else None,
-        layer_types=hf.layer_types(text, layers),
+        layer_types=hf.layer_types(text, dims.layers),
         sliding_window=_sliding_window(text),
         kv_lora_rank=int(kv_lora_rank) if kv_lora_rank else None,
         qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 0) if kv_lora_rank else None,

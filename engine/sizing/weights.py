@@ -37,6 +37,14 @@ def resolve_dtype(dtype: str, checkpoint_dtype: str | None, bf16_supported: bool
     return DTYPE_NAMES[dtype]
 
 
+def run_dtype(dtype: str, checkpoint_dtype: str | None, quantization: str | None, bf16_supported: bool = True) -> str:
+    """The dtype the embedded engine computes in: float32 for GGUF weights it keeps quantized (their kernels compute
+    in fp32, and `auto` KV follows), else vLLM's `--dtype` rule."""
+    if quantization == "gguf":
+        return "float32"
+    return resolve_dtype(dtype, checkpoint_dtype, bf16_supported)
+
+
 def element_bytes(spec: ModelSpec, dtype: str) -> int:
     return 4 if resolve_dtype(dtype, spec.dtype) == "float32" else 2
 

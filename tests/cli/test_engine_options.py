@@ -7,8 +7,8 @@ import typer
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app, load_command
+from kvtool.engine.sizing.context_length import AUTO_MAX_MODEL_LEN
 from kvtool.engine.sizing.defaults import CPU_OMP_ENVIRONMENT
-from kvtool.engine.sizing.engine_args import AUTO_MAX_MODEL_LEN
 
 SHARED = (
     "dtype",
@@ -65,7 +65,7 @@ def test_every_flag_keeps_its_name_and_default():
 
 @pytest.fixture
 def received(monkeypatch):
-    """What `plan` and `serve` hand on for a command line: the planner's request, the server's overrides."""
+    """What `plan` and `serve` hand on for a command line: the planner's request, the server's engine args."""
     for name, value in CPU_OMP_ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
     seen = {}
@@ -84,7 +84,7 @@ def received(monkeypatch):
         extra = ["--gpu-mem", "80GiB"] if command == "plan" else []
         result = CliRunner().invoke(app, [command, *args, *extra])
         assert result.exit_code == 0, result.output
-        return vars(seen[command]) if command == "plan" else seen[command].engine_overrides
+        return vars(seen[command]) if command == "plan" else vars(seen[command].engine_args)
 
     return run
 

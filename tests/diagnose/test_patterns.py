@@ -11,7 +11,7 @@ from kvtool.engine.diagnosis.reader import line_spans
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.scanner import Scanner
 from kvtool.engine.diagnosis.wordings import WORDINGS
-from kvtool.engine.sizing import startup_log_lines
+from kvtool.engine.startup_log import lines as startup_log_lines
 
 
 def passes_prefilter(text: str) -> bool:

@@ -12,8 +12,9 @@ import pytest
 from engine_cases import prompts_of
 
 from kvtool.engine.runtime.async_llm import AsyncLLM
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm_engine import LLMEngine
+from kvtool.engine.sizing.engine_args import EngineArgs
 
 LONG = SamplingParams(max_tokens=300, ignore_eos=True)
 BLOCK_BYTES = 8 << 10  # one 16-token block of the tiny Llama's fp32 KV cache
@@ -22,7 +23,7 @@ BLOCK_BYTES = 8 << 10  # one 16-token block of the tiny Llama's fp32 KV cache
 @pytest.fixture(scope="module")
 def small_engine(tiny_llama):
     """Two sequences at a time and 40 blocks: a third request waits, two long ones preempt each other."""
-    config = EngineConfig(
+    config = EngineArgs(
         model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=40 * BLOCK_BYTES, max_num_seqs=2, seed=0
     )
     return LLMEngine(config)

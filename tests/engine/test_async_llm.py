@@ -7,7 +7,7 @@ from engine_cases import prompts_of
 
 from kvtool.engine.runtime.async_llm import AsyncLLM
 from kvtool.engine.runtime.config import SamplingParams
-from kvtool.engine.sizing.kv_cache import RequestTooLongError
+from kvtool.engine.sizing.request_length import RequestTooLongError
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 
@@ -69,10 +69,10 @@ def test_too_long_request_raises_before_the_first_output(async_llm):
 
 
 def test_shutdown_aborts_running_requests(tiny_llama):
-    from kvtool.engine.runtime.config import EngineConfig
+    from kvtool.engine.sizing.engine_args import EngineArgs
 
-    llm = AsyncLLM.from_config(EngineConfig(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
-    assert llm.config.max_model_len == 512 and llm.kv_cache_info.num_blocks > 0
+    llm = AsyncLLM.from_engine_args(EngineArgs(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
+    assert llm.config.model_config.max_model_len == 512 and llm.kv_cache_info.num_blocks > 0
 
     async def main():
         outputs = []
@@ -92,7 +92,7 @@ def test_the_model_loads_on_the_thread_that_runs_every_step(tiny_llama, monkeypa
     import threading
 
     from kvtool.engine.runtime import llm_engine
-    from kvtool.engine.runtime.config import EngineConfig
+    from kvtool.engine.sizing.engine_args import EngineArgs
 
     threads = {"load": set(), "step": set()}
     original_init, original_step = llm_engine.LLMEngine.__init__, llm_engine.LLMEngine.step
@@ -107,7 +107,7 @@ def test_the_model_loads_on_the_thread_that_runs_every_step(tiny_llama, monkeypa
 
     monkeypatch.setattr(llm_engine.LLMEngine, "__init__", init)
     monkeypatch.setattr(llm_engine.LLMEngine, "step", step)
-    llm = AsyncLLM.from_config(EngineConfig(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
+    llm = AsyncLLM.from_engine_args(EngineArgs(model=str(tiny_llama[0]), dtype="float32", kv_cache_memory=1 << 20))
 
     async def main():
         await collect(llm, prompts_of([10])[0], "a")

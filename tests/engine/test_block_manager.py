@@ -1,8 +1,9 @@
 """The block pool: allocation, ref counts, prefix hits, LRU eviction, vLLM's usage formula."""
 
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.core.sequence import Sequence
+from kvtool.engine.sizing.engine_config import CacheConfig
 
 
 def seq_of(tokens):
@@ -10,7 +11,7 @@ def seq_of(tokens):
 
 
 def test_allocation_covers_tokens_and_never_hands_out_the_null_block():
-    bm = BlockManager(EngineConfig(block_size=4), num_blocks=5)
+    bm = BlockManager(CacheConfig(block_size=4), num_blocks=5)
     seq = seq_of(range(10))
     assert bm.allocate_slots(seq, 10)
     assert len(seq.block_table) == 3 and 0 not in seq.block_table
@@ -20,7 +21,7 @@ def test_allocation_covers_tokens_and_never_hands_out_the_null_block():
 
 
 def test_full_blocks_are_shared_by_a_later_prompt_and_counted():
-    bm = BlockManager(EngineConfig(block_size=4), num_blocks=10)
+    bm = BlockManager(CacheConfig(block_size=4), num_blocks=10)
     first = seq_of(range(10))
     bm.allocate_slots(first, 10)
     first.num_computed_tokens = 10
@@ -35,7 +36,7 @@ def test_full_blocks_are_shared_by_a_later_prompt_and_counted():
 
 
 def test_a_full_prompt_hit_still_recomputes_the_last_token():
-    bm = BlockManager(EngineConfig(block_size=4), num_blocks=10)
+    bm = BlockManager(CacheConfig(block_size=4), num_blocks=10)
     first = seq_of(range(8))
     bm.allocate_slots(first, 8)
     first.num_computed_tokens = 8
@@ -44,7 +45,7 @@ def test_a_full_prompt_hit_still_recomputes_the_last_token():
 
 
 def test_freed_cached_blocks_are_reused_until_evicted():
-    bm = BlockManager(EngineConfig(block_size=4), num_blocks=4)
+    bm = BlockManager(CacheConfig(block_size=4), num_blocks=4)
     first = seq_of(range(8))
     bm.allocate_slots(first, 8)
     first.num_computed_tokens = 8

@@ -21,8 +21,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 def prefill_faults(folder) -> int:
-    run = subprocess.run(
-        [sys.executable, "-c", PREFILL_FAULTS, str(folder)], capture_output=True, text=True, check=True
+    run = subprocess.run(  # in the model's folder: a clone's root would put its kernels/ before the kernels package
+        [sys.executable, "-c", PREFILL_FAULTS, str(folder)], capture_output=True, text=True, check=True, cwd=folder
     )
     return int(run.stdout.split()[-1])
 

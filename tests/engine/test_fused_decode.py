@@ -104,7 +104,7 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
     panels alone every size; with AVX-512 and AMX every size in fp32, up to 4 rows in bf16; without AMX up to
     8 rows in fp32, 4 in bf16) and the larger steps run the layers; either way the tokens are those of an
     engine that never fuses."""
-    from kvtool.engine.runtime.models.fused_decode import FusedDecode
+    from kvtool.engine.runtime.worker.fused_decode import FusedDecode
 
     rows_fused = []
     original = FusedDecode._run
@@ -129,7 +129,7 @@ def test_qkv_biases_and_steps_of_more_rows_than_it_takes(tiny_qwen2, dtype, monk
 def test_a_bf16_kv_cache_beside_fp32_activations_is_the_layers_bit_for_bit(tiny_qwen2, monkeypatch):
     """--kv-cache-dtype bfloat16 on an fp32 model: its decode steps fuse, and the C step writes and reads the
     16-bit cache as the layers do (K and V rounded once, attention in fp32)."""
-    from kvtool.engine.runtime.models.fused_decode import FusedDecode
+    from kvtool.engine.runtime.worker.fused_decode import FusedDecode
 
     llm = LLM(str(tiny_qwen2[0]), dtype="float32", kv_cache_dtype="bfloat16", kv_cache_memory=1 << 20)
     model = llm.engine.model_runner.model.model
@@ -181,7 +181,7 @@ def test_quantized_qwen2_biases_and_tokens_are_the_layers(tmp_path, monkeypatch)
     params = [SamplingParams(max_tokens=4 + 3 * i, temperature=0.0, ignore_eos=True) for i in range(6)]
     llm = LLM(str(tmp_path / "tiny-qwen2.gguf"), kv_cache_memory=1 << 20)
     model = llm.engine.model_runner.model.model
-    assert llm.engine.config.quantization == "gguf" and model.layers[0].self_attn.qkv_proj.bias is not None
+    assert llm.engine.config.model_config.quantization == "gguf" and model.layers[0].self_attn.qkv_proj.bias is not None
     both = first_decode_both_ways(llm, prompts)
     assert torch.equal(both.fused, both.layers) and torch.equal(both.fused_logits, both.layers_logits)
     outputs = []

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.worker import loader
 from kvtool.engine.runtime.worker.gguf_weights import DECODERS, decode_tensor
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.errors import UsageError
 from kvtool.kernels.quant_linear import pack_codes
 from kvtool.kernels.reference import dequantize_codes
@@ -52,7 +53,7 @@ def test_an_unsupported_type_is_refused_with_the_way_out():
 
 def _resolve(device="cpu", gguf="model.gguf", **config):
     source = loader.ModelSource(folder=None, name="m", gguf=gguf)
-    return loader.resolve_quantization(EngineConfig(**config), source, SimpleNamespace(type=device))
+    return loader.resolve_quantization(EngineArgs(**config), source, SimpleNamespace(type=device))
 
 
 def gguf_file(path, tensors: dict) -> str:
@@ -103,7 +104,7 @@ def test_quantization_gguf_is_refused_where_it_cannot_apply():
         _resolve(dtype="bfloat16", quantization="gguf")
     assert _resolve(dtype="float32", quantization="gguf") == "gguf"
     with pytest.raises(UsageError, match="Unknown quantization 'awq'"):
-        EngineConfig(quantization="awq")
+        EngineArgs(quantization="awq").check_for_engine()
 
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,"]
@@ -116,7 +117,7 @@ LOGPROB_TOLERANCE = 0.5
 @pytest.mark.slow
 def test_quantized_smollm2_logprobs_match_the_dequantized_model(smollm2_llm, smollm2_quantized_llm):
     quantized = smollm2_quantized_llm  # the CPU default
-    assert quantized.engine.config.quantization == "gguf"
+    assert quantized.engine.config.model_config.quantization == "gguf"
     layers = quantized.engine.model_runner.model.model.layers
     assert type(layers[0].mlp.gate_up_proj).__name__ == "QuantLinear"
     assert type(quantized.engine.model_runner.model.lm_head).__name__ == "QuantLinear"  # tied: the Q8_0 embedding

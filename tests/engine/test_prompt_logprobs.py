@@ -74,7 +74,7 @@ def test_logprob_token_ids_give_exactly_those_ids_after_the_sampled_one(tiny_llm
 def test_logprobs_minus_one_is_the_whole_vocabulary(tiny_llm):
     with pytest.raises(InvalidRequestError, match="greater than max allowed: 20"):
         tiny_llm.generate([PROMPT], SamplingParams(max_tokens=1, logprobs=-1), use_tqdm=False)
-    whole = LLM(tiny_llm.engine.config.model, dtype="float32", kv_cache_memory=1 << 20, max_logprobs=-1)
+    whole = LLM(tiny_llm.engine.config.model_config.model, dtype="float32", kv_cache_memory=1 << 20, max_logprobs=-1)
     completion = whole.generate([PROMPT], SamplingParams(max_tokens=1, logprobs=-1), use_tqdm=False)[0].outputs[0]
     assert len(completion.logprobs[0]) == 256  # the tiny model's vocabulary
 

@@ -3,10 +3,10 @@
 import pytest
 from engine_cases import prompts_of
 
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.llm import LLM
-from kvtool.engine.sizing.kv_cache import RequestTooLongError
-from kvtool.engine.sizing.request_length import decide_max_tokens
+from kvtool.engine.sizing.engine_args import EngineArgs
+from kvtool.engine.sizing.request_length import RequestTooLongError, decide_max_tokens
 from kvtool.errors import UsageError
 
 
@@ -87,12 +87,12 @@ def test_text_prompt_without_a_tokenizer_is_a_usage_error(short_llm):
 )
 def test_bad_engine_config_is_a_usage_error(bad):
     with pytest.raises(UsageError):
-        EngineConfig(**bad)
+        EngineArgs(**bad).check_for_engine()
 
 
 def test_unknown_engine_argument_is_named():
     with pytest.raises(UsageError, match="max_num_seq"):
-        EngineConfig.from_kwargs(max_num_seq=4)
+        EngineArgs.from_kwargs(max_num_seq=4)
 
 
 def test_the_offline_engine_words_length_errors_as_the_server(short_llm):

@@ -6,11 +6,12 @@ from engine_cases import prompts_of
 from families import WINDOW
 from test_families import hf_greedy
 
-from kvtool.engine.runtime.config import EngineConfig, SamplingParams
+from kvtool.engine.runtime.config import SamplingParams
 from kvtool.engine.runtime.core.block_manager import NULL_BLOCK, BlockManager
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.llm import LLM
+from kvtool.engine.sizing.engine_config import CacheConfig
 
 
 def test_layers_are_grouped_by_kind_without_padding():
@@ -22,7 +23,7 @@ def test_layers_are_grouped_by_kind_without_padding():
 
 
 def test_sliding_group_frees_blocks_before_its_window():
-    bm = BlockManager(EngineConfig(block_size=4), num_blocks=40, sliding_windows=(None, 6))
+    bm = BlockManager(CacheConfig(block_size=4), num_blocks=40, sliding_windows=(None, 6))
     assert not bm.enable_prefix_caching
     seq = Sequence("r", list(range(30)), SamplingParams(), max_tokens=8)
     assert bm.allocate_slots(seq, 30)

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.runtime.llm import LLM
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError, KVLayout
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.errors import UsageError
 
 BUDGET = 3 << 20

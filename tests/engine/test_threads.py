@@ -1,5 +1,5 @@
 """CPU threads: the default is the CPUs this process may use, less those other processes keep busy;
-`threads` sets a fixed team, and `kvtool serve --threads` reaches the EngineConfig."""
+`threads` sets a fixed team, and `kvtool serve --threads` reaches the engine's EngineArgs."""
 
 import os
 import subprocess
@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.sizing import defaults
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.errors import UsageError
 
 
@@ -31,7 +31,7 @@ def test_the_default_follows_the_affinity_not_the_machine(restore_threads):
 @pytest.mark.parametrize("threads", [0, -2, 1.5])
 def test_threads_must_be_a_positive_integer(threads):
     with pytest.raises(UsageError, match="threads must be a positive integer"):
-        EngineConfig(threads=threads)
+        EngineArgs(threads=threads).check_for_engine()
 
 
 def test_the_engine_steps_with_the_threads_it_was_given(tiny_llama, restore_threads):
@@ -50,9 +50,9 @@ def test_the_engine_steps_with_the_threads_it_was_given(tiny_llama, restore_thre
 def test_serve_threads_flag_reaches_the_engine_config():
     from kvtool.cli.serve_startup import ServeRequest, plan_startup
 
-    plan = plan_startup(ServeRequest(engine_overrides={"device": "cpu", "threads": 1, "max_model_len": 512}))
-    assert plan.engine_config.threads == 1
-    assert plan_startup(ServeRequest(engine_overrides={"device": "cpu"})).engine_config.threads is None
+    plan = plan_startup(ServeRequest(engine_args=EngineArgs(device="cpu", threads=1, max_model_len=512)))
+    assert plan.engine_args.threads == 1
+    assert plan_startup(ServeRequest(engine_args=EngineArgs(device="cpu"))).engine_args.threads is None
 
 
 def test_serve_help_documents_threads():

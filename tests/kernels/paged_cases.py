@@ -7,6 +7,7 @@ from transformers import LlamaConfig
 
 from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.worker.loader import load_model
+from kvtool.engine.sizing.engine_config import ModelConfig
 from kvtool.kernels import OP_NAMES, KernelOps
 
 BLOCK_SIZE = 16
@@ -126,7 +127,7 @@ def decode_step(context_lens):
 @torch.inference_mode()
 def run_two_steps(ops, dtype=torch.float32):
     """Hidden states of a prefill of prompts of 20 and 7 tokens, then of one decode step after it."""
-    model = load_model(None, CONFIG, ops, dtype, DEVICE, 128, "dummy", seed=0)
+    model = load_model(None, CONFIG, ops, dtype, DEVICE, 128, ModelConfig(load_format="dummy"))
     shape = (CONFIG.num_hidden_layers, 6, BLOCK_SIZE, CONFIG.num_key_value_heads, 64)
     model.bind_kv_cache(torch.zeros(shape, dtype=dtype, device=DEVICE), torch.zeros(shape, dtype=dtype, device=DEVICE))
     ids = torch.randint(0, 128, (29,), generator=torch.Generator().manual_seed(0)).to(DEVICE)

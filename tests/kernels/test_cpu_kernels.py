@@ -222,10 +222,17 @@ def test_an_fp32_engine_runs_packed_weights_and_no_reference_op(smollm2_llm, mon
 @pytest.mark.skipif(not cpu_linear.can_pack(torch.device("cpu"), torch.bfloat16), reason="no oneDNN bf16")
 def test_pack_linears_swaps_every_linear_of_a_tied_model_and_keeps_its_logits():
     from kvtool.engine.runtime.worker.loader import load_model
+    from kvtool.engine.sizing.engine_config import ModelConfig
 
     tied = CONFIG.__class__(**{**CONFIG.to_dict(), "tie_word_embeddings": True})
     model = load_model(
-        None, tied, ops_from(reference, "torch"), torch.bfloat16, torch.device("cpu"), 128, "dummy", seed=0
+        None,
+        tied,
+        ops_from(reference, "torch"),
+        torch.bfloat16,
+        torch.device("cpu"),
+        128,
+        ModelConfig(load_format="dummy"),
     )
     assert model.lm_head.weight is model.model.embed_tokens.weight
     hidden = torch.randn(3, CONFIG.hidden_size).to(torch.bfloat16)

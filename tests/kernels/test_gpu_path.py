@@ -16,6 +16,7 @@ from kvtool.engine.runtime.worker.kv_budget import (
     profile_forward,
 )
 from kvtool.engine.runtime.worker.loader import load_model
+from kvtool.engine.sizing.engine_config import ModelConfig
 from kvtool.errors import KvtoolError
 from kvtool.kernels import get_ops
 
@@ -33,7 +34,7 @@ def tiny_model():
         num_key_value_heads=2,
         max_position_embeddings=256,
     )
-    return load_model(None, config, get_ops(DEVICE), torch.float32, DEVICE, 256, "dummy", seed=0)
+    return load_model(None, config, get_ops(DEVICE), torch.float32, DEVICE, 256, ModelConfig(load_format="dummy"))
 
 
 def bind_cache(model, num_blocks):

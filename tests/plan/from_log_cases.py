@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kvtool.cli.app import app
-from kvtool.engine.sizing.startup_log import read_startup_log
+from kvtool.engine.startup_log.reader import read_startup_log
 
 GiB = 1 << 30
 HERE = Path(__file__).parent / "startup_logs"

@@ -11,9 +11,11 @@ from kvtool.cli.app import app
 from kvtool.engine.discovery import gpus
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing.defaults import default_scheduler_limits
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.gpus import GpuProcess, find_gpu
-from kvtool.engine.sizing.memory_budget import memory_budget, weights_bytes
+from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.sizing.weights import weights_bytes
 from kvtool.errors import UsageError
 
 
@@ -43,7 +45,9 @@ def test_no_local_gpu_without_a_name_is_a_usage_error(monkeypatch):
 
 def test_budget_subtracts_every_non_kv_term():
     spec = resolve_model_spec("llama3.1-8b")
-    budget = memory_budget(spec, 80 * GiB, 0.92, max_num_batched_tokens=8192, max_num_seqs=1024)
+    budget = memory_budget(
+        spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.92, max_num_batched_tokens=8192, max_num_seqs=1024)
+    )
     assert budget.requested_bytes == math.ceil(80 * GiB * 0.92)
     assert budget.weights_bytes == spec.num_parameters * 2
     assert budget.kv_cache_bytes == (
@@ -53,15 +57,20 @@ def test_budget_subtracts_every_non_kv_term():
         - budget.non_torch_bytes
         - budget.cudagraph_bytes
     )
-    smaller = memory_budget(spec, 80 * GiB, 0.92, max_num_batched_tokens=2048, max_num_seqs=1024)
+    smaller = memory_budget(
+        spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.92, max_num_batched_tokens=2048, max_num_seqs=1024)
+    )
     assert smaller.activation_bytes < budget.activation_bytes  # the peak grows with batched tokens
-    eager = memory_budget(spec, 80 * GiB, 0.92, enforce_eager=True)
+    eager = memory_budget(spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.92, enforce_eager=True))
     assert eager.cudagraph_bytes == 0
 
 
 def test_tensor_parallel_splits_weights_and_quantization_shrinks_them():
     spec = resolve_model_spec("llama3.1-70b")
-    assert memory_budget(spec, 80 * GiB, tp=4).weights_bytes == spec.num_parameters * 2 // 4
+    assert (
+        memory_budget(spec, 80 * GiB, EngineConfig.of(tensor_parallel_size=4)).weights_bytes
+        == spec.num_parameters * 2 // 4
+    )
     embeddings = 2 * 128256 * 8192  # input and output embeddings stay bf16 under fp8
     assert weights_bytes(spec, quantization="fp8") == (spec.num_parameters - embeddings) * 1 + embeddings * 2
     deepseek = resolve_model_spec("deepseek-v3")  # fp8 in 128 x 128 blocks, one fp32 scale each; embeddings bf16
@@ -79,7 +88,7 @@ def test_vllm_scheduler_defaults_by_gpu_class():
 
 def test_utilization_outside_0_1_is_refused():
     with pytest.raises(UsageError, match=r"must be in \(0, 1\]"):
-        memory_budget(resolve_model_spec("smollm2"), 8 * GiB, 1.2)
+        memory_budget(resolve_model_spec("smollm2"), 8 * GiB, EngineConfig.of(gpu_memory_utilization=1.2))
 
 
 class FakeNvml:

@@ -6,7 +6,8 @@ import pytest
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, make_plan
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.mamba_state import mamba_state
 from kvtool.engine.sizing.release_rules import kv_rules
 from kvtool.engine.sizing.spec import spec_from_hf_config

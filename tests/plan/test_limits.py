@@ -4,8 +4,10 @@ import pytest
 
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.sizing import kv_cache
-from kvtool.engine.sizing.engine_args import check_parallel_sizes, resolve_max_model_len
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError, KVLayout, KVRules
+from kvtool.engine.sizing.context_length import resolve_max_model_len
+from kvtool.engine.sizing.engine_args import check_parallel_sizes
+from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVCacheTooSmallError
+from kvtool.engine.sizing.kv_layout import KVLayout, KVRules
 from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.units import GiB
 from kvtool.errors import UsageError

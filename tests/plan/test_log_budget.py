@@ -1,12 +1,16 @@
-"""The budget of a start-up log's run (engine/sizing/log_budget.py), as diagnose would take it: from sizing
+"""The budget of a start-up log's run (engine/startup_log/budget.py), as diagnose would take it: from sizing
 alone, with its own estimate of the parts the log does not print."""
 
 import pytest
 from from_log_cases import HERE
 
 from kvtool.engine.sizing import catalog
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
-from kvtool.engine.sizing.log_budget import (
+from kvtool.engine.sizing.engine_config import EngineConfig
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout
+from kvtool.engine.sizing.memory_budget import memory_budget
+from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import (
     CATALOG,
     DERIVED,
     ESTIMATED,
@@ -15,9 +19,7 @@ from kvtool.engine.sizing.log_budget import (
     log_budget,
     log_gpu,
 )
-from kvtool.engine.sizing.memory_budget import memory_budget
-from kvtool.engine.sizing.startup_log import read_startup_log_file
-from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.reader import read_startup_log_file
 
 
 @pytest.mark.parametrize(
@@ -53,7 +55,15 @@ def measured(version: str, model: str, tp: int, total_gib: float | None):
     log = read_startup_log_file(HERE / "releases" / f"{version}.log")
     spec = catalog.find(model).spec()
     total = round((total_gib or 80) * GiB)
-    estimate = memory_budget(spec, total, log.gpu_memory_utilization or 0.9, tp=tp, max_num_batched_tokens=8192)
+    estimate = memory_budget(
+        spec,
+        total,
+        EngineConfig.of(
+            gpu_memory_utilization=log.gpu_memory_utilization or 0.9,
+            tensor_parallel_size=tp,
+            max_num_batched_tokens=8192,
+        ),
+    )
     cache = KVCacheSpec(spec, KVLayout(tp=tp))
     return log_budget(log, estimate, cache, log.max_model_len, MEASURED if total_gib else None)
 

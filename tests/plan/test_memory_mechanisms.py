@@ -10,6 +10,7 @@ from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, make_plan
 from kvtool.engine.sizing.cudagraphs import CaptureRules, capture_sizes
+from kvtool.engine.sizing.engine_config import EngineConfig
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
 from kvtool.engine.sizing.memory_budget import memory_budget
 from kvtool.engine.sizing.profile_run import ProfileRules, activation_bytes, forward_bytes_per_token
@@ -143,7 +144,9 @@ def test_nccl_buffers_are_charged_per_peer_where_the_baseline_precedes_them():
         ("0.11.0", "sm90", 0),
     ):
         rules = budget_rules(VllmRelease.parse(version), False, arch)
-        budget = memory_budget(spec, 80 * GiB, 0.9, tp=4, rules=rules)
+        budget = memory_budget(
+            spec, 80 * GiB, EngineConfig.of(gpu_memory_utilization=0.9, tensor_parallel_size=4), rules=rules
+        )
         assert budget.non_torch_bytes - rules.non_torch_bytes == 3 * per_peer
 
 

@@ -23,7 +23,7 @@ def test_plan_predicts_the_engine_kv_cache(smollm2_llm):
             "--kv-cache-memory",
             "256MiB",
             "--max-model-len",
-            str(engine.config.max_model_len),
+            str(engine.config.model_config.max_model_len),
             "--json",
         ],
     )

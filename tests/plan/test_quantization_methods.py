@@ -8,10 +8,9 @@ from typer.testing import CliRunner
 
 from kvtool.cli.app import app
 from kvtool.engine.discovery.models import resolve_model_spec
-from kvtool.engine.sizing.memory_budget import weights_bytes
 from kvtool.engine.sizing.quantization_methods import METHODS, accepted
 from kvtool.engine.sizing.spec import spec_from_hf_config
-from kvtool.engine.sizing.weights import Stage, stage_weights_bytes
+from kvtool.engine.sizing.weights import Stage, stage_weights_bytes, weights_bytes
 
 runner = CliRunner()
 MOE = {

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvtool.engine.sizing.kv_cache import RequestTooLongError, check_request_length
+from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
 
 
 def test_room_left_when_max_tokens_is_omitted():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kvtool.engine.sizing.startup_log import MemoryProfile, VllmStartupLog, read_startup_log, read_startup_log_file
+from kvtool.engine.startup_log.reader import MemoryProfile, VllmStartupLog, read_startup_log, read_startup_log_file
 from kvtool.errors import UsageError
 
 HERE = Path(__file__).parent / "startup_logs"

@@ -9,7 +9,8 @@ from kvtool.engine.discovery.models import resolve_model_spec
 from kvtool.engine.plan.planner import PlanRequest, make_plan
 from kvtool.engine.sizing import release_rules
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu
-from kvtool.engine.sizing.kv_cache import KVCacheSpec, KVLayout
+from kvtool.engine.sizing.kv_cache import KVCacheSpec
+from kvtool.engine.sizing.kv_layout import KVLayout
 from kvtool.engine.sizing.spec import spec_from_hf_config
 from kvtool.engine.sizing.units import GiB
 from kvtool.engine.sizing.vllm_versions import (

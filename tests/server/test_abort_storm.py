@@ -16,9 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvtool.engine.runtime.async_llm import AsyncLLM
-from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.server.app import build_app
 from kvtool.engine.server.serving import ServerSettings
+from kvtool.engine.sizing.engine_args import EngineArgs
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +35,14 @@ IDLE = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0, "vll
 @pytest.fixture(scope="module")
 def storm_server(smollm2_dir, in_process_server):
     """(base URL, engine, the ids of the requests that reached the engine)."""
-    config = EngineConfig(
+    config = EngineArgs(
         model=str(smollm2_dir),
         dtype="float32",
         max_model_len=MAX_MODEL_LEN,
         kv_cache_memory=400 << 20,
         max_num_seqs=MAX_NUM_SEQS,
     )
-    engine = AsyncLLM.from_config(config)
+    engine = AsyncLLM.from_engine_args(config)
     started, generate = [], engine.generate
 
     def counted(prompt, params, request_id):
@@ -50,7 +50,7 @@ def storm_server(smollm2_dir, in_process_server):
         return generate(prompt, params, request_id)
 
     engine.generate = counted
-    server = in_process_server(build_app(engine, ServerSettings("smollm2", MAX_MODEL_LEN)))
+    server = in_process_server(build_app(engine, ServerSettings("smollm2")))
     warm_up = {**BODY, "max_tokens": 2, "min_tokens": 0}  # the first step takes seconds: not during the storm
     assert httpx.post(f"{server.base_url}/v1/chat/completions", json=warm_up, timeout=120).status_code == 200
     yield server.base_url, engine, started

@@ -7,6 +7,7 @@ import pytest
 from families import save_tiny_family, save_tiny_tokenizer
 
 from kvtool.engine.runtime.input_processor import InputProcessor
+from kvtool.engine.sizing.engine_config import ModelConfig
 from kvtool.engine.sizing.messages import NO_CHAT_TEMPLATE
 from kvtool.errors import InvalidRequestError
 
@@ -114,7 +115,7 @@ def test_a_tokenizer_without_chat_template_is_refused_clearly(tmp_path):
 
     save_tiny_tokenizer(tmp_path, chat_template=None)
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
-    processor = InputProcessor(tokenizer, vocab_size=len(tokenizer), max_model_len=64)
+    processor = InputProcessor(tokenizer, len(tokenizer), ModelConfig(max_model_len=64))
     with pytest.raises(InvalidRequestError) as refused:
         processor.render_chat([{"role": "user", "content": "hi"}])
     assert refused.value.message == NO_CHAT_TEMPLATE and refused.value.param == "messages"

@@ -8,7 +8,7 @@ import pytest
 from greedy_paths import assert_same_greedy_tokens
 
 import kvtool
-from kvtool.engine.sizing.defaults import VLLM_API_VERSION
+from kvtool.engine.server.defaults import VLLM_API_VERSION
 
 pytestmark = pytest.mark.slow
 GREEDY = {"temperature": 0.0}

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from kvtool.engine.runtime.async_llm import AsyncLLM
-from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.server.app import build_app
 from kvtool.engine.server.serving import ServerSettings
+from kvtool.engine.sizing.engine_args import EngineArgs
 from kvtool.engine.sizing.messages import ENGINE_DEAD_CLIENT
 
 pytestmark = pytest.mark.slow
@@ -39,14 +39,12 @@ class Fault:
 
 @pytest.fixture(scope="module")
 def faulty_server(smollm2_dir, in_process_server):
-    engine = AsyncLLM.from_config(
-        EngineConfig(
-            model=str(smollm2_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20, max_num_seqs=8
-        )
+    engine = AsyncLLM.from_engine_args(
+        EngineArgs(model=str(smollm2_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20, max_num_seqs=8)
     )
     runner = engine.engine.model_runner
     runner.sampler = fault = Fault(runner.sampler)
-    server = in_process_server(build_app(engine, ServerSettings("smollm2", 512)))
+    server = in_process_server(build_app(engine, ServerSettings("smollm2")))
     yield server.base_url, fault
     server.stop()
 

@@ -2,8 +2,8 @@
 
 import json
 
-from kvtool.engine.server.tool_parsers import TOOL_PARSERS, HermesToolParser, Llama3JsonToolParser
-from kvtool.engine.sizing.defaults import DEFAULT_TOOL_CALL_PARSER, TOOL_CALL_PARSERS
+from kvtool.engine.server.chat.tool_parsers import TOOL_PARSERS, HermesToolParser, Llama3JsonToolParser
+from kvtool.engine.server.defaults import DEFAULT_TOOL_CALL_PARSER, TOOL_CALL_PARSERS
 
 
 def test_every_tool_call_parser_serve_offers_has_a_parser():
@@ -47,7 +47,7 @@ def test_llama3_json_reads_one_or_several_calls():
 
 
 def test_a_forced_call_cut_short_by_max_tokens_is_dropped():
-    from kvtool.engine.server.tools import ToolPlan
+    from kvtool.engine.server.chat.tools import ToolPlan
 
     required = ToolPlan("required", [])
     whole = required.extract('[{"name": "f", "parameters": {"a": 1}}]')
@@ -60,8 +60,8 @@ def test_a_forced_call_cut_short_by_max_tokens_is_dropped():
 
 
 def test_a_streamed_reply_sends_content_as_it_comes_and_each_call_whole_at_the_end():
-    from kvtool.engine.server.tool_stream import ToolCallStream
-    from kvtool.engine.server.tools import ToolPlan
+    from kvtool.engine.server.chat.tool_stream import ToolCallStream
+    from kvtool.engine.server.chat.tools import ToolPlan
 
     stream = ToolCallStream(ToolPlan("auto", [], parser=HermesToolParser()), parallel_tool_calls=True)
     pieces = ["Let me ", "check.<tool", '_call>{"name": "f", ', '"arguments": {"x": 1}}</tool_call>']
@@ -72,8 +72,8 @@ def test_a_streamed_reply_sends_content_as_it_comes_and_each_call_whole_at_the_e
 
 
 def test_a_streamed_named_call_cut_by_max_tokens_ends_without_a_call():
-    from kvtool.engine.server.tool_stream import ToolCallStream
-    from kvtool.engine.server.tools import ToolPlan, finish_reason
+    from kvtool.engine.server.chat.tool_stream import ToolCallStream
+    from kvtool.engine.server.chat.tools import ToolPlan, finish_reason
 
     stream = ToolCallStream(ToolPlan("named", [], "f"), parallel_tool_calls=True)
     first = stream.deltas('{"a": ', None)

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kvtool.engine.sizing.defaults import VLLM_API_VERSION
+from kvtool.engine.server.defaults import VLLM_API_VERSION
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ Prefix caching is off when a group slides (its blocks are not all kept).
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.sequence import Sequence
 from kvtool.engine.runtime.prompt_embeds import block_key
+from kvtool.engine.sizing.engine_config import CacheConfig
 
 NULL_BLOCK = 0
 
@@ -36,7 +36,7 @@ class BlockManager:
     `num_blocks` and `sliding_windows` are facts of the allocated cache and the model, beside the config.
     """
 
-    def __init__(self, config: EngineConfig, num_blocks: int, sliding_windows: tuple[int | None, ...] = (None,)):
+    def __init__(self, config: CacheConfig, num_blocks: int, sliding_windows: tuple[int | None, ...] = (None,)):
         self.block_size = config.block_size
         self.num_blocks = num_blocks
         self.sliding_windows = sliding_windows  # one entry per KV cache group; None: full attention

@@ -8,9 +8,9 @@ running sequence needs a block and none is free, the newest running one is preem
 from collections import deque
 from dataclasses import dataclass
 
-from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.block_manager import BlockManager
 from kvtool.engine.runtime.core.sequence import Sequence, SequenceStatus
+from kvtool.engine.sizing.engine_config import EngineConfig
 
 
 @dataclass
@@ -43,10 +43,11 @@ class Scheduler:
 
     def __init__(self, config: EngineConfig, block_manager: BlockManager, eos_token_ids: set[int]):
         self.block_manager = block_manager
-        self.max_num_seqs = config.max_num_seqs
-        self.max_num_batched_tokens = config.max_num_batched_tokens
-        self.max_model_len = config.max_model_len
-        self.enable_chunked_prefill = config.enable_chunked_prefill
+        scheduler = config.scheduler_config
+        self.max_num_seqs = scheduler.max_num_seqs
+        self.max_num_batched_tokens = scheduler.max_num_batched_tokens
+        self.max_model_len = config.model_config.max_model_len
+        self.enable_chunked_prefill = scheduler.enable_chunked_prefill
         self.eos_token_ids = eos_token_ids
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []

@@ -119,11 +119,14 @@ class CUDAGraphRunner:
 
 
 def capture_decode_graphs(model, config, device) -> CUDAGraphRunner | None:
-    """Captured decode graphs on CUDA unless `enforce_eager`; None elsewhere (steps run eagerly)."""
-    if device.type != "cuda" or config.enforce_eager:
+    """Captured decode graphs on CUDA unless `enforce_eager` (of an EngineConfig); None elsewhere (steps run
+    eagerly)."""
+    model_config = config.model_config
+    if device.type != "cuda" or model_config.enforce_eager:
         return None
     start, free_before = time.perf_counter(), torch.cuda.mem_get_info(device)[0]
-    runner = CUDAGraphRunner(model, config.max_num_seqs, config.max_model_len, config.block_size, device)
+    sizes = (config.scheduler_config.max_num_seqs, model_config.max_model_len, config.cache_config.block_size)
+    runner = CUDAGraphRunner(model, *sizes, device)
     runner.capture()
     took = (free_before - torch.cuda.mem_get_info(device)[0]) / GiB
     logger.info("Graph capturing finished in %.0f secs, took %.2f GiB", time.perf_counter() - start, took)

@@ -7,8 +7,9 @@ from pathlib import Path
 from kvtool.engine.runtime.models.registry import SUPPORTED_MODEL_TYPES, model_class
 from kvtool.engine.runtime.worker.gguf_convert import converted_folder
 from kvtool.engine.sizing import messages as msg
+from kvtool.engine.sizing.engine_config import ModelConfig
 from kvtool.engine.sizing.gguf_spec import engine_quantization
-from kvtool.engine.sizing.memory_budget import resolve_dtype
+from kvtool.engine.sizing.weights import run_dtype
 from kvtool.errors import UsageError
 
 SMOLLM2_ALIASES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct", "HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -67,51 +68,41 @@ def load_hf_config(folder: Path):
     return config
 
 
-def resolve_quantization(config, source: ModelSource, device) -> str | None:
-    """ "gguf" (weights kept quantized) when asked for, or by default for a GGUF file on the CPU with
+def resolve_quantization(args, source: ModelSource, device) -> str | None:
+    """ "gguf" (weights kept quantized) when EngineArgs ask for it, or by default for a GGUF file on the CPU with
     --dtype left at auto (gguf_spec.engine_quantization); None: dequantized weights."""
-    if config.quantization is None:
-        return None if source.gguf is None else engine_quantization(str(source.gguf), device.type, config.dtype, None)
+    if args.quantization is None:
+        return None if source.gguf is None else engine_quantization(str(source.gguf), device.type, args.dtype, None)
     if source.gguf is None:
-        raise UsageError(msg.QUANTIZATION_NEEDS_GGUF.format(model=config.model), fix="Pass a .gguf file as the model.")
+        raise UsageError(
+            msg.QUANTIZATION_NEEDS_GGUF.format(model=args.model_name), fix="Pass a .gguf file as the model."
+        )
     if device.type != "cpu":
         raise UsageError(msg.QUANTIZATION_NEEDS_CPU.format(device=device), fix="Use --device cpu.")
-    if config.dtype not in ("auto", "float32"):
+    if args.dtype not in ("auto", "float32"):
         raise UsageError(
-            msg.QUANTIZATION_DTYPE.format(dtype=config.dtype),
+            msg.QUANTIZATION_DTYPE.format(dtype=args.dtype),
             fix="Drop --quantization gguf for dequantized weights, or drop --dtype.",
         )
-    return config.quantization
+    return args.quantization
 
 
 def torch_dtype(dtype: str, hf_config, device, quantization: str | None = None):
-    """The torch dtype the engine runs in: `--dtype`, with `auto` resolved as `kvtool plan` resolves it
-    (float32 for quantized weights, whose kernel computes in fp32: plan and serve size that too)."""
+    """The torch dtype the engine runs in: weights.run_dtype, as `kvtool plan` and `serve` size it."""
     import torch
 
-    if quantization is not None and dtype == "auto":
-        return torch.float32
     declared = getattr(hf_config, "dtype", None)  # transformers 5 name; reading `torch_dtype` warns
     bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
-    return getattr(torch, resolve_dtype(dtype, declared, bf16))
+    return getattr(torch, run_dtype(dtype, declared, quantization, bf16))
 
 
-def load_model(
-    source: ModelSource,
-    hf_config,
-    ops,
-    dtype,
-    device,
-    max_positions: int,
-    load_format: str,
-    seed: int,
-    quantization: str | None = None,
-):
-    """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones; with
-    quantization "gguf" its linear layers keep the GGUF file's quantized weights."""
+def load_model(source: ModelSource, hf_config, ops, dtype, device, max_positions: int, config: ModelConfig):
+    """The engine's model on `device` in `dtype`, with real weights or random ("dummy") ones (`config.load_format`,
+    seeded by `config.seed`); with quantization "gguf" its linear layers keep the GGUF file's quantized weights."""
     import torch
 
-    torch.manual_seed(seed)
+    load_format, quantization = config.load_format, config.quantization
+    torch.manual_seed(config.seed)
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:

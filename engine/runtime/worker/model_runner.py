@@ -10,24 +10,24 @@ from dataclasses import dataclass
 
 import torch
 
-from kvtool.engine.runtime.config import EngineConfig
 from kvtool.engine.runtime.core.kv_cache_groups import kv_cache_layout
 from kvtool.engine.runtime.core.scheduler import SchedulerOutput
 from kvtool.engine.runtime.layers.attention import AttentionMetadata
-from kvtool.engine.runtime.models.fused_decode import FusedDecode
 from kvtool.engine.runtime.models.llama import sliding_window
 from kvtool.engine.runtime.models.rotary import head_dim
 from kvtool.engine.runtime.prompt_embeds import step_inputs_embeds
 from kvtool.engine.runtime.worker.cpu_malloc import keep_freed_memory
 from kvtool.engine.runtime.worker.cpu_threads import CpuThreads
 from kvtool.engine.runtime.worker.cuda_graph import capture_decode_graphs
+from kvtool.engine.runtime.worker.fused_decode import FusedDecode
 from kvtool.engine.runtime.worker.input_batch import InputBatch, ModelInput
 from kvtool.engine.runtime.worker.kv_budget import MemorySnapshot, profile_kv_cache_bytes
 from kvtool.engine.runtime.worker.loader import load_model
 from kvtool.engine.runtime.worker.prompt_logprobs import mark_scored, score_prompts
 from kvtool.engine.runtime.worker.sampler import Sampler
 from kvtool.engine.sizing.defaults import CPU_KV_CACHE_CAP, CPU_KV_CACHE_RAM_FRACTION, default_cpu_threads
-from kvtool.kernels import cpu_ops, get_ops
+from kvtool.engine.sizing.engine_config import EngineConfig
+from kvtool.kernels import get_ops
 from kvtool.kernels.cpu_linear import can_pack, pack_linears
 
 logger = logging.getLogger("kvtool.engine")
@@ -51,15 +51,16 @@ class ModelRunner:
         self.config = config
         self.device = device
         self.dtype = dtype
-        self.block_size = config.block_size
+        self.block_size = config.cache_config.block_size
+        model_config, threads = config.model_config, config.device_config.threads
         self.ops = get_ops(device)
         self.memory_before_model = MemorySnapshot.take(device) if device.type == "cuda" else None
         # a fixed `threads` is kept; by default the team follows what other processes leave free
-        self.cpu_threads = CpuThreads(os.sched_getaffinity(0)) if device.type == "cpu" and not config.threads else None
+        self.cpu_threads = CpuThreads(os.sched_getaffinity(0)) if device.type == "cpu" and not threads else None
         if device.type == "cpu":
             # on the thread that runs the steps: torch and the C kernels size their team from it
-            torch.set_num_threads(config.threads or default_cpu_threads())
-            cpu_ops.flush_denormals(torch.get_num_threads())
+            torch.set_num_threads(threads or default_cpu_threads())
+            self.ops.flush_denormals(torch.get_num_threads())
             keep_freed_memory()
         self.graph_runner = None
         self.model = load_model(
@@ -68,15 +69,13 @@ class ModelRunner:
             self.ops,
             dtype,
             device,
-            max(config.max_model_len, getattr(hf_config, "max_position_embeddings", 0)),
-            config.load_format,
-            config.seed,
-            config.quantization,
+            max(model_config.max_model_len, getattr(hf_config, "max_position_embeddings", 0)),
+            model_config,
         )
         if can_pack(device, dtype):
             pack_linears(self.model)
-            self.model.model.fused_decode = FusedDecode.for_model(self.model)
-        self.sampler = Sampler(eos_token_ids, config.seed, device)
+            self.model.model.fused_decode = FusedDecode.for_model(self.model, self.ops)
+        self.sampler = Sampler(eos_token_ids, model_config.seed, device)
         self.kv_cache: torch.Tensor | None = None
         self.kv_cache_layout = kv_cache_layout(
             [sliding_window(hf_config, i) for i in range(hf_config.num_hidden_layers)]
@@ -85,26 +84,26 @@ class ModelRunner:
 
     @property
     def kv_cache_dtype(self) -> torch.dtype:
-        name = self.config.kv_cache_dtype
+        name = self.config.cache_config.kv_cache_dtype
         return self.dtype if name == "auto" else FP8_KV_DTYPES.get(name) or getattr(torch, name)
 
     def available_kv_bytes(self) -> int:
         """Bytes the KV cache may take: `kv_cache_memory` when set, else a device-specific budget."""
-        if self.config.kv_cache_memory is not None:
-            return self.config.kv_cache_memory
+        if self.config.cache_config.kv_cache_memory is not None:
+            return self.config.cache_config.kv_cache_memory
         if self.device.type == "cuda":
             return self._cuda_kv_bytes()
         return min(_available_ram() // CPU_KV_CACHE_RAM_FRACTION, CPU_KV_CACHE_CAP)
 
     def _cuda_kv_bytes(self) -> int:
         """total × gpu_memory_utilization minus what loading and one profile forward consumed (vLLM v1)."""
-        cfg = self.config
+        scheduler = self.config.scheduler_config
         profile = profile_kv_cache_bytes(
             self.model,
             self.memory_before_model,
-            cfg.gpu_memory_utilization,
-            cfg.max_num_batched_tokens,
-            cfg.max_num_seqs,
+            self.config.cache_config.gpu_memory_utilization,
+            scheduler.max_num_batched_tokens,
+            scheduler.max_num_seqs,
             self.block_size,
             self.kv_cache_dtype,
             self.device,
@@ -135,7 +134,7 @@ class ModelRunner:
         )
         for layer, (group, _) in zip(self.model.model.layers, placements):
             layer.self_attn.attn.kv_cache_group = group
-        if layout.num_groups > 1 and not self.config.enforce_eager and self.device.type == "cuda":
+        if layout.num_groups > 1 and not self.config.model_config.enforce_eager and self.device.type == "cuda":
             logger.info("CUDA graphs are off: the model has %d KV cache groups", layout.num_groups)
             return
         self.graph_runner = capture_decode_graphs(self.model, self.config, self.device)
@@ -145,7 +144,7 @@ class ModelRunner:
         if self.cpu_threads is not None:
             self.cpu_threads.update()
         batch = self.input_batch.prepare(scheduled)
-        if self.config.enable_prompt_embeds:
+        if self.config.model_config.enable_prompt_embeds:
             embed = self.model.model.embed_input_ids
             batch.inputs_embeds = step_inputs_embeds(embed, scheduled.seqs, scheduled.num_new_tokens, batch.input_ids)
         hidden, prompt_logprobs = None, {}

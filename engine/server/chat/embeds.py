@@ -12,7 +12,7 @@ import re
 
 from kvtool.engine.runtime.prompt_embeds import PLACEHOLDER_TOKEN_ID, EmbedsPrompt, EmbedsSpan
 from kvtool.engine.server.body_checks import PROMPT_EMBEDS_PLACEHOLDER, refuse
-from kvtool.engine.server.chat_protocol import ChatMessage, ContentPart
+from kvtool.engine.server.chat.protocol import ChatMessage, ContentPart
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.sizing import messages as msg
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from kvtool.engine.runtime.config import SamplingParams
-from kvtool.engine.server.responses_protocol import ResponsesRequest
-from kvtool.engine.server.responses_tools import ToolNames
+from kvtool.engine.server.responses.protocol import ResponsesRequest
+from kvtool.engine.server.responses.tools import ToolNames
 
 
 def new_id(prefix: str) -> str:

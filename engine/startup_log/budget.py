@@ -3,7 +3,7 @@ budget, or estimated where the log says neither.
 
 vLLM sizes the KV cache as  ceil(total x gpu_memory_utilization) = weights + activation peak + non-torch memory
 + CUDA graphs (where the release subtracts them) + KV cache.  A log prints some of these, release by release
-(startup_log_lines.py). `log_budget()` keeps every printed one, takes the estimate for the others, and solves
+(lines.py). `log_budget()` keeps every printed one, takes the estimate for the others, and solves
 the budget for what is left: the GPU's memory when the log prints neither it nor a GPU kvtool knows, else the
 activation peak (which then also holds whatever vLLM measured and the log does not name). A log that prints no
 KV cache gets the estimate's. `kvtool plan --from-log` moves this budget to other settings; diagnose can size
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from kvtool.engine.sizing.gpus import GpuInfo, find_gpu, with_free_memory
 from kvtool.engine.sizing.kv_cache import KVCacheSpec
 from kvtool.engine.sizing.memory_budget import MemoryBudget
-from kvtool.engine.sizing.startup_log import VllmStartupLog
 from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.reader import VllmStartupLog
 from kvtool.errors import UsageError
 
 MEASURED, DERIVED, ESTIMATED = "measured", "derived", "estimated"

@@ -1,7 +1,7 @@
 """The server-sent events of a streamed response, as vLLM 0.33's SimpleStreamingEventProcessor sends them
 (vllm/entrypoints/openai/responses/streaming_events.py).
 
-The reply arrives as chat deltas (content, or tool-call pieces as tool_stream.py reads them). Each run of one
+The reply arrives as chat deltas (content, or tool-call pieces as chat/tool_stream.py reads them). Each run of one
 kind is an output item: added, its deltas, then done; a tool call with another index starts a new item. Every
 event is the official `openai` model of its type, numbered in sending order.
 """
@@ -24,8 +24,8 @@ from openai.types.responses import (
     ResponseTextDoneEvent,
 )
 
-from kvtool.engine.server.responses_output import dumped, function_call_item, message_item, new_id
-from kvtool.engine.server.responses_tools import ToolNames
+from kvtool.engine.server.responses.output import dumped, function_call_item, message_item, new_id
+from kvtool.engine.server.responses.tools import ToolNames
 
 
 def sse_event(event: dict) -> str:

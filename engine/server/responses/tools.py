@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvtool.engine.server.chat_protocol import NamedToolChoice, Tool
+from kvtool.engine.server.chat.protocol import NamedToolChoice, Tool
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.sizing import messages
 

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, model_validator
 from kvtool.engine.server import body_checks
 from kvtool.engine.server.body_checks import PROMPT_EMBEDS_PLACEHOLDER, TEXT_PART_KEYS, check_content_part
 from kvtool.engine.server.protocol import MAX_MODEL_LEN_BOUND, SamplingFields, ServedModel, StrictModel
+from kvtool.engine.sizing.request_length import MaxTokensField
 
 
 class ContentPart(StrictModel):
@@ -102,11 +103,11 @@ class ChatCompletionRequest(SamplingFields):
 
     _raw_chat_checks = model_validator(mode="before")(body_checks.chat_body)
 
-    def requested_max_tokens(self) -> tuple[int | None, str]:
-        """(value, field name): max_completion_tokens wins over the deprecated max_tokens."""
+    def max_tokens_field(self) -> MaxTokensField:
+        """max_completion_tokens, which wins over the deprecated max_tokens; neither: the rest of the context."""
         if self.max_completion_tokens is not None:
-            return self.max_completion_tokens, "max_completion_tokens"
-        return self.max_tokens, "max_tokens"
+            return MaxTokensField(self.max_completion_tokens, "max_completion_tokens")
+        return MaxTokensField(self.max_tokens, sent=self.max_tokens is not None)
 
     def num_logprobs(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None

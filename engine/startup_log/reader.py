@@ -3,15 +3,15 @@
 `read_startup_log(text)` returns a `VllmStartupLog`: the release and engine, the settings it ran with, the
 GPU, what every rank measured (`rank_figures`) and the tightest of them (`memory`: the smallest KV budget, as
 vLLM keeps; the largest overhead), and the start-up failure if vLLM stopped. A field is None where the log
-does not say. Which release prints which line is in startup_log_lines.py; how a paste is taken apart is in
-startup_log_records.py; the flags and config line are read by startup_log_settings.py.
+does not say. Which release prints which line is in lines.py; how a paste is taken apart is in
+records.py; the flags and config line are read by settings.py.
 """
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from kvtool.engine.sizing.startup_log_launch import Launch, launches
-from kvtool.engine.sizing.startup_log_records import log_records
+from kvtool.engine.startup_log.launch import Launch, launches
+from kvtool.engine.startup_log.records import log_records
 from kvtool.errors import UsageError
 
 _UNTIL_SIZED = "from its first line to 'GPU KV cache size' (V1) or '# GPU blocks' (V0)"

@@ -4,8 +4,8 @@ prompt_embeds parts spliced in, or the prompt token ids a router forwards in its
 from __future__ import annotations
 
 from kvtool.engine.runtime.prompt_embeds import EmbedsPrompt
-from kvtool.engine.server.chat_embeds import ChatEmbeds
-from kvtool.engine.server.chat_protocol import ChatCompletionRequest, ChatMessage
+from kvtool.engine.server.chat.embeds import ChatEmbeds
+from kvtool.engine.server.chat.protocol import ChatCompletionRequest, ChatMessage
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.sizing import messages
 

@@ -1,8 +1,8 @@
 """POST /v1/responses (OpenAI's Responses API as vLLM 0.33 serves it), GET /v1/responses/{id} and its cancel.
 
-A Responses request runs as a chat request (responses_input.py builds it): the chat template, tools, structured
+A Responses request runs as a chat request (input.py builds it): the chat template, tools, structured
 outputs and generation are the chat route's. What differs is the answer: output items and usage in the response
-object, or a stream of typed events, and the store of responses_store.py (previous_response_id, background).
+object, or a stream of typed events, and the store of store.py (previous_response_id, background).
 """
 
 from __future__ import annotations
@@ -17,15 +17,17 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from openai.types.responses import Response as ResponseObject
 
 from kvtool.engine.runtime.outputs import CompletionOutput, RequestOutput
-from kvtool.engine.server.chat import ChatJob
+from kvtool.engine.server.chat.completions import ChatJob
+from kvtool.engine.server.chat.tool_stream import ToolCallStream
+from kvtool.engine.server.chat.tools import tool_plan
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.errors import APIError, stream_error_body
 from kvtool.engine.server.generation import final_outputs, merged_outputs
 from kvtool.engine.server.openapi import streamed
 from kvtool.engine.server.request_fields import NOT_IMPLEMENTED_RESPONSES, check_request_fields
-from kvtool.engine.server.responses_events import ResponseEvents
-from kvtool.engine.server.responses_input import ResponsesChatRequest, chat_request, conversation, previous_turns
-from kvtool.engine.server.responses_output import (
+from kvtool.engine.server.responses.events import ResponseEvents
+from kvtool.engine.server.responses.input import ResponsesChatRequest, chat_request, conversation, previous_turns
+from kvtool.engine.server.responses.output import (
     ResponseEnvelope,
     item_status,
     new_id,
@@ -33,12 +35,10 @@ from kvtool.engine.server.responses_output import (
     raw_messages,
     usage,
 )
-from kvtool.engine.server.responses_protocol import ResponsesRequest
-from kvtool.engine.server.responses_store import EventLog, ResponsesStore, store_enabled
-from kvtool.engine.server.responses_tools import ToolNames, echoed_tool_choice, tool_names
+from kvtool.engine.server.responses.protocol import ResponsesRequest
+from kvtool.engine.server.responses.store import EventLog, ResponsesStore, store_enabled
+from kvtool.engine.server.responses.tools import ToolNames, echoed_tool_choice, tool_names
 from kvtool.engine.server.serving import ServerState
-from kvtool.engine.server.tool_stream import ToolCallStream
-from kvtool.engine.server.tools import tool_plan
 from kvtool.engine.sizing import messages
 
 SSE = "text/event-stream"
@@ -158,7 +158,7 @@ async def create_response(state: ServerState, store: ResponsesStore, body: Respo
     history = previous_turns(store, body.previous_response_id)
     names = tool_names(body.tools)
     chat_messages = conversation(body, history)
-    chat = chat_request(body, chat_messages, names, state.settings.max_model_len)
+    chat = chat_request(body, chat_messages, names)
     tools = tool_plan(chat, state.settings.tool_call_parser)
     constraint = structured_outputs_params(chat.structured_outputs, chat.response_format, tools.schema(chat))
     await precompile(state.engine.input_processor, constraint)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from kvtool.engine.server.chat_protocol import ChatCompletionRequest, NamedToolChoice
+from kvtool.engine.server.chat.protocol import ChatCompletionRequest, NamedToolChoice
+from kvtool.engine.server.chat.tool_parsers import TOOL_PARSERS, ExtractedToolCalls, ToolCall
 from kvtool.engine.server.errors import APIError
-from kvtool.engine.server.tool_parsers import TOOL_PARSERS, ExtractedToolCalls, ToolCall
 from kvtool.engine.sizing import messages
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}  # a tool without parameters still takes a JSON object

@@ -9,72 +9,40 @@ group, and a decode-only step of no more rows than the kernels take (`PackedLine
 layers. Where every row is sampled and the output layer is one the C code computes, the same call also
 gathers the embeddings and ends with the final norm and the output layer (`logits`): after a step has
 streamed every weight, the Python of each torch op runs cold, so those three cost about 0.4 ms at batch 1
-(docs/engine.md).
+(docs/engine.md). The C side (the structs the step reads, the linear layers and shapes it computes) is
+kernels/cpu_decode_step.py, which `get_ops` hands out as `decode_step` where the C kernels run.
 """
 
 import ctypes
-import sys
 
 import torch
 
 from kvtool.engine.runtime.layers.attention import AttentionMetadata
 from kvtool.engine.runtime.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, LlamaMLP, RMSNorm
-from kvtool.kernels import cpu_ops
-from kvtool.kernels.cpu_build import compiled_library
-from kvtool.kernels.cpu_linear import PackedLinear
-from kvtool.kernels.quant_linear import QuantLinear
-from kvtool.kernels.reference import QUANT_GROUP
-
-_p, _i64, _i32, _f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
-LINEAR_NAMES = ("qkv", "o", "gate_up", "down")
-
-
-class Linear(ctypes.Structure):
-    """Mirrors `Linear` in cpu/decode_step.c: a plain weight, column panels, or codes with scales (and mins)."""
-
-    _fields_ = [(name, _p) for name in ("weight", "bias", "scales", "mins")]
-    _fields_ += [("bits", _i64), ("panels", _i64)]
-
-
-class Layer(ctypes.Structure):
-    """Mirrors `Layer` in cpu/decode_step.c."""
-
-    _fields_ = [("input_norm", _p), ("post_norm", _p)] + [(name, Linear) for name in LINEAR_NAMES]
-    _fields_ += [("k_cache", _p), ("v_cache", _p), ("cos_sin", _p), ("sliding_window", _i64)]
-
-
-class Step(ctypes.Structure):
-    """Mirrors `Step` in cpu/decode_step.c."""
-
-    _fields_ = [("layers", _p)]
-    _fields_ += [(name, _i64) for name in ("num_layers", "rows", "hidden", "num_heads", "num_kv_heads", "head_dim")]
-    _fields_ += [("intermediate", _i64), ("block_size", _i64), ("table_stride", _i64), ("eps", _f), ("scale", _f)]
-    _fields_ += [("dtype", _i32), ("num_threads", _i32), ("cache_dtype", _i32)]
-    _fields_ += [(name, _p) for name in ("positions", "slot_mapping", "block_tables", "context_lens", "x", "residual")]
-    _fields_ += [(name, _p) for name in ("normed", "qkv", "q_rot", "k_rot", "attn", "gate_up", "act")]
-    _fields_ += [(name, _p) for name in ("input_ids", "embed", "final_norm")]
-    _fields_ += [("lm_head", Linear), ("vocab", _i64), ("head_out", _p), ("logits", _p)]
 
 
 class FusedDecode:
-    def __init__(self, model: LlamaForCausalLM):
+    def __init__(self, model: LlamaForCausalLM, kernel):
+        self.kernel = kernel  # kernels/cpu_decode_step.py, as get_ops gives it
         self.layers = list(model.model.layers)
         first = self.layers[0]
         self.attn, self.mlp = first.self_attn, first.mlp
         self.dtype = first.input_layernorm.weight.dtype
-        self.max_rows = min(_row_limit(linear) for layer in self.layers for linear in _linears(layer))
+        self.max_rows = min(kernel.row_limit(linear) for layer in self.layers for linear in _linears(layer))
         self._bound: tuple[int, ctypes.Array] | None = None  # (first K cache's address, the Layer structs)
         self._buffers: dict[int, list[torch.Tensor]] = {}  # rows -> residual and scratch
         self.embed, self.norm, self.lm_head = model.model.embed_tokens.weight, model.model.norm, model.lm_head
-        self.logits_rows = min(self.max_rows, _row_limit(self.lm_head)) if self._fuses_output_layer() else 0
+        self.logits_rows = min(self.max_rows, kernel.row_limit(self.lm_head)) if self._fuses_output_layer() else 0
         self._outputs: dict[int, tuple] = {}  # rows -> x, the output layer's bf16 out (or None), the logits
 
     @classmethod
-    def for_model(cls, model) -> "FusedDecode | None":
-        """A FusedDecode where the model is one it gives the same results for, else None."""
-        if type(model) is not LlamaForCausalLM or compiled_library() is None:
+    def for_model(cls, model, ops) -> "FusedDecode | None":
+        """A FusedDecode where the kernels `ops` have the step and the model is one it gives the same results
+        for, else None."""
+        kernel = ops.decode_step
+        if type(model) is not LlamaForCausalLM or kernel is None:
             return None
-        return cls(model) if all(_plain_layer(layer) for layer in model.model.layers) else None
+        return cls(model, kernel) if all(_plain_layer(layer, kernel) for layer in model.model.layers) else None
 
     def applies(self, x: torch.Tensor, meta: AttentionMetadata) -> bool:
         return x.dtype == self.dtype and self._takes(meta, self.max_rows)
@@ -107,12 +75,12 @@ class FusedDecode:
         x, head_out, logits = self._output_buffers(len(ids))
         step, held = self._step(x, positions, meta)
         step.input_ids, step.embed, step.final_norm = ids.data_ptr(), self.embed.data_ptr(), self.norm.weight.data_ptr()
-        step.lm_head, step.vocab = _linear(self.lm_head), logits.shape[1]
-        step.head_out, step.logits = _address(head_out), logits.data_ptr()
+        step.lm_head, step.vocab = self.kernel.linear_struct(self.lm_head), logits.shape[1]
+        step.head_out, step.logits = self.kernel.address(head_out), logits.data_ptr()
         self._run(step, len(ids))
         return logits
 
-    def _step(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> tuple[Step, list]:
+    def _step(self, x: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> tuple:
         """The Step of the layers, and the tensors it points at: the caller holds them until the C code returns."""
         rows, hidden = x.shape
         held = [
@@ -123,7 +91,7 @@ class FusedDecode:
             x,
             *self._scratch(rows),
         ]
-        step = Step(
+        step = self.kernel.Step(
             ctypes.addressof(self._layer_structs()),
             len(self.layers),
             rows,
@@ -136,16 +104,15 @@ class FusedDecode:
             held[2].shape[1],
             self.layers[0].input_layernorm.eps,
             self.attn.attn.scale,
-            cpu_ops.DTYPE_CODES[x.dtype],
+            self.kernel.DTYPE_CODES[x.dtype],
             torch.get_num_threads(),
-            cpu_ops.DTYPE_CODES[self.attn.attn.k_cache.dtype],
+            self.kernel.DTYPE_CODES[self.attn.attn.k_cache.dtype],
             *(t.data_ptr() for t in held),
         )
         return step, held
 
-    def _run(self, step: Step, rows: int) -> None:
-        status = compiled_library().kvtool_decode_step(ctypes.addressof(step))
-        cpu_ops.raise_if_out_of_memory(status, "decode_step", rows)
+    def _run(self, step, rows: int) -> None:
+        self.kernel.run(step, rows)
 
     def _scratch(self, rows: int) -> list[torch.Tensor]:
         """The residual and the scratch buffers for `rows` rows, made once per row count: after a step has
@@ -175,32 +142,33 @@ class FusedDecode:
             and self.norm.weight.dtype == self.dtype
             and self.embed.dtype == self.dtype
             and self.embed.is_contiguous()
-            and _fusable(self.lm_head, self.dtype)
+            and self.kernel.fusable(self.lm_head, self.dtype)
         )
 
     def _layer_structs(self) -> ctypes.Array:
         """The Layer structs, made again when the KV cache was (re)allocated."""
         address = self.layers[0].self_attn.attn.k_cache.data_ptr()
         if self._bound is None or self._bound[0] != address:
-            self._bound = address, (Layer * len(self.layers))(*(_layer(layer) for layer in self.layers))
+            layers = (_layer(layer, self.kernel) for layer in self.layers)
+            self._bound = address, (self.kernel.Layer * len(self.layers))(*layers)
         return self._bound[1]
 
 
-def _plain_layer(layer) -> bool:
+def _plain_layer(layer, kernel) -> bool:
     """A Llama layer as llama.py has it, every linear one the C step computes, shapes the kernels take."""
     attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     if type(layer) is not LlamaDecoderLayer or type(attn) is not LlamaAttention or type(mlp) is not LlamaMLP:
         return False
     dtype = layer.input_layernorm.weight.dtype
     return (
-        all(_fusable(linear, dtype) for linear in _linears(layer))
+        all(kernel.fusable(linear, dtype) for linear in _linears(layer))
         and attn.rotary_dim == attn.head_dim
-        and attn.head_dim % cpu_ops.DECODE_HEAD_DIM_MULTIPLE == 0
+        and attn.head_dim % kernel.DECODE_HEAD_DIM_MULTIPLE == 0
         and attn.attn.logits_soft_cap is None
         and attn.cos_sin_cache.dtype == torch.float32
         and attn.cos_sin_cache.is_contiguous()
         and attn.ops.backend == "cpu"
-        and layer.input_layernorm.weight.dtype in cpu_ops.DTYPE_CODES
+        and layer.input_layernorm.weight.dtype in kernel.DTYPE_CODES
     )
 
 
@@ -209,46 +177,13 @@ def _linears(layer) -> tuple:
     return attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj
 
 
-def _fusable(linear, dtype: torch.dtype) -> bool:
-    """A PackedLinear with its panels or plain weight kept, or a QuantLinear in an fp32 model, of a width the
-    kernel takes."""
-    if isinstance(linear, QuantLinear):
-        bias_ok = linear.bias is None or (linear.bias.dtype == torch.float32 and linear.bias.is_contiguous())
-        return dtype == torch.float32 and linear.in_features % QUANT_GROUP == 0 and bias_ok
-    if not isinstance(linear, PackedLinear):
-        return False
-    if linear.panels is not None:
-        return linear.bias is None or linear.bias.is_contiguous()
-    return linear.plain_weight is not None and linear.plain_weight.shape[1] % cpu_ops.SMALL_LINEAR_K_MULTIPLE == 0
-
-
-def _row_limit(linear) -> int:
-    """Beyond these rows a QuantLinear dequantizes its whole weight for an fp32 matmul and a PackedLinear hands
-    them to oneDNN."""
-    if isinstance(linear, QuantLinear):  # quant_panel_linear takes any row count
-        return sys.maxsize if linear.in_panels else cpu_ops.QUANT_KERNEL_WINS_UP_TO
-    return linear.panel_rows if linear.panels is not None else linear.plain_rows
-
-
 def _contiguous(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return tensor if tensor.dtype == dtype and tensor.is_contiguous() else tensor.to(dtype).contiguous()
 
 
-def _address(tensor: torch.Tensor | None) -> int | None:
-    return None if tensor is None else tensor.data_ptr()
-
-
-def _linear(linear) -> Linear:
-    if isinstance(linear, QuantLinear):
-        parts = (linear.codes, linear.bias, linear.scales, linear.mins)
-        return Linear(*(_address(t) for t in parts), linear.bits, int(linear.in_panels))
-    if linear.panels is not None:
-        return Linear(_address(linear.panels), _address(linear.bias), None, None, 0, 1)
-    return Linear(_address(linear.plain_weight), _address(linear.bias), None, None, 0, 0)
-
-
-def _layer(layer) -> Layer:
-    attn = layer.self_attn
-    norms = (_address(layer.input_layernorm.weight), _address(layer.post_attention_layernorm.weight))
-    caches = (_address(attn.attn.k_cache), _address(attn.attn.v_cache), _address(attn.cos_sin_cache))
-    return Layer(*norms, *(_linear(linear) for linear in _linears(layer)), *caches, attn.attn.sliding_window or 0)
+def _layer(layer, kernel):
+    attn, address = layer.self_attn, kernel.address
+    norms = (address(layer.input_layernorm.weight), address(layer.post_attention_layernorm.weight))
+    caches = (address(attn.attn.k_cache), address(attn.attn.v_cache), address(attn.cos_sin_cache))
+    linears = (kernel.linear_struct(linear) for linear in _linears(layer))
+    return kernel.Layer(*norms, *linears, *caches, attn.attn.sliding_window or 0)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from openai.types.responses import ResponseFunctionToolCall, ResponseReasoningItem
 from pydantic import ValidationError
 
-from kvtool.engine.server.chat_protocol import ChatCompletionRequest, ChatMessage
+from kvtool.engine.server.chat.protocol import ChatCompletionRequest, ChatMessage
 from kvtool.engine.server.errors import APIError
 from kvtool.engine.server.protocol import SAMPLING_KNOBS, ResponseFormat
-from kvtool.engine.server.responses_protocol import ResponsesRequest
-from kvtool.engine.server.responses_tools import ToolNames, chat_tool_choice
+from kvtool.engine.server.responses.protocol import ResponsesRequest
+from kvtool.engine.server.responses.tools import ToolNames, chat_tool_choice
 from kvtool.engine.sizing import messages
+from kvtool.engine.sizing.request_length import RESPONSES_FIELD, MaxTokensField
 
 TEXT_PARTS = ("input_text", "output_text", "text")
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
@@ -24,10 +25,11 @@ UNFINISHED = ("in_progress", "incomplete")
 
 
 class ResponsesChatRequest(ChatCompletionRequest):
-    """The chat request a Responses request runs as; a length error names max_output_tokens."""
+    """The chat request a Responses request runs as: its max_completion_tokens is max_output_tokens, as sent."""
 
-    def requested_max_tokens(self) -> tuple[int | None, str]:
-        return self.max_completion_tokens, "max_output_tokens"
+    def max_tokens_field(self) -> MaxTokensField:
+        value = self.max_completion_tokens
+        return MaxTokensField(value, RESPONSES_FIELD, sent=value is not None)
 
 
 def conversation(request: ResponsesRequest, history: list[dict]) -> list[dict]:
@@ -166,16 +168,13 @@ def continues_final_message(request: ResponsesRequest) -> bool:
     return last.get("type", "message") in ("message", "reasoning") and last.get("status") in UNFINISHED
 
 
-def chat_request(
-    request: ResponsesRequest, chat: list[dict], names: ToolNames, max_model_len: int
-) -> ResponsesChatRequest:
+def chat_request(request: ResponsesRequest, chat: list[dict], names: ToolNames) -> ResponsesChatRequest:
     """The chat request to run. Built without validation: every value was checked as part of the Responses request,
     and the engine checks the sampling values in vLLM's words, as vLLM does for this API."""
     continued = continues_final_message(request)
-    max_tokens = request.max_output_tokens
     return ResponsesChatRequest.model_construct(
         messages=[ChatMessage.model_validate(message) for message in chat],
-        max_completion_tokens=None if max_tokens is None else min(max_tokens, max_model_len),  # vLLM: min()
+        max_completion_tokens=request.max_output_tokens,
         logprobs=request.output_logprobs(),
         top_logprobs=request.num_top_logprobs(),
         add_generation_prompt=not continued,

@@ -1,4 +1,4 @@
-"""POST /v1/chat/completions (and its batch route): each conversation's prompt (chat_prompt.py) run, replies read
+"""POST /v1/chat/completions (and its batch route): each conversation's prompt (prompt.py) run, replies read
 for tool calls; `echo` prefixes the assistant message being continued."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ from fastapi import Request
 from kvtool.engine.runtime.outputs import CompletionOutput, RequestOutput
 from kvtool.engine.runtime.structured_output import StructuredOutputsParams
 from kvtool.engine.server.beam_search import check_beam_search
-from kvtool.engine.server.chat_prompt import echo_text, forwarded_prompt_ids, render_prompt, template_kwargs
-from kvtool.engine.server.chat_protocol import BatchChatCompletionRequest, ChatCompletionRequest, ChatMessage
+from kvtool.engine.server.chat.prompt import echo_text, forwarded_prompt_ids, render_prompt, template_kwargs
+from kvtool.engine.server.chat.protocol import BatchChatCompletionRequest, ChatCompletionRequest, ChatMessage
+from kvtool.engine.server.chat.tool_stream import ToolCallStream
+from kvtool.engine.server.chat.tools import ToolPlan, finish_reason, tool_plan
 from kvtool.engine.server.constraints import precompile, structured_outputs_params
 from kvtool.engine.server.generation import EngineRequest
 from kvtool.engine.server.job import GenerationJob
@@ -17,8 +19,6 @@ from kvtool.engine.server.logprobs import chat_logprobs, chat_top_limit, prompt_
 from kvtool.engine.server.request_fields import NOT_IMPLEMENTED_CHAT, check_request_fields
 from kvtool.engine.server.serving import ServerState, process_prompts
 from kvtool.engine.server.token_fields import check_chat_fields
-from kvtool.engine.server.tool_stream import ToolCallStream
-from kvtool.engine.server.tools import ToolPlan, finish_reason, tool_plan
 
 
 class ChatJob(GenerationJob):
@@ -43,14 +43,11 @@ class ChatJob(GenerationJob):
         processor = state.engine.input_processor
         forwarded = forwarded_prompt_ids(body, conversations[0], processor.vocab_size)  # none in a batch
         prompts = [forwarded] if forwarded else [render_prompt(processor, body, chat, kwargs) for chat in conversations]
-        requested, param = body.requested_max_tokens()
         processed = process_prompts(
             state,
             prompts,
-            requested,
+            body.max_tokens_field(),
             lambda max_tokens: body.to_sampling_params(max_tokens, body.num_logprobs(), constraint),
-            requested is None,
-            param,
             add_special_tokens=body.add_special_tokens,
             truncation=None if forwarded else body.truncation(),
         )

@@ -7,8 +7,8 @@ A named call streams its arguments as they are generated (the first delta names 
 
 from __future__ import annotations
 
-from kvtool.engine.server.tool_parsers import ExtractedToolCalls, ToolCall
-from kvtool.engine.server.tools import ToolPlan
+from kvtool.engine.server.chat.tool_parsers import ExtractedToolCalls, ToolCall
+from kvtool.engine.server.chat.tools import ToolPlan
 
 
 class ToolCallStream:

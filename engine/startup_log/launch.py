@@ -8,9 +8,9 @@ on their order.
 import re
 from collections import defaultdict
 
-from kvtool.engine.sizing.startup_log_lines import KEYWORDS, LINES, LogLine
-from kvtool.engine.sizing.startup_log_records import VLLM_PREFIX, LogRecord
-from kvtool.engine.sizing.startup_log_settings import COMMAND_LINE, LOG_LINE, SETTINGS, stated_args, typed_settings
+from kvtool.engine.startup_log.lines import KEYWORDS, LINES, LogLine
+from kvtool.engine.startup_log.records import VLLM_PREFIX, LogRecord
+from kvtool.engine.startup_log.settings import COMMAND_LINE, LOG_LINE, SETTINGS, stated_args, typed_settings
 
 # The rank with the least room decides: vLLM sizes every rank's KV cache to the smallest. For the
 # overheads that is the largest one.

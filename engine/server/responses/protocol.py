@@ -2,7 +2,7 @@
 (vllm/entrypoints/openai/responses/protocol.py ResponsesRequest).
 
 Tools, tool_choice, text and reasoning are the official `openai` package's models. Input items stay plain
-objects here: responses_input.py reads each by its type, with the openai model for that type, and names the
+objects here: input.py reads each by its type, with the openai model for that type, and names the
 item that is wrong. Sampling values are checked by the engine, in vLLM's words, as vLLM's are.
 """
 
