@@ -74,6 +74,9 @@ class LogContext:
     cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
     request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
+    request_refused: str | None = None  # a line that tells a request was refused (a 4xx, a length refusal's words)
+    no_blocks_told: str | None = None  # the line that tells vLLM's "No available memory for the cache blocks"
+    free_below_told: str | None = None  # the line that tells its "Free memory ... is less than desired ..."
     cut_told: str | None = None  # the line that says an answer was cut short (cut_words.answer_cut)
     client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)
     client_line: str | None = None  # the line that shows it

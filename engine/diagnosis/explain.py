@@ -134,6 +134,10 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
         numbers["max_model_len"] = context.max_model_len
     if source == "num_gpu_blocks":
         numbers.update(num_gpu_blocks=context.num_gpu_blocks, block_size=memory.block_size)
+    if source == "available_kv_gib":  # the KV memory the log printed, in tokens of the model's KV bytes per token
+        needed = memory.needed_gib(context.max_model_len)
+        numbers.update(kv_available_gib=context.available_kv_gib, kv_needed_gib=needed)
+        numbers |= {"weights_gib": context.weights_gib} if context.weights_gib else {}
     return [_inferred("kv_cache_too_small_at_startup", numbers, context, source)]
 
 
@@ -149,4 +153,6 @@ def _kv_cache_tokens(context: LogContext, memory: MemoryModel) -> tuple[int | No
         return context.kv_cache_tokens, "kv_cache_tokens"
     if context.max_concurrency is not None and context.max_model_len:
         return int(context.max_concurrency * context.max_model_len), "max_concurrency"
+    if context.startup_failed and context.available_kv_gib and context.max_model_len:  # the refusal itself is cut off
+        return memory.max_len_for(context.available_kv_gib, limit=context.max_model_len), "available_kv_gib"
     return None, ""

@@ -42,6 +42,11 @@ COUNTED = {"prompt_token_ids": "prompt_tokens", "token_ids": "completion_tokens"
 BARE_SWITCH = re.compile(r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)")
 # a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
 SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
+# a load told twice, before and under load (`vllm:num_requests_waiting: 0 / 63`): both are read
+SERIES = {"kv_cache_usage_percent", "num_waiting", "num_running", "num_preemptions", "preemptions_per_s"}
+THEN = re.compile(rf"\s*(?:/|->|→)\s*(?P<number>{NUMBER})(?![\d.]*\s?(?:GiB|GB|MiB))")
+# nvidia-smi's memory cell of a GPU: what is in use of its total (`|   1187MiB / 24564MiB |`)
+SMI_USAGE = re.compile(r"\|\s*(?P<used>\d+)\s?MiB\s*/\s*(?P<total>\d+)\s?MiB\s*\|")
 # a Prometheus query's sample, where the metric's name is a label: the HTTP API's JSON
 # (`{"metric":{"__name__":"vllm:kv_cache_usage_perc",...},"value":[1733400000.1,"0.997"]}`) and the console's
 # `{__name__="vllm:kv_cache_usage_perc", instance="..."} 0.997`
@@ -84,6 +89,9 @@ def keyed(text: str) -> Iterator[Reading]:
             yield COUNTED[match.group("key")], count, "ids", match.span("items")
     if "MiB |" in text and (match := SMI_PROCESS.match(text)):
         yield "process_gib", convert(BY_NAME["process_gib"], match.group("mib"), "MiB"), "MiB", match.span("mib")
+    if "MiB /" in text and (match := SMI_USAGE.search(text)):
+        for name, group in (("gpu_used_gib", "used"), ("total_gib", "total")):
+            yield name, convert(BY_NAME[name], match.group(group), "MiB"), "MiB", match.span(group)
     if "__name__" in text:
         for match in PROM_SAMPLE.finditer(text):
             group = "sampled" if match.group("sampled") is not None else "shown"
@@ -103,3 +111,6 @@ def keyed(text: str) -> Iterator[Reading]:
         value = convert(quantity, match.group(value_group), unit)
         if value is not None:
             yield quantity.name, value, unit, match.span(value_group)
+        if quantity.name in SERIES and (then := THEN.match(text, match.end(value_group))):
+            if (value := convert(quantity, then.group("number"), unit)) is not None:
+                yield quantity.name, value, unit, then.span("number")

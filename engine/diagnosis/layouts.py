@@ -73,7 +73,7 @@ class Layouts:
             self._header = (separator, cells) if named else None
             return []
         if header is None or header[0] != separator or len(header[1]) != len(cells):
-            return []
+            return _row_keyed(cells, numbers, line, index)
         facts = []
         for name, number in zip(header[1], numbers):
             if number is None or (quantity := column(name, number.group("unit"))) is None:
@@ -90,6 +90,20 @@ class Layouts:
             return False
         two_columns = (self._header is not None and self._header[0] == separator) or " " not in line.strip()
         return line.count(separator) >= 2 or separator == "|" or two_columns
+
+
+def _row_keyed(cells: list[str], numbers: list, line: str, index: int) -> list[Fact]:
+    """A row whose first cell names the quantity of the numbers after it (a Grafana panel's query and its values
+    before and under load): a fact for each."""
+    if numbers[0] is not None or not any(numbers[1:]):
+        return []
+    facts = []
+    for number in numbers[1:]:
+        if number is not None and (quantity := column(cells[0], number.group("unit"))) is not None:
+            value = convert(quantity, number.group("number"), number.group("unit") or _header_unit(cells[0]))
+            if value is not None:
+                facts.append(Fact(quantity.name, value, number.group("unit"), index, line, (0, 0), KEYED))
+    return facts
 
 
 def _cells(line: str, separator: str) -> list[str]:

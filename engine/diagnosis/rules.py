@@ -19,7 +19,7 @@ A rule gives nothing where a wording already named the cause; then the wording's
 
 import re
 
-from kvtool.engine.diagnosis import caps
+from kvtool.engine.diagnosis import caps, told
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
 from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Observation, evidence_window
@@ -48,6 +48,7 @@ def rule_observations(seen: list[Observation], context: LogContext) -> list[Obse
     for category, rule in RULES:
         if category not in named and (observation := rule(facts, context)) is not None:
             found.append(observation)
+            named.add(category)
     return found
 
 
@@ -149,7 +150,10 @@ def kv_pressure(facts: Facts, context: LogContext) -> Observation | None:
 def _load(facts: Facts, fullest: Fact) -> dict:
     """The load where the cache was fullest (the same line: a stats line, a table's row), else the largest told."""
     numbers = {"kv_cache_usage_percent": fullest.value}
-    there = {fact.quantity: fact.value for fact in facts.in_lines(fullest.line, fullest.line)}
+    there: dict = {}  # a line may tell the load idle and busy: the larger is where the cache filled
+    for fact in facts.in_lines(fullest.line, fullest.line):
+        if isinstance(fact.value, (int, float)):
+            there[fact.quantity] = max(fact.value, there.get(fact.quantity, fact.value))
     for name in LOAD:
         if name in there:
             numbers[name] = there[name]
@@ -205,4 +209,5 @@ RULES = (
     ("batched_tokens_lt_model_len", step_too_small),
     ("max_tokens_default_truncation", caps.default_cap),
     ("kv_cache_too_small_at_startup", kv_cache_short),
+    *told.RULES,
 )

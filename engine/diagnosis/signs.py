@@ -17,17 +17,26 @@ _GPU_NAME = re.compile(  # digit-blind (its digits are classes): a line names a 
     r"|(?:A|H|B|L)\d{1,3}S?G?(?:[ -]?(?:SXM\d?|PCIe|NVL))?(?:[ -]?\d{2,3} ?GB)?"
     r"|V\d{3}(?:[ -]?SXM\d)?(?:[ -]?\d{2} ?GB)?)\b"
 )
+_SOME = r"(?:~|about |around |roughly |some |etwa |ca\. |rund |unos |unas |uns |umas |cerca de )?\d[\d,.]*\s?k? ?"
+_ITEMS = r"(?:docs|documents|requests|prompts|samples|items|examples|batches|steps|iterations|hours|minutes)"
 # prose that places a failure while serving
 _SERVING_TOLD = re.compile(
     r"\b(?:under (?:heavy )?load|during (?:inference|serving|generation|decoding)|while (?:serving|generating)|"
     r"after (?:running|serving) for|in production|推理(?:时|过程中)|运行一段时间后|压测|"
     r"bajo carga|en producción|unter Last|im Betrieb|под нагрузкой|sob carga|em produção|sous charge|"
-    r"高負荷|負荷(?:時|をかけ)|本番|부하|운영 중)",
+    r"高負荷|負荷(?:時|をかけ)|本番|부하|운영 중)"
+    # a run that went on for a while first: "runs for ~3k docs, then", "跑了大约 3000 条之后", "nach 2000 Dokumenten"
+    rf"|\b(?:runs? (?:fine )?for|after|processed|generated|scored) {_SOME}{_ITEMS}\b"
+    r"|(?:跑|处理|生成)了.{0,8}(?:条|个|批|小时)"
+    rf"|\bnach {_SOME}(?:Dokumenten|Anfragen|Requests|Prompts|Stunden|Minuten|Schritten|Batches)\b"
+    rf"|\b(?:después|depois) de {_SOME}(?:documentos|solicitudes|peticiones|requisições|prompts|horas|minutos)\b"
+    r"|\d\s?(?:건|개)(?:를| 정도)? ?(?:처리|생성)|\d\s?件(?:ほど|くらい)?(?:処理|生成)",
     re.IGNORECASE,
 )
 _SERVING_GATES = (
     "load", "during", "while", "after", "production", "推理", "运行", "压测", "carga", "producción", "last", "betrieb",
-    "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영",
+    "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영", "runs", "run ", "processed", "generated", "scored",
+    "了", "nach", "después", "depois", "건", "개", "件",
 )  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")
@@ -47,6 +56,39 @@ _UNLIMITED = re.compile(
 _UNLIMITED_GATES = (
     "limit", "infinite", "límite", "ilimitad", "unbegrenzt", "ограничени", "無制限", "무제한", "无限", "不限",
 )  # fmt: skip
+# a request refused (a 4xx status, the refusal's words in several languages): the words of a length refusal
+_REFUSED_WORDS = (
+    r"Bad ?Request|invalid_request_error|maximum context length|context length (?:exceeded|is exceeded)|"
+    r"最大上下文|上下文长度|超过.{0,12}(?:上下文|最大长度)|컨텍스트 ?길이|최대 ?컨텍스트|コンテキスト長|"
+    r"longitud máxima|maximale Kontextlänge|comprimento máximo|longueur maximale|длин\w* контекста"
+)
+_STATUS = r"|(?:HTTP|status|code)\W{{0,3}}{0}\b|\b{0} (?:error|에러|错误|エラー)"
+_REFUSED = re.compile(_REFUSED_WORDS + _STATUS.format(r"\d{3}"), re.I)  # the shape's gate: any status
+_REFUSED_HERE = re.compile(_REFUSED_WORDS + _STATUS.format(r"4\d\d"), re.I)  # the line's: a client error
+# vLLM's "No available memory for the cache blocks" retold: no memory, and the cache blocks, in several languages
+_BLOCK_WORDS = (
+    r"cache[- ]?bl(?:ocks?|öcke)|Cache-Blöcke|bloques de (?:la )?caché|blocos (?:de|do) cache|blocs de cache|"
+    r"缓存块|キャッシュブロック|캐시 ?블록|блок\w* кэша"
+)
+_NO_BLOCKS = re.compile(
+    r"(?:\bno\b|\bkein\w*|\bsin\b|\bsem\b|\bnenhum|\bpas de\b|\bnot enough\b|没有|无|없|ない|нет)"
+    rf".{{0,48}}(?:{_BLOCK_WORDS})"
+    rf"|(?:{_BLOCK_WORDS}).{{0,24}}(?:没有|不足|없|がない|нет)",
+    re.IGNORECASE,
+)
+_BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッシュブロック", "블록", "блок", "blocs")
+# vLLM's "Free memory on device ... is less than desired GPU memory utilization" retold: free memory, and less
+# than the utilization asked, in several languages
+_FREE_BELOW = re.compile(
+    r"(?:free|available|livre|libre|disponible|frei|verfügbar|可用|空闲|剩余|여유|空き|свободн\w*).{0,64}"
+    r"(?:less than|below|lower than|smaller than|menor que|menos que|inferior|weniger als|kleiner als|niedriger als|"
+    r"小于|低于|不足|보다 적|より少な|меньше).{0,48}(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани)",
+    re.IGNORECASE,
+)
+_FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
+               "小于", "低于", "不足", "보다 적", "より少な", "меньше")  # fmt: skip
+# vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
+_RETOLD = (("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES), ("free_below_told", _FREE_BELOW, _FREE_GATES))
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
@@ -84,6 +126,12 @@ def fact_readers(shape: str) -> Readers:
         readers.append(_read_suggestion)
     if flags := _flags(shape):
         readers.append(partial(_set, flags))
+    if _REFUSED.search(shape):
+        readers.append(_read_refused)
+    lower = shape.lower()
+    for name, regex, gates in _RETOLD:
+        if _told(regex, gates, shape, lower):
+            readers.append(partial(_read_line, name))
     if answer_cut(shape):
         readers.append(_read_cut)
     if client := clients.shown(shape):
@@ -125,6 +173,15 @@ def _flags(shape: str) -> dict:
 
 def _set(flags: dict, line: str, facts: dict) -> None:
     facts.update(flags)
+
+
+def _read_refused(line: str, facts: dict) -> None:
+    if _REFUSED_HERE.search(line):
+        facts["request_refused"] = line
+
+
+def _read_line(name: str, line: str, facts: dict) -> None:
+    facts[name] = line
 
 
 def _read_cut(line: str, facts: dict) -> None:

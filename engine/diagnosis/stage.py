@@ -81,6 +81,10 @@ RUNTIME_MARKERS = (
     "in step",
     "in execute_model",
     "in sample_tokens",
+    "in compute_logprobs",  # the sampler's and prompt logprobs' frames: a start-up's warm-up names itself first
+    "in _get_prompt_logprobs",
+    "in _get_logprobs",
+    "in gather_logprobs",
     "in step_with_batch_queue",
     "execute_dummy_batch",  # data parallel ranks with nothing to do run a dummy batch while serving
     "run_busy_loop",

@@ -46,9 +46,17 @@ def to_number(text: str) -> float | None:
         number = float(digits.replace(",", ""))
     except ValueError:
         return None
-    if suffix:
+    if suffix and suffix.group(1) != "M" and (power := _truncated_power(number)):
+        number = float(power)  # `131k`, `262k`: a power-of-two context told by its first digits (131072, 262144)
+    elif suffix:
         binary = suffix.group(1) == "K" or (number.is_integer() and number > 0 and int(number) & int(number - 1) == 0)
         number *= (1024 if binary else 1000) ** (2 if suffix.group(1) == "M" else 1)
     if not math.isfinite(number) or abs(number) > 1e15:
         return None
     return number
+
+
+def _truncated_power(number: float) -> int | None:
+    """The power of two of at least 2**16 whose thousands `number` is (131 for 131072), else None."""
+    power = 1 << max(16, int(number * 1000).bit_length())
+    return power if number.is_integer() and power // 1000 == number else None

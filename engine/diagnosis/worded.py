@@ -28,7 +28,10 @@ PAIR_WORDS = (
 )
 _ASSIGNED = re.compile(r"=['\"]?$")
 _PORT = re.compile(r"\w:$")
-_AFTER_FILLER = re.compile(r"\s*(?:is |are |of )?")
+# an HTTP status: `400 Bad Request`, `Error code: 400`, `HTTP 400`, `HTTP/1.1" 400`, `status 400`
+_STATUS_AFTER = re.compile(r"\s?(?:Bad Request|Client Error|Unprocessable|Internal Server Error|Not Found)", re.I)
+_STATUS_BEFORE = re.compile(r"(?:error code|status(?: code)?|HTTP(?:/[\d.]+\"?)?|状态码|상태 ?코드)\W{0,3}$", re.I)
+_AFTER_FILLER = re.compile(r"\s*(?:is |are |of |requests |reqs )?")
 BEFORE, AFTER = 56, 28  # how far words may be from their number, in characters
 
 
@@ -58,6 +61,8 @@ def worded(text: str) -> Iterator[Reading]:
         unit = match.group("unit")
         if unit is None and _PORT.search(text, max(0, match.start() - 2), match.start()):
             continue  # a port (`localhost:8000`, `"10.0.0.5:8000"`)
+        if unit is None and _status(text, match.start(), match.end()):
+            continue
         kinds = kind_of(unit)
         memory = "gib" in kinds
         if memory not in ends:
@@ -72,6 +77,10 @@ def worded(text: str) -> Iterator[Reading]:
         value = convert(quantity, match.group("number"), unit)
         if value is not None:
             yield quantity.name, value, unit, match.span("number")
+
+
+def _status(text: str, start: int, end: int) -> bool:
+    return bool(_STATUS_AFTER.match(text, end) or _STATUS_BEFORE.search(text, max(0, start - 16), start))
 
 
 def _words_of(memory: bool) -> Words:

@@ -57,7 +57,9 @@ _PROSE = {
         r"(?:prompt|input)s? (?:has|had|have|contains?|contained|is|was|were|of|with)(?: about| at least)?",
         r"in the (?:messages|prompt|input)",
         r"输入(?:长度|token数?)|提示词?长度|入力(?:長|トークン数?)|プロンプト(?:長|のトークン数?)|입력 ?(?:길이|토큰)",
-        r"프롬프트 ?(?:길이|토큰)|tokens de entrada|Eingabe(?:länge|tokens)|(?:промпт|вход)\w* (?:длиной|из|содержит)",
+        r"프롬프트 ?(?:길이|토큰)|프롬프트(?:는|가|의 길이는)(?: 대략| 약)?",
+        r"提示(?:词)?(?:长度)?(?:约|大约|大概|有|为|是)+",
+        r"tokens de entrada|Eingabe(?:länge|tokens)|(?:промпт|вход)\w* (?:длиной|из|содержит)",
         r"(?:prompt|entrada|Eingabe) (?:tiene|tem|hat|de|com|mit)(?: unos| cerca de| etwa)?|プロンプトが",
     ),
     COMPLETION_TOKENS: (
@@ -171,7 +173,7 @@ MEMORY_WORDS: Words = [(q, words("|".join(patterns)), _GATES[q.name]) for q, pat
 # the words that may follow a size and name it ("3.1 GiB free", "20.6 GiB in use", "24 GB VRAM", "16 GiB of KV cache
 # is needed")
 MEMORY_AFTER = {
-    "kv_needed_gib": words(r"(?:of )?KV cache (?:is |would be )?(?:needed|required)"),
+    "kv_needed_gib": words(r"(?:of )?KV cache (?:(?:is |would be )?(?:needed|required)|(?=for |to hold ))"),
     "free_gib": words(_FREE),
     "this_process_gib": words(r"(?:memory )?(?:" + _IN_USE + ")"),
     "total_gib": words(r"total|VRAM|of (?:GPU )?memory|显存|в сумме|insgesamt|en total|no total"),
