@@ -25,6 +25,7 @@ ROUND_CAPS = {2**power for power in range(4, 14)}  # the defaults servers and wr
 SHORT_CAP = 1024  # a cap this short cuts a long answer (about 750 words); longer ones need the count to tell
 CLIPPED = 0.5  # a trainer's clipped share above this: most completions reached the cap
 GENERATION_CONFIG, CLIENT_DEFAULT, STATED = "generation config", "client default", "stated cap"
+SERVER_DEFAULT = "server default"  # a client that sends no cap, so vLLM's /v1/completions default applies
 # what else ends an answer early: stop strings, the end-of-sequence token, the chat template's end marker
 OTHER_ENDS = re.compile(
     r"""\bstop(?:_token_ids|_sequences?|_words?)?['"]?\s*[=:]\s*\[\s*['"\d]|\bstop (?:sequence|string|word|token)s?\b"""
@@ -37,7 +38,7 @@ def default_cap(facts: Facts, context: LogContext) -> Observation | None:
     reasons = {str(fact.value).lower() for fact in facts.of("finish_reason")}
     clipped = any(fact.value > CLIPPED for fact in facts.of("clipped_ratio"))
     stopped = "length" in reasons or clipped
-    if not (stopped or context.cut_told):
+    if not (stopped or context.cut_told or context.score_drop_told):
         return None
     asked = {fact.value for fact in facts.of("max_tokens", (KEYED,))}
     completions = facts.of("completion_tokens")
@@ -78,9 +79,11 @@ def _client_default(facts, context, completions, asked, stopped) -> Observation 
     if client is None or not asked <= {client.default} or _stated(facts, client.default):
         return None
     at_cap = [fact for fact in completions if fact.value == client.default]
-    if at_cap or (context.cut_told and not completions):
+    told = context.cut_told or (client.harness and context.score_drop_told)
+    if at_cap or (told and not completions):
         shown = at_cap[0] if at_cap else _cap_fact(facts) or _told_fact(context)
-        return _observation(shown, client.default, CLIENT_DEFAULT, client.default if at_cap else None)
+        detail = SERVER_DEFAULT if client.sends_none else CLIENT_DEFAULT
+        return _observation(shown, client.default, detail, client.default if at_cap else None)
     return None
 
 
@@ -119,5 +122,5 @@ def _stated(facts: Facts, default: int) -> bool:
 
 def _told_fact(context: LogContext) -> Fact:
     """The line that tells the cut (else the one that shows the client), as a fact to show."""
-    line = context.cut_told or context.client_line or ""
+    line = context.cut_told or context.score_drop_told or context.client_line or ""
     return Fact("completion_tokens", 0, None, 0, line, (0, len(line)), WORDED)

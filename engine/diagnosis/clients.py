@@ -15,6 +15,8 @@ class Client:
     param: str  # the name of its output cap, which the fix sets
     default: int
     source: str  # where the default was read
+    harness: bool = False  # an evaluation harness: a cut answer shows as a score far below another backend's
+    sends_none: bool = False  # it sends no cap: `default` is the server's (vLLM's /v1/completions), not its own
 
 
 def _sign(pattern: str) -> re.Pattern:
@@ -61,6 +63,7 @@ CLIENTS = (
         "max_gen_toks",
         256,
         "lm-eval 0.4.13 models/api_models.py and models/vllm_causallms.py max_gen_toks",
+        harness=True,
     ),
     Client(
         "TRL's trainer",
@@ -85,6 +88,17 @@ CLIENTS = (
         "max_out_len",
         512,
         "opencompass 0.5.4 models/openai_api.py OpenAI.generate(max_out_len=512)",
+        harness=True,
+    ),
+    Client(
+        "the OpenAI SDK's completions call",
+        ("Completion.create(", "completions.create("),
+        _sign(r"(?<!chat\.)\b(?:Completion|completions)\.create\((?![^)\n]*max_tokens)"),
+        "max_tokens",
+        16,
+        "openai 1.109.1 resources/completions.py Completions.create(max_tokens=omit) sends none (0.28's "
+        "Completion.create none either), so vLLM's /v1/completions default applies: CompletionRequest.max_tokens 16",
+        sends_none=True,
     ),
 )
 BY_NAME = {client.name: client for client in CLIENTS}

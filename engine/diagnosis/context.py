@@ -75,8 +75,12 @@ class LogContext:
     request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
     request_refused: str | None = None  # a line that tells a request was refused (a 4xx, a length refusal's words)
+    scheduler_refused: bool = False  # pydantic refused the scheduler's settings (its detail may be cut off)
+    probe_killed: bool = False  # a kubelet killed the container for a failed liveness or startup probe
+    oom_killed: bool = False  # Kubernetes states the kernel's OOM kill (Reason: OOMKilled)
     no_blocks_told: str | None = None  # the line that tells vLLM's "No available memory for the cache blocks"
     free_below_told: str | None = None  # the line that tells its "Free memory ... is less than desired ..."
+    score_drop_told: str | None = None  # the line that tells a harness's score far below another backend's
     cut_told: str | None = None  # the line that says an answer was cut short (cut_words.answer_cut)
     client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)
     client_line: str | None = None  # the line that shows it

@@ -13,13 +13,17 @@ CUT_PROSE = re.compile(
     r"|途中で(?:切れ|途切れ|止ま|終わ)|切れて(?:しま|い)|途切れ|打ち切ら|잘려|잘림|끊겨|끊김|중간에 (?:끊|멈)"
     r"|\b(?:se )?cortan?\b|\bcortad[ao]s?\b|\btruncad[ao]s?\b|\bincomplet[ao]s?\b|\ba medias\b|pela metade"
     r"|\babgeschnitten\b|\bunvollständig|mitten im Satz|обрез\w+|обрыва\w+|оборва\w+|не до конца|неполн\w+"
-    r"|\bcoupée?s?\b|\btronquée?s?\b|\bincomplètes?\b",
+    r"|\bcoupée?s?\b|\btronquée?s?\b|\bincomplètes?\b"
+    # an answer that just stops: "the chain-of-thought just stops", "hört einfach auf", "se detiene a la mitad"
+    r"|\b(?:just|simply) stops\b|\bstops? (?:early|short|abruptly)\b|hört (?:einfach |mittendrin )?auf|bricht \w+ ab"
+    r"|\bse (?:detiene|corta) a (?:la )?mitad|\bpara no meio|戛然而止|说到一半|停在一半|그냥 멈|途中で止ま",
     re.IGNORECASE,
 )
 CUT_SHORT = re.compile(_FINISH_LENGTH + "|" + CUT_PROSE.pattern, re.IGNORECASE)
 # what is cut: an answer, not a prompt or a context (a line must name one beside its words of a cut)
 ANSWER = re.compile(
     r"answer|response|output|repl(?:y|ies)|completion|generat|\btext|summar|essay|trace|reasoning|translat|\bcode\b"
+    r"|chain[- ]of[- ]thought|\bCoT\b|\bstor(?:y|ies)\b|\barticles?\b|Gedankenkette|Zusammenfassung|思维链|推理过程"
     r"|回答|答案|输出|回复|出力|応答|답변|응답|출력|respuesta|salida|Antwort|Ausgabe|ответ|вывод|resposta|saída|réponse",
     re.IGNORECASE,
 )
@@ -39,7 +43,8 @@ CUT_SHORT_GATES = (  # the prose, for the reader
     "截断", "不完整", "输出不全", "只输出", "途中で", "切れて", "途切れ", "打ち切",
     "잘려", "잘림", "끊겨", "끊김", "중간에",
     "corta", "cortad", "runcad", "ncomplet", "medias", "metade", "abgeschnitten", "nvollständig", "im Satz", "обрез",
-    "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè",
+    "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè", "stops", "stop early", "stop short",
+    "hört", "bricht", "mitad", "no meio", "戛然", "一半", "멈", "止ま",
 )  # fmt: skip
 CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
 _PROSE_GATES = tuple(gate.lower() for gate in (*CUT_SHORT_GATES, "nly ", "ust ", "cut ", "stop", "ends"))

@@ -21,7 +21,7 @@ from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES, NOT_P
 from kvtool.engine.diagnosis.launch_check import PLANNED, PLANNED_NOTE, launch_could_not_start
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.rules import client_literals, rule_observations, vetoed
+from kvtool.engine.diagnosis.rules import client_literals, guessed, rule_observations, vetoed
 from kvtool.engine.diagnosis.settings import with_settings
 from kvtool.engine.diagnosis.startup import with_failure
 
@@ -53,7 +53,8 @@ ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once:
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
-    observations = client_literals(vetoed(observations, context), context) + rule_observations(observations, context)
+    kept = client_literals(vetoed(guessed(observations, context), context), context)
+    observations = kept + rule_observations(observations, context)
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:

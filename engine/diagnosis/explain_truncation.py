@@ -5,7 +5,7 @@
 import re
 
 from kvtool.engine.diagnosis import clients
-from kvtool.engine.diagnosis.caps import CLIENT_DEFAULT, GENERATION_CONFIG, STATED
+from kvtool.engine.diagnosis.caps import CLIENT_DEFAULT, GENERATION_CONFIG, SERVER_DEFAULT, STATED
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED
 from kvtool.engine.diagnosis.findings import Finding, Fix, Observation
@@ -28,6 +28,8 @@ SUMMARIES = {  # by what was read
     "on every request (from 0.17 only as the default of a request that sends none).",
     CLIENT_DEFAULT: "The answers stop at {cap} tokens: {client} sends {param}={cap} when none is set (its own "
     "default, not vLLM's).",
+    SERVER_DEFAULT: "The answers stop at {cap} tokens: {client} sends no max_tokens when none is set, so vLLM's "
+    "/v1/completions default of {cap} applies.",
     STATED: "The answers are cut at the output cap the paste sets: {param} {cap} tokens, too short for them.",
     "round": 'The output stopped at exactly {cap} tokens (finish_reason "length") and the request sends no '
     "max_tokens: a default of the client or of a server in front of vLLM ended it (LangChain's completion classes "
@@ -71,11 +73,12 @@ def default_truncation(obs: Observation, context: LogContext, memory: MemoryMode
 def _source(obs: Observation, n: dict, context: LogContext) -> str:
     """Where the cap came from: caps.py's detail, vLLM's default, a client's where the paste shows one, or unknown."""
     client = clients.BY_NAME.get(context.client or "")
-    if obs.detail in (GENERATION_CONFIG, CLIENT_DEFAULT, STATED):
+    if obs.detail in (GENERATION_CONFIG, CLIENT_DEFAULT, SERVER_DEFAULT, STATED):
         return obs.detail
     if n.get("default_max_tokens") == DEFAULT_MAX_TOKENS or n.get("max_tokens") == DEFAULT_MAX_TOKENS:
         return "max_tokens" if "completion_tokens" not in n else "vllm"
-    if client is not None and n.get("max_tokens_sent", client.default) == client.default:
+    shown = (n.get("max_tokens_sent", client.default), n.get("completion_tokens", client.default)) if client else ()
+    if client is not None and shown == (client.default, client.default):  # an answer that stopped elsewhere: not it
         n["default_max_tokens"] = client.default
         return CLIENT_DEFAULT
     return NOT_SET_DETAIL if obs.detail == NOT_SET_DETAIL or "default_max_tokens" not in n else "round"
@@ -83,7 +86,7 @@ def _source(obs: Observation, n: dict, context: LogContext) -> str:
 
 def _param(obs: Observation, detail: str, client: clients.Client | None) -> str:
     """The setting the fix changes: the client's, or the key the paste sets the cap with."""
-    if detail == CLIENT_DEFAULT and client is not None:
+    if detail in (CLIENT_DEFAULT, SERVER_DEFAULT) and client is not None:
         return client.param
     key = _KEY_BEFORE.search(obs.evidence[: obs.span[0]]) if detail == STATED else None
     return key.group(1) if key else "max_tokens"
@@ -109,7 +112,7 @@ def _fixes(detail: str, n: dict, param: str) -> list[Fix]:
             ),
             Fix("or raise max_new_tokens in the model's generation_config.json", param="max_new_tokens", value=wanted),
         ]
-    if detail in (CLIENT_DEFAULT, STATED):
+    if detail in (CLIENT_DEFAULT, SERVER_DEFAULT, STATED):
         return [Fix(f"raise {param} to the length you expect", param=param, value=longest)]
     fixes = [
         Fix("set max_tokens on every request to the length you expect", param="max_tokens", value=longest),

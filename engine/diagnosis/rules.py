@@ -29,13 +29,16 @@ from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 # words that make a line a refusal or a warning about the numbers it states
 REFUSAL = re.compile(
     r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
-    r"not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|超过|超出|过长|不足|小于|大于|低于|"
-    r"报错|won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|"
+    r"smaller than|not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|"
+    r"超过|超出|过长|不足|小于|大于|低于|报错|"
+    r"won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|"
     # Japanese, Korean, Spanish, Portuguese, German, Russian, French
-    r"起動しない|超え|エラー|실패|초과|에러|오류|supera|excede|mayor que|maior que|no arranca|não inicia|erro\b|"
-    r"überschreit|größer als|Fehler|startet nicht|nur \d|превыша|больше|ошибк|не запускается|dépasse|erreur",
+    r"起動しない|超え|エラー|실패|초과|에러|오류|supera|excede|mayor que|maior que|menor que|no arranca|não inicia|"
+    r"erro\b|überschreit|größer als|kleiner als|Fehler|startet nicht|nur \d|превыша|больше|меньше|ошибк|"
+    r"не запускается|dépasse|erreur",
     re.IGNORECASE,
 )
+OOM = ("cuda_oom_startup", "cuda_oom_runtime")
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
 LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
 
@@ -59,6 +62,15 @@ def vetoed(observations: list[Observation], context: LogContext) -> list[Observa
     if "stop" not in reasons or "length" in reasons:
         return observations
     return [obs for obs in observations if obs.category != "max_tokens_default_truncation"]
+
+
+def guessed(observations: list[Observation], context: LogContext) -> list[Observation]:
+    """The observations without an out-of-memory error that states no number (PyTorch's message states what it
+    tried to allocate) where a kubelet killed the container for a failed probe: exit code 137 is SIGKILL, and a
+    reporter's "CUDA out of memory?" is a guess, unless Kubernetes states OOMKilled."""
+    if not context.probe_killed or context.oom_killed:
+        return observations
+    return [obs for obs in observations if not (obs.category in OOM and not obs.numbers)]
 
 
 def client_literals(observations: list[Observation], context: LogContext) -> list[Observation]:

@@ -87,8 +87,21 @@ _FREE_BELOW = re.compile(
 )
 _FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
                "小于", "低于", "不足", "보다 적", "より少な", "меньше")  # fmt: skip
+# a harness's score far below another backend's (what answers cut at its default cap look like)
+_SCORE_DROP = re.compile(
+    r"(?:far|much|way|significantly|dramatically) (?:below|lower|worse)|drops? (?:sharply|to)|远低于|低(?:很多|了很多)|"
+    r"훨씬 낮|大幅に低|deutlich (?:niedriger|schlechter|unter)|muy por debajo|mucho (?:menor|peor)|bem abaixo|"
+    r"muito (?:menor|pior)|bien en dessous|намного (?:ниже|хуже)",
+    re.IGNORECASE,
+)
+_SCORE_GATES = ("below", "lower", "worse", "drop", "低", "낮", "deutlich", "debajo", "mucho", "abaixo", "muito",
+                "dessous", "намного")  # fmt: skip
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
-_RETOLD = (("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES), ("free_below_told", _FREE_BELOW, _FREE_GATES))
+_RETOLD = (
+    ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
+    ("free_below_told", _FREE_BELOW, _FREE_GATES),
+    ("score_drop_told", _SCORE_DROP, _SCORE_GATES),
+)
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
@@ -97,6 +110,12 @@ _MODEL = re.compile(
 _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
 # vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
 _SUGGESTED_UTILIZATION = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)")
+# a kubelet that killed the container for a failed probe (exit code 137 then says SIGKILL, not out of memory), and
+# Kubernetes stating the kernel's OOM kill as the reason
+_PROBE_KILLED = ("Liveness probe failed", "failed liveness probe", "Startup probe failed", "failed startup probe")
+_OOM_KILLED = re.compile(r"""[Rr]eason['"]?:\s*['"]?OOMKilled""")
+# pydantic's refusal of vLLM's scheduler settings, whose detail a wrapper may cut off
+SCHEDULER_REFUSED = "validation error for SchedulerConfig"
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
 STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
 # v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
@@ -152,6 +171,12 @@ def _flags(shape: str) -> dict:
         flags["server_up"] = True
     if any(marker in shape for marker in STARTUP_FAILED):
         flags["startup_failed"] = True
+    if SCHEDULER_REFUSED in shape:
+        flags["scheduler_refused"] = True
+    if any(marker in shape for marker in _PROBE_KILLED):
+        flags["probe_killed"] = True
+    if "OOMKilled" in shape and _OOM_KILLED.search(shape):
+        flags["oom_killed"] = True
     if _told(_SERVING_TOLD, _SERVING_GATES, shape, lower):
         flags["serving_told"] = True
     if _UNIFIED.search(shape):

@@ -5,7 +5,9 @@ prose). Each rule is stated in one sentence in docs/diagnose.md:
   max_model_len is request_too_long (vLLM checks prompt + max_tokens against the context, not the prompt alone);
 - "no memory for the cache blocks" told in any words, at a start-up that did not come up, is no_cache_blocks;
 - free memory told to be below the utilization asked, where nvidia-smi shows what the GPU already has in use and
-  total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others').
+  total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
+- pydantic's "validation error for SchedulerConfig" with its detail cut off, where the launch sets a step budget
+  below max_model_len without chunked prefill, is batched_tokens_lt_model_len (the check that refuses it).
 """
 
 from kvtool.engine.diagnosis.context import LogContext
@@ -46,6 +48,17 @@ def held_retold(facts: Facts, context: LogContext) -> Observation | None:
     return _told(context.free_below_told, "gpu_memory_held_by_others", "startup", numbers)
 
 
+def step_retold(facts: Facts, context: LogContext) -> Observation | None:
+    batched, limit = context.max_num_batched_tokens, context.max_model_len
+    if not context.scheduler_refused or not batched or not limit or batched >= limit:
+        return None
+    if context.enable_chunked_prefill is True:
+        return None
+    line = context.facts.setting("max_num_batched_tokens")
+    numbers = {"max_num_batched_tokens": batched, "max_model_len": limit}
+    return _told(line.evidence if line else "", "batched_tokens_lt_model_len", "startup", numbers)
+
+
 def _told(line: str, category: str, stage: str, numbers: dict, detail: str | None = None) -> Observation:
     evidence, span = evidence_window(line, (0, len(line)))
     return Observation(category, stage, numbers, evidence, span, detail)
@@ -55,4 +68,5 @@ RULES = (
     ("request_too_long", request_over_context),
     ("no_cache_blocks", no_blocks_retold),
     ("gpu_memory_held_by_others", held_retold),
+    ("batched_tokens_lt_model_len", step_retold),
 )
