@@ -109,6 +109,8 @@ class LogContext:
         for name in SETTINGS:
             if (fact := facts.setting(name)) is not None:
                 setattr(self, name, fact.value)
+        if self.model is None and (model := facts.setting("model")) is not None:  # a launcher's argument list
+            self.model = model.value
         if (total := facts.setting("total_gib")) is not None:  # the GPU's memory as the text states it
             self.total_gpu_gib, self.total_gpu_source = total.value, "log"
         elif self.gpu_name and (gpu := catalog_gpu(self.gpu_name)) is not None:  # the GPU it names

@@ -89,7 +89,7 @@ class Layouts:
         if separator not in line:
             return False
         two_columns = (self._header is not None and self._header[0] == separator) or " " not in line.strip()
-        return line.count(separator) >= 2 or separator == "|" or two_columns
+        return line.count(separator) >= 2 or separator == "|" or two_columns or _units_header(line, separator)
 
 
 def _row_keyed(cells: list[str], numbers: list, line: str, index: int) -> list[Fact]:
@@ -104,6 +104,11 @@ def _row_keyed(cells: list[str], numbers: list, line: str, index: int) -> list[F
             if value is not None:
                 facts.append(Fact(quantity.name, value, number.group("unit"), index, line, (0, 0), KEYED))
     return facts
+
+
+def _units_header(line: str, separator: str) -> bool:
+    """A header of two columns, each a quantity with its unit (nvidia-smi's `memory.used [MiB], memory.total [MiB]`)."""
+    return separator == "," and "[" in line and all(column(cell, None) for cell in _cells(line, separator))
 
 
 def _cells(line: str, separator: str) -> list[str]:
@@ -121,7 +126,8 @@ def column(header: str, unit: str | None) -> Quantity | None:
     unit = _header_unit(header) or unit
     if quantity := _metric(header):
         return quantity
-    if quantity := KEYS.get(normal_key(re.sub(r"\s*[(\[].*", "", header).replace(" ", "_"))):
+    key = re.sub(r"\s*[(\[].*", "", header).replace(" ", "_")
+    if quantity := KEYS.get(key.replace(".", "_")) or KEYS.get(normal_key(key)):  # nvidia-smi's `memory.used`
         return quantity
     kinds = kind_of(unit)
     return next((quantity for quantity, words, _ in WORDS if quantity.kind in kinds and words.search(header)), None)

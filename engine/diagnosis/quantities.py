@@ -79,8 +79,8 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("enforce_eager", "bool"): ("enforce_eager",),
     _q("enable_chunked_prefill", "bool"): ("enable_chunked_prefill",),
     _q("cpu_offload_gb", "gib"): ("cpu_offload_gb",),
-    TOTAL_GIB: ("total_gpu_memory", "total_memory", "gpu_total_memory", "memory.total"),
-    _q("gpu_used_gib", "gib"): ("memory.used",),  # what the GPU has in use, as nvidia-smi shows it
+    TOTAL_GIB: ("total_gpu_memory", "total_memory", "gpu_total_memory", "memory_total"),
+    _q("gpu_used_gib", "gib"): ("memory_used",),  # what the GPU has in use: nvidia-smi --query-gpu=memory.used
     _q("initial_memory_usage_gib", "gib"): ("initial_memory_usage",),
     _q("num_cpu_blocks"): ("num_cpu_blocks", "cpu_blocks"),
     _q("process_gib", "gib"): ("used_memory", "used_gpu_memory"),  # a process's memory, as nvidia-smi lists it

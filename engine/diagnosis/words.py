@@ -32,6 +32,7 @@ _PROSE = {
     _q("estimated_max_model_len"): (
         r"estimated (?:max(?:imum)? )?(?:model |context )?length(?: of| is)?",
         r"估计的?最大(?:模型)?长度(?:为|是)?|推定最大(?:モデル)?長",
+        r"longitud máxima estimada(?: de)?|comprimento máximo estimado(?: de)?|geschätzte maximale \w*länge(?: von)?",
     ),
     MAX_MODEL_LEN: (
         r"concurrency for",  # vLLM's "Maximum concurrency for 32,768 tokens per request"
@@ -131,7 +132,7 @@ _MEMORY = {
     ),
 }
 _GATES = {
-    "estimated_max_model_len": ("estimated", "估计", "推定"),
+    "estimated_max_model_len": ("estimated", "估计", "推定", "estimad", "geschätzt"),
     "benchmark_total_tokens": ("total",),
     "max_model_len": ("len", "concurrency", "上下文", "长度", "コンテキスト", "最大", "컨텍스트", "최대", "context",
                       "kontext", "контекст", "contexte"),
@@ -173,7 +174,10 @@ MEMORY_WORDS: Words = [(q, words("|".join(patterns)), _GATES[q.name]) for q, pat
 # the words that may follow a size and name it ("3.1 GiB free", "20.6 GiB in use", "24 GB VRAM", "16 GiB of KV cache
 # is needed")
 MEMORY_AFTER = {
-    "kv_needed_gib": words(r"(?:of )?KV cache (?:(?:is |would be )?(?:needed|required)|(?=for |to hold ))"),
+    "kv_needed_gib": words(
+        r"(?:of |de )?(?:KV[ -]cache|caché KV|KV ?缓存) "
+        r"(?:(?:is |would be )?(?:needed|required)|(?=for |to hold |para ))"
+    ),
     "free_gib": words(_FREE),
     "this_process_gib": words(r"(?:memory )?(?:" + _IN_USE + ")"),
     "total_gib": words(r"total|VRAM|of (?:GPU )?memory|显存|в сумме|insgesamt|en total|no total"),
