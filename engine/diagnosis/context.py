@@ -77,7 +77,6 @@ class LogContext:
     request_refused: str | None = None  # a line that tells a request was refused (a 4xx, a length refusal's words)
     scheduler_refused: bool = False  # pydantic refused the scheduler's settings (its detail may be cut off)
     probe_killed: bool = False  # a kubelet killed the container for a failed liveness or startup probe
-    oom_killed: bool = False  # Kubernetes states the kernel's OOM kill (Reason: OOMKilled)
     no_blocks_told: str | None = None  # the line that tells vLLM's "No available memory for the cache blocks"
     free_below_told: str | None = None  # the line that tells its "Free memory ... is less than desired ..."
     score_drop_told: str | None = None  # the line that tells a harness's score far below another backend's

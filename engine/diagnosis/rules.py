@@ -66,9 +66,9 @@ def vetoed(observations: list[Observation], context: LogContext) -> list[Observa
 
 def guessed(observations: list[Observation], context: LogContext) -> list[Observation]:
     """The observations without an out-of-memory error that states no number (PyTorch's message states what it
-    tried to allocate) where a kubelet killed the container for a failed probe: exit code 137 is SIGKILL, and a
-    reporter's "CUDA out of memory?" is a guess, unless Kubernetes states OOMKilled."""
-    if not context.probe_killed or context.oom_killed:
+    tried to allocate) where a kubelet killed the container for a failed probe: exit code 137 is its SIGKILL, and a
+    reporter's "CUDA out of memory?" a guess (Kubernetes' OOMKilled is the host's memory, no GPU's either)."""
+    if not context.probe_killed:
         return observations
     return [obs for obs in observations if not (obs.category in OOM and not obs.numbers)]
 

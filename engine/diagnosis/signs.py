@@ -110,10 +110,8 @@ _MODEL = re.compile(
 _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
 # vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
 _SUGGESTED_UTILIZATION = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)")
-# a kubelet that killed the container for a failed probe (exit code 137 then says SIGKILL, not out of memory), and
-# Kubernetes stating the kernel's OOM kill as the reason
+# a kubelet that killed the container for a failed probe (exit code 137 then says SIGKILL, not out of memory)
 _PROBE_KILLED = ("Liveness probe failed", "failed liveness probe", "Startup probe failed", "failed startup probe")
-_OOM_KILLED = re.compile(r"""[Rr]eason['"]?:\s*['"]?OOMKilled""")
 # pydantic's refusal of vLLM's scheduler settings, whose detail a wrapper may cut off
 SCHEDULER_REFUSED = "validation error for SchedulerConfig"
 _SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
@@ -175,8 +173,6 @@ def _flags(shape: str) -> dict:
         flags["scheduler_refused"] = True
     if any(marker in shape for marker in _PROBE_KILLED):
         flags["probe_killed"] = True
-    if "OOMKilled" in shape and _OOM_KILLED.search(shape):
-        flags["oom_killed"] = True
     if _told(_SERVING_TOLD, _SERVING_GATES, shape, lower):
         flags["serving_told"] = True
     if _UNIFIED.search(shape):
