@@ -14,7 +14,7 @@ from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import masked, screen
-from kvtool.engine.diagnosis.signs import Readers, fact_readers
+from kvtool.engine.diagnosis.signs import Readers, fact_readers, told_readers
 from kvtool.engine.diagnosis.stage import Markers, shape_markers
 
 # messages that hold several parts their recognisers match (PyTorch's several signs of an out-of-memory error,
@@ -36,6 +36,7 @@ class Plan:
     matches: tuple[tuple[Pattern, Where, tuple[NumberReader, ...]], ...] | None
     settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
     facts: Readers  # what reads the facts it states for the context
+    told: Readers  # what reads a failure told in words (in a paste only: signs.told_readers)
     markers: Markers  # for the stage tracker
     requests: bool  # whether the truncation trackers want it
     signs: truncation.Signs  # what it tells the tracker of cut answers
@@ -64,12 +65,12 @@ class Plan:
         if any(mark in shape for mark in ELISION_MARKS):
             elided = tuple(pattern for pattern in PATTERNS if read_elided(pattern.template, shape))
         read_at_startup = startup.reads(shape)
-        facts = fact_readers(shape)
+        facts, told = fact_readers(shape), told_readers(shape)
         gives = bool(patterns or facts or elided)
         markers, (error, consequence) = shape_markers(shape), errors.kinds(shape)
         return cls(
-            patterns, matches, settled, facts, markers, requests, signs, elided, read_at_startup, error, consequence,
-            gives, shape,
+            patterns, matches, settled, facts, told, markers, requests, signs, elided, read_at_startup, error,
+            consequence, gives, shape,
         )  # fmt: skip
 
     def observations(self, text: str, original: str) -> list[Observation]:

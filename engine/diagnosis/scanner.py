@@ -74,6 +74,8 @@ class Scanner:
             read = self._in_any_case(text, original)
         if read and self.paste:  # in a machine's log, a line a wording read gives no facts at all
             self.context.read_lines.add(self.line_index)
+        if plan.told and self.paste:
+            self.context.read(text, plan.told)
         if (self.paste or not read) and len(self.facts) < MAX_FACTS and plan.stated:
             facts = from_template(plan.stated, text, self.line_index)
             self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts

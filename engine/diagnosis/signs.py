@@ -62,9 +62,10 @@ _REFUSED_WORDS = (
     r"最大上下文|上下文长度|超过.{0,12}(?:上下文|最大长度)|컨텍스트 ?길이|최대 ?컨텍스트|コンテキスト長|"
     r"longitud máxima|maximale Kontextlänge|comprimento máximo|longueur maximale|длин\w* контекста"
 )
-_STATUS = r"|(?:HTTP|status|code)\W{{0,3}}{0}\b|\b{0} (?:error|에러|错误|エラー)"
-_REFUSED = re.compile(_REFUSED_WORDS + _STATUS.format(r"\d{3}"), re.I)  # the shape's gate: any status
-_REFUSED_HERE = re.compile(_REFUSED_WORDS + _STATUS.format(r"4\d\d"), re.I)  # the line's: a client error
+_STATUS = r"(?:HTTP|status|code)\W{{0,3}}{0}\b|\b{0} (?:error|에러|错误|エラー)"
+_REFUSED = re.compile(_REFUSED_WORDS, re.I)  # a line of the shape tells a refusal
+_STATUS_SHAPE = re.compile(_STATUS.format(r"\d{3}"), re.I)  # a line of the shape has a status: a 4xx?
+_CLIENT_ERROR = re.compile(_STATUS.format(r"4\d\d"), re.I)
 # vLLM's "No available memory for the cache blocks" retold: no memory, and the cache blocks, in several languages
 _BLOCK_WORDS = (
     r"cache[- ]?bl(?:ocks?|öcke)|Cache-Blöcke|bloques de (?:la )?caché|blocos (?:de|do) cache|blocs de cache|"
@@ -143,16 +144,26 @@ def fact_readers(shape: str) -> Readers:
         readers.append(_read_suggestion)
     if flags := _flags(shape):
         readers.append(partial(_set, flags))
-    if _REFUSED.search(shape):
-        readers.append(_read_refused)
-    lower = shape.lower()
-    for name, regex, gates in _RETOLD:
-        if _told(regex, gates, shape, lower):
-            readers.append(partial(_read_line, name))
     if answer_cut(shape):
         readers.append(_read_cut)
     if client := clients.shown(shape):
         readers.append(partial(_read_client, client.name))
+    return tuple(readers)
+
+
+def told_readers(shape: str) -> Readers:
+    """What reads a failure told in words in lines of this shape: a refused request, vLLM's start-up refusals
+    retold, a harness's score far below. Read in a paste only: a machine's log states its failures in vLLM's words
+    (and its access lines' 400s would cost every line a reading)."""
+    readers = []
+    if _REFUSED.search(shape):
+        readers.append(partial(_read_line, "request_refused"))
+    elif _STATUS_SHAPE.search(shape):
+        readers.append(_read_client_error)
+    lower = shape.lower()
+    for name, regex, gates in _RETOLD:
+        if _told(regex, gates, shape, lower):
+            readers.append(partial(_read_line, name))
     return tuple(readers)
 
 
@@ -196,8 +207,8 @@ def _set(flags: dict, line: str, facts: dict) -> None:
     facts.update(flags)
 
 
-def _read_refused(line: str, facts: dict) -> None:
-    if _REFUSED_HERE.search(line):
+def _read_client_error(line: str, facts: dict) -> None:
+    if _CLIENT_ERROR.search(line):
         facts["request_refused"] = line
 
 
