@@ -96,8 +96,9 @@ CLIENTS = (
         _sign(r"(?<!chat\.)\b(?:Completion|completions)\.create\((?![^)\n]*max_tokens)"),
         "max_tokens",
         16,
-        "openai 1.109.1 resources/completions.py Completions.create(max_tokens=omit) sends none (0.28's "
-        "Completion.create none either), so vLLM's /v1/completions default applies: CompletionRequest.max_tokens 16",
+        "openai 1.109.1 resources/completions.py Completions.create(max_tokens=omit) sends none, as openai 0.28.1 "
+        "api_resources/completion.py Completion.create(**kwargs) does; vLLM's /v1/completions then applies "
+        "CompletionRequest.max_tokens 16",
         sends_none=True,
     ),
 )
