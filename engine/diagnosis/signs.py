@@ -18,7 +18,7 @@ _GPU_NAME = re.compile(  # digit-blind (its digits are classes): a line names a 
     r"|V\d{3}(?:[ -]?SXM\d)?(?:[ -]?\d{2} ?GB)?)\b"
 )
 _SOME = r"(?:~|about |around |roughly |some |etwa |ca\. |rund |unos |unas |uns |umas |cerca de )?\d[\d,.]*\s?k? ?"
-_ITEMS = r"(?:docs|documents|requests|prompts|samples|items|examples|batches|steps|iterations|hours|minutes)"
+_ITEMS = r"(?:docs|documents|requests|prompts|samples|items|examples|batches|steps|iterations)"  # work, not time
 # prose that places a failure while serving
 _SERVING_TOLD = re.compile(
     r"\b(?:under (?:heavy )?load|during (?:inference|serving|generation|decoding)|while (?:serving|generating)|"
@@ -26,10 +26,11 @@ _SERVING_TOLD = re.compile(
     r"bajo carga|en producción|unter Last|im Betrieb|под нагрузкой|sob carga|em produção|sous charge|"
     r"高負荷|負荷(?:時|をかけ)|本番|부하|운영 중)"
     # a run that went on for a while first: "runs for ~3k docs, then", "跑了大约 3000 条之后", "nach 2000 Dokumenten"
-    rf"|\b(?:runs? (?:fine )?for|after|processed|generated|scored) {_SOME}{_ITEMS}\b"
-    r"|(?:跑|处理|生成)了.{0,8}(?:条|个|批|小时)"
-    rf"|\bnach {_SOME}(?:Dokumenten|Anfragen|Requests|Prompts|Stunden|Minuten|Schritten|Batches)\b"
-    rf"|\b(?:después|depois) de {_SOME}(?:documentos|solicitudes|peticiones|requisições|prompts|horas|minutos)\b"
+    rf"|\bruns? (?:fine )?for {_SOME}(?:{_ITEMS}|hours|minutes|days)\b"
+    rf"|\b(?:after|processed|generated|scored) {_SOME}{_ITEMS}\b"
+    r"|(?:跑|处理|生成)了.{0,8}(?:条|个|批)"
+    rf"|\bnach {_SOME}(?:Dokumenten|Anfragen|Requests|Prompts|Schritten|Batches)\b"
+    rf"|\b(?:después|depois) de {_SOME}(?:documentos|solicitudes|peticiones|requisições|prompts)\b"
     r"|\d\s?(?:건|개)(?:를| 정도)? ?(?:처리|생성)|\d\s?件(?:ほど|くらい)?(?:処理|生成)",
     re.IGNORECASE,
 )
@@ -71,10 +72,13 @@ _BLOCK_WORDS = (
     r"cache[- ]?bl(?:ocks?|öcke)|Cache-Blöcke|bloques de (?:la )?caché|blocos (?:de|do) cache|blocs de cache|"
     r"缓存块|キャッシュブロック|캐시 ?블록|блок\w* кэша"
 )
+_NO = r"(?:\bno\b|\bkein\w*|\bsin\b|\bsem\b|\bnenhum|\bpas de\b|\bnot enough\b|没有|无|없|ない|нет)"
+_ROOM = (
+    r"(?:memory|Speicher|memoria|memória|mémoire|памят\w*|内存|显存|メモリ|메모리|可用|available|free|space|room|"
+    r"espacio|espaço|Platz|left)"
+)
 _NO_BLOCKS = re.compile(
-    r"(?:\bno\b|\bkein\w*|\bsin\b|\bsem\b|\bnenhum|\bpas de\b|\bnot enough\b|没有|无|없|ない|нет)"
-    rf".{{0,48}}(?:{_BLOCK_WORDS})"
-    rf"|(?:{_BLOCK_WORDS}).{{0,24}}(?:没有|不足|없|がない|нет)",
+    rf"{_NO}.{{0,32}}{_ROOM}.{{0,32}}(?:{_BLOCK_WORDS})|(?:{_BLOCK_WORDS}).{{0,24}}(?:没有|不足|없|がない|нет)",
     re.IGNORECASE,
 )
 _BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッシュブロック", "블록", "блок", "blocs")

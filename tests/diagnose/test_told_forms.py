@@ -211,6 +211,8 @@ CASES = {
     ),
 }
 LOOK_ALIKES = {
+    "cache-blocks-without-a-failure": "INFO Model loading took 14.2 GiB\nNo problem with the cache blocks, the server "
+    "starts and serves fine; I only ask whether gpu_memory_utilization 0.5 is wasteful.",
     "probe-kill-en": 'kubectl describe pod vllm-0\nEvents:\n  Warning  Unhealthy  3m   kubelet  Liveness probe failed: Get "http://10.0.0.5:8000/health": dial tcp 10.0.0.5:8000: connect: connection refused\n  Normal   Killing    3m   kubelet  Container vllm failed liveness probe, will be restarted\nLast State: Terminated  Reason: Error  Exit Code: 137\nLogs: Loading safetensors checkpoint shards:  43% Completed | 13/30 [02:51<03:45, 13.2s/it]\nThe pod keeps restarting with exit code 137, is it out of memory? --gpu-memory-utilization 0.95 --max-model-len 32768',
     "probe-kill-describe": K8S_DESCRIBE,
     "probe-kill-zh": "Pod 一直重启，Exit Code: 137，是显存不够吗？\nEvents:\n  Warning  Unhealthy  kubelet  Liveness probe failed: HTTP probe failed with statuscode: 503\n  Normal   Killing    kubelet  Container vllm failed liveness probe, will be restarted\n日志停在 Loading safetensors checkpoint shards:  55% Completed | 11/20\n参数 --max-model-len 32768 --gpu-memory-utilization 0.92",
@@ -240,6 +242,14 @@ def test_a_look_alike_gets_no_memory_or_length_cause(text):
 def test_pytorchs_own_message_beside_a_probe_kill_is_kept():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
     assert [f.category for f in diagnose_text(K8S_DESCRIBE + "\n" + oom).findings][:1] == ["cuda_oom_startup"]
+
+
+def test_minutes_of_loading_do_not_place_an_oom_while_serving():
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.6 GiB"
+    )
+    for told in ("After 10 minutes of loading it fails:", "nach 3 Stunden Laden bricht es ab:"):
+        assert [f.stage for f in diagnose_text(told + "\n" + oom).findings] != ["runtime"], told
 
 
 def test_a_cap_the_sdk_call_sets_is_no_default():
