@@ -39,7 +39,11 @@ VALUE = re.compile(
 TOKEN_IDS = re.compile(r"\b(?P<key>prompt_token_ids|token_ids|output_ids)\s*[=:]\s*[\[(](?P<items>[\d,\s]*\d)[\])]")
 COUNTED = {"prompt_token_ids": "prompt_tokens", "token_ids": "completion_tokens", "output_ids": "completion_tokens"}
 # a switch given bare: `--enforce-eager`, `--no-enable-chunked-prefill`
-BARE_SWITCH = re.compile(r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)")
+BARE_SWITCH = re.compile(  # a switch alone: not one given a value (`--enable-chunked-prefill false`)
+    r"(?<![\w-])--(?P<no>no-)?(?P<key>enforce-eager|enable-chunked-prefill)(?![\w-])(?!\s*=)"
+    r"(?!\s+['\"]?(?:true|false|\d)\b)",
+    re.IGNORECASE,
+)
 # a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
 SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
 # a load told twice, before and under load (`vllm:num_requests_waiting: 0 / 63`): both are read

@@ -58,5 +58,8 @@ def _pressure(numbers: Numbers, context: LogContext) -> None:
         for fact in context.facts.in_lines(fullest.line, fullest.line):
             if fact.quantity in ("num_running", "num_waiting", "num_swapped", "cpu_kv_cache_usage_percent"):
                 numbers.setdefault(fact.quantity, fact.value)
+    for name in ("num_running", "num_waiting"):  # else the load told elsewhere (a scrape's gauges): its largest
+        if name not in numbers and (found := context.facts.largest(name)):
+            numbers[name] = found.value
     if context.priority_scheduling and (priorities := context.facts.of("priority")):
         numbers["priority"] = min(fact.value for fact in priorities)

@@ -72,7 +72,10 @@ _BLOCK_WORDS = (
     r"cache[- ]?bl(?:ocks?|öcke)|Cache-Blöcke|bloques de (?:la )?caché|blocos (?:de|do) cache|blocs de cache|"
     r"缓存块|キャッシュブロック|캐시 ?블록|блок\w* кэша"
 )
-_NO = r"(?:\bno\b|\bkein\w*|\bsin\b|\bsem\b|\bnenhum|\bpas de\b|\bnot enough\b|没有|无|없|ない|нет)"
+_NO = (
+    r"(?:\bno\b|\bkein\w*|\bnicht genug|\bsin\b|\bsem\b|\bnão há|\bnao ha|\bnenhum|\bpas de\b|\bnot enough\b|"
+    r"没有|无|없|ない|нет)"
+)
 _ROOM = (
     r"(?:memory|Speicher|memoria|memória|mémoire|памят\w*|内存|显存|メモリ|메모리|可用|available|free|space|room|"
     r"espacio|espaço|Platz|left)"

@@ -61,7 +61,9 @@ _PROSE = {
         r"프롬프트 ?(?:길이|토큰)|프롬프트(?:는|가|의 길이는)(?: 대략| 약)?",
         r"提示(?:词)?(?:长度)?(?:约|大约|大概|有|为|是)+",
         r"tokens de entrada|Eingabe(?:länge|tokens)|(?:промпт|вход)\w* (?:длиной|из|содержит)",
-        r"(?:prompt|entrada|Eingabe) (?:tiene|tem|hat|de|com|mit)(?: unos| cerca de| etwa)?|プロンプトが",
+        r"(?:prompt|entrada|Eingabe) (?:tiene|tem|hat|de|com|mit|es|son|ist|é|fait)"
+        r"(?: de)?(?: unos| unas| cerca de| alrededor de| etwa| rund| ca\.| aproximadamente| environ)?",
+        r"プロンプト(?:が|は)(?:約|およそ)?",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",

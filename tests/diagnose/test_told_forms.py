@@ -209,6 +209,81 @@ CASES = {
         {"max_num_batched_tokens": 4096, "max_model_len": 16384},
         "关闭 chunked prefill 以后启动报错，说 max_num_batched_tokens (4096) 小于 max_model_len (16384)。",
     ),
+    "request-llm-kwargs": (
+        "request_too_long",
+        {"max_model_len": 4096, "prompt_tokens": 3000, "max_tokens": 2048},
+        "llm = LLM(model='Qwen/Qwen2.5-7B-Instruct', max_model_len=4096)\nRequests with max_tokens 2048 and a prompt of roughly 3000 tokens come back as 400 Bad Request, although 3000 < 4096.",
+    ),
+    "request-prose-es": (
+        "request_too_long",
+        {"max_model_len": 8192, "prompt_tokens": 5000, "max_tokens": 4096},
+        "El servidor tiene --max-model-len 8192; pedimos max_tokens=4096 y el prompt son unos 5000 tokens; la API responde 400 Bad Request.",
+    ),
+    "request-prose-ja": (
+        "request_too_long",
+        {"max_model_len": 8192, "prompt_tokens": 6000, "max_tokens": 4096},
+        "--max-model-len 8192 で起動。max_tokens を 4096 に固定、プロンプトは約 6000 トークンです。毎回 400 エラーが返ってきます。",
+    ),
+    "request-body-and-status-line": (
+        "request_too_long",
+        {"max_model_len": 8192, "prompt_tokens": 6000, "max_tokens": 4096},
+        '--max-model-len 8192\nrequest: {"model": "llama", "messages": [...], "max_tokens": 4096}\nthe prompt is 6000 tokens (counted with the tokenizer)\nresponse: HTTP/1.1 400 Bad Request',
+    ),
+    "request-prose-pt": (
+        "request_too_long",
+        {"max_model_len": 8192, "prompt_tokens": 6000, "max_tokens": 4096},
+        "Subi o vLLM com --max-model-len 8192. O cliente manda max_tokens 4096 e o prompt tem cerca de 6000 tokens. Recebo erro 400.",
+    ),
+    "kv-short-v0-weights-line": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 131072, "kv_available_gib": 4.1, "weights_gib": 14.99},
+        "python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072 --gpu-memory-utilization 0.85\nINFO Loading model weights took 14.99 GB\nINFO Available KV cache memory: 4.1 GiB\nRuntimeError: Engine core initialization failed. See root cause above.",
+    ),
+    "no-blocks-pt": (
+        "no_cache_blocks",
+        {"gpu_memory_utilization": 0.3, "weights_gib": 15.1},
+        "Reduzi gpu_memory_utilization para 0.3 e o vLLM não inicia mais. Model loading took 15.1 GiB. Diz que não há memória disponível para os blocos de cache.",
+    ),
+    "no-blocks-ko": (
+        "no_cache_blocks",
+        {"gpu_memory_utilization": 0.4, "weights_gib": 14.3},
+        "gpu_memory_utilization 을 0.4 로 낮췄더니 Model loading took 14.3 GiB 이후 캐시 블록에 쓸 메모리가 없다고 나옵니다.",
+    ),
+    "held-smi-de": (
+        "gpu_memory_held_by_others",
+        {"other_process_gib": 2.255859375, "gpu_memory_utilization": 0.95},
+        "|  30%   38C    P8    21W / 350W |   2310MiB / 24576MiB |      1%      Default |\n--gpu-memory-utilization 0.95\nvLLM startet nicht: der freie Speicher auf dem Gerät ist kleiner als die gewünschte GPU-Auslastung.",
+    ),
+    "step-retold-de": (
+        "batched_tokens_lt_model_len",
+        {"max_num_batched_tokens": 2048, "max_model_len": 8192},
+        "Nach --no-enable-chunked-prefill startet vLLM nicht mehr: max_num_batched_tokens (2048) ist kleiner als max_model_len (8192).",
+    ),
+    "step-retold-es-switch-false": (
+        "batched_tokens_lt_model_len",
+        {"max_num_batched_tokens": 4096, "max_model_len": 32768},
+        "Con --enable-chunked-prefill false el servidor no arranca: max_num_batched_tokens (4096) es menor que max_model_len (32768).",
+    ),
+    "pressure-prometheus-scrape": (
+        "preemption",
+        {"kv_cache_usage_percent": 99.8, "num_waiting": 45, "num_running": 31},
+        '# under load\nvllm:num_preemptions_total{model_name="llama"} 1532\nvllm:kv_cache_usage_perc{model_name="llama"} 0.998\nvllm:num_requests_waiting{model_name="llama"} 45\nvllm:num_requests_running{model_name="llama"} 31',
+    ),
+    "cap-vllmopenai-ko": (
+        "max_tokens_default_truncation",
+        {"default_max_tokens": 256},
+        "langchain 의 VLLMOpenAI(openai_api_base='http://localhost:8000/v1', model_name='qwen') 로 요약을 만들면 요약이 한 문단에서 중간에 끊겨요.",
+    ),
+    "cap-opencompass-score": (
+        "max_tokens_default_truncation",
+        {"default_max_tokens": 512},
+        "opencompass eval with OpenAISDK(path='qwen', openai_api_base='http://0.0.0.0:8000/v1') — math scores are much lower than the official ones; answers look truncated.",
+    ),
+    "oom-runtime-ko": (
+        "cuda_oom_runtime",
+        {"tried_to_allocate_gib": 6.0},
+        "대략 3000건 처리한 뒤에 죽습니다:\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity of 79.1 GiB of which 2.1 GiB is free. Including non-PyTorch memory, this process has 77.0 GiB memory in use.",
+    ),
 }
 LOOK_ALIKES = {
     "cache-blocks-without-a-failure": "INFO Model loading took 14.2 GiB\nNo problem with the cache blocks, the server "
