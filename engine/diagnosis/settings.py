@@ -8,7 +8,7 @@ from kvtool.engine.diagnosis.measured import ESTIMATED, MEASURED
 _STARTUP = ("max_model_len", "num_gpu_blocks", "weights_gib", "total_gpu_gib", "max_num_batched_tokens")
 _OOM = ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_available_gib")
 SETTINGS = {
-    "kv_cache_too_small_at_startup": _STARTUP,
+    "kv_cache_too_small_at_startup": (*_STARTUP, "gpu_memory_utilization"),
     "no_cache_blocks": (*_STARTUP, "gpu_memory_utilization"),
     "gpu_memory_held_by_others": ("max_model_len",),
     "preemption": ("max_model_len", "tensor_parallel_size", "block_size", "gpu_memory_utilization", "max_num_seqs"),
