@@ -14,8 +14,9 @@ from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.patterns import NumberReader, Pattern, Where
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import masked, screen
-from kvtool.engine.diagnosis.signs import Readers, fact_readers, told_readers
+from kvtool.engine.diagnosis.signs import Readers, fact_readers
 from kvtool.engine.diagnosis.stage import Markers, shape_markers
+from kvtool.engine.diagnosis.told_signs import told_readers
 
 # messages that hold several parts their recognisers match (PyTorch's several signs of an out-of-memory error,
 # the start and the end of the 0.22+ text with no number, vLLM's preemption warning with or without its counter): one a

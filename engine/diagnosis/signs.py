@@ -57,59 +57,6 @@ _UNLIMITED = re.compile(
 _UNLIMITED_GATES = (
     "limit", "infinite", "límite", "ilimitad", "unbegrenzt", "ограничени", "無制限", "무제한", "无限", "不限",
 )  # fmt: skip
-# a request refused (a 4xx status, the refusal's words in several languages): the words of a length refusal
-_REFUSED_WORDS = (
-    r"Bad ?Request|invalid_request_error|maximum context length|context length (?:exceeded|is exceeded)|"
-    r"最大上下文|上下文长度|超过.{0,12}(?:上下文|最大长度)|컨텍스트 ?길이|최대 ?컨텍스트|コンテキスト長|"
-    r"longitud máxima|maximale Kontextlänge|comprimento máximo|longueur maximale|длин\w* контекста"
-)
-_STATUS = r"(?:HTTP|status|code)\W{{0,3}}{0}\b|\b{0} (?:error|에러|错误|エラー)"
-_REFUSED = re.compile(_REFUSED_WORDS, re.I)  # a line of the shape tells a refusal
-_STATUS_SHAPE = re.compile(_STATUS.format(r"\d{3}"), re.I)  # a line of the shape has a status: a 4xx?
-_CLIENT_ERROR = re.compile(_STATUS.format(r"4\d\d"), re.I)
-# vLLM's "No available memory for the cache blocks" retold: no memory, and the cache blocks, in several languages
-_BLOCK_WORDS = (
-    r"cache[- ]?bl(?:ocks?|öcke)|Cache-Blöcke|bloques de (?:la )?caché|blocos (?:de|do) cache|blocs de cache|"
-    r"缓存块|キャッシュブロック|캐시 ?블록|блок\w* кэша"
-)
-_NO = (
-    r"(?:\bno\b|\bkein\w*|\bnicht genug|\bsin\b|\bsem\b|\bnão há|\bnao ha|\bnenhum|\bpas de\b|\bnot enough\b|"
-    r"没有|无|없|ない|нет)"
-)
-_ROOM = (
-    r"(?:memory|Speicher|memoria|memória|mémoire|памят\w*|内存|显存|メモリ|메모리|可用|available|free|space|room|"
-    r"espacio|espaço|Platz|left)"
-)
-_NO_BLOCKS = re.compile(
-    rf"{_NO}.{{0,32}}{_ROOM}.{{0,32}}(?:{_BLOCK_WORDS})|(?:{_BLOCK_WORDS}).{{0,24}}(?:没有|不足|없|がない|нет)",
-    re.IGNORECASE,
-)
-_BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッシュブロック", "블록", "блок", "blocs")
-# vLLM's "Free memory on device ... is less than desired GPU memory utilization" retold: free memory, and less
-# than the utilization asked, in several languages
-_FREE_BELOW = re.compile(
-    r"(?:free|available|livre|libre|disponible|frei|verfügbar|可用|空闲|剩余|여유|空き|свободн\w*).{0,64}"
-    r"(?:less than|below|lower than|smaller than|menor que|menos que|inferior|weniger als|kleiner als|niedriger als|"
-    r"小于|低于|不足|보다 적|より少な|меньше).{0,48}(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани)",
-    re.IGNORECASE,
-)
-_FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
-               "小于", "低于", "不足", "보다 적", "より少な", "меньше")  # fmt: skip
-# a harness's score far below another backend's (what answers cut at its default cap look like)
-_SCORE_DROP = re.compile(
-    r"(?:far|much|way|significantly|dramatically) (?:below|lower|worse)|drops? (?:sharply|to)|远低于|低(?:很多|了很多)|"
-    r"훨씬 낮|大幅に低|deutlich (?:niedriger|schlechter|unter)|muy por debajo|mucho (?:menor|peor)|bem abaixo|"
-    r"muito (?:menor|pior)|bien en dessous|намного (?:ниже|хуже)",
-    re.IGNORECASE,
-)
-_SCORE_GATES = ("below", "lower", "worse", "drop", "低", "낮", "deutlich", "debajo", "mucho", "abaixo", "muito",
-                "dessous", "намного")  # fmt: skip
-# vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
-_RETOLD = (
-    ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
-    ("free_below_told", _FREE_BELOW, _FREE_GATES),
-    ("score_drop_told", _SCORE_DROP, _SCORE_GATES),
-)
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
@@ -158,23 +105,7 @@ def fact_readers(shape: str) -> Readers:
     return tuple(readers)
 
 
-def told_readers(shape: str) -> Readers:
-    """What reads a failure told in words in lines of this shape: a refused request, vLLM's start-up refusals
-    retold, a harness's score far below. Read in a paste only: a machine's log states its failures in vLLM's words
-    (and its access lines' 400s would cost every line a reading)."""
-    readers = []
-    if _REFUSED.search(shape):
-        readers.append(partial(_read_line, "request_refused"))
-    elif _STATUS_SHAPE.search(shape):
-        readers.append(_read_client_error)
-    lower = shape.lower()
-    for name, regex, gates in _RETOLD:
-        if _told(regex, gates, shape, lower):
-            readers.append(partial(_read_line, name))
-    return tuple(readers)
-
-
-def _told(regex: re.Pattern, gates: tuple[str, ...], shape: str, lower: str) -> bool:
+def told(regex: re.Pattern, gates: tuple[str, ...], shape: str, lower: str) -> bool:
     """Whether prose `regex` matches, looked for only where one of its gates (lowercase) is: a long alternation of
     words is slow to try at every place of every shape."""
     return any(gate in lower for gate in gates) and regex.search(shape) is not None
@@ -191,7 +122,7 @@ def _flags(shape: str) -> dict:
         flags["scheduler_refused"] = True
     if any(marker in shape for marker in _PROBE_KILLED):
         flags["probe_killed"] = True
-    if _told(_SERVING_TOLD, _SERVING_GATES, shape, lower):
+    if told(_SERVING_TOLD, _SERVING_GATES, shape, lower):
         flags["serving_told"] = True
     if _UNIFIED.search(shape):
         flags["unified_memory"] = True
@@ -203,7 +134,7 @@ def _flags(shape: str) -> dict:
         flags["priority_scheduling"] = True
     if "dataset" in shape and _RANDOM_PROMPTS.search(shape):
         flags["random_prompts"] = True
-    if _told(_UNLIMITED, _UNLIMITED_GATES, shape, lower):
+    if told(_UNLIMITED, _UNLIMITED_GATES, shape, lower):
         flags["unlimited_told"] = True
     if any(marker in shape for marker in _CHUNKED_PREFILL_OFF):
         flags.update(enable_chunked_prefill=False, chunked_prefill_forced_off=True)
@@ -214,12 +145,7 @@ def _set(flags: dict, line: str, facts: dict) -> None:
     facts.update(flags)
 
 
-def _read_client_error(line: str, facts: dict) -> None:
-    if _CLIENT_ERROR.search(line):
-        facts["request_refused"] = line
-
-
-def _read_line(name: str, line: str, facts: dict) -> None:
+def read_line(name: str, line: str, facts: dict) -> None:
     facts[name] = line
 
 

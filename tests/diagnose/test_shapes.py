@@ -10,7 +10,8 @@ from kvtool.engine.diagnosis.plan import Plan
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.recognisers import PATTERNS
 from kvtool.engine.diagnosis.shapes import digit_blind, masked, screen
-from kvtool.engine.diagnosis.signs import facts_in, told_readers
+from kvtool.engine.diagnosis.signs import facts_in
+from kvtool.engine.diagnosis.told_signs import told_readers
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.log"))
 ALL_MARKERS = (*stage._PHASES, *stage.RUNTIME_MARKERS, *stage.SERVED_MARKERS, *stage.CHAIN_MARKERS)
