@@ -16,7 +16,10 @@ CUT_PROSE = re.compile(
     r"|\bcoupée?s?\b|\btronquée?s?\b|\bincomplètes?\b"
     # an answer that just stops: "the chain-of-thought just stops", "hört einfach auf", "se detiene a la mitad"
     r"|\b(?:just|simply) stops\b|\bstops? (?:early|short|abruptly)\b|hört (?:einfach |mittendrin )?auf|bricht \w+ ab"
-    r"|\bse (?:detiene|corta) a (?:la )?mitad|\bpara no meio|戛然而止|说到一半|停在一半|그냥 멈|途中で止ま",
+    r"|\bse (?:detiene|corta) a (?:la )?mitad|\bpara no meio|戛然而止|说到一半|停在一半|그냥 멈|途中で止ま"
+    # a long answer that comes back a paragraph or a sentence long
+    r"|\b(?:only|just) (?:a|one) (?:paragraph|sentence|line)\b|只有一段|한 문단(?:뿐|밖에)"
+    r"|\bnur (?:einen|ein) (?:Absatz|Satz)|\bsolo (?:un|una) (?:párrafo|frase)|\bapenas um parágrafo",
     re.IGNORECASE,
 )
 CUT_SHORT = re.compile(_FINISH_LENGTH + "|" + CUT_PROSE.pattern, re.IGNORECASE)
@@ -44,7 +47,8 @@ CUT_SHORT_GATES = (  # the prose, for the reader
     "잘려", "잘림", "끊겨", "끊김", "중간에",
     "corta", "cortad", "runcad", "ncomplet", "medias", "metade", "abgeschnitten", "nvollständig", "im Satz", "обрез",
     "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè", "stops", "stop early", "stop short",
-    "hört", "bricht", "mitad", "no meio", "戛然", "一半", "멈", "止ま",
+    "hört", "bricht", "mitad", "no meio", "戛然", "一半", "멈", "止ま", "a paragraph", "one paragraph", "a sentence",
+    "one sentence", "a line", "one line", "只有一段", "한 문단", "nur ein", "solo un", "apenas um",
 )  # fmt: skip
 CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
 _PROSE_GATES = tuple(gate.lower() for gate in (*CUT_SHORT_GATES, "nly ", "ust ", "cut ", "stop", "ends"))

@@ -284,8 +284,19 @@ CASES = {
         {"tried_to_allocate_gib": 6.0},
         "대략 3000건 처리한 뒤에 죽습니다:\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity of 79.1 GiB of which 2.1 GiB is free. Including non-PyTorch memory, this process has 77.0 GiB memory in use.",
     ),
+    "cap-a-paragraph-long-en": (
+        "max_tokens_default_truncation",
+        {"default_max_tokens": 256},
+        'from langchain_community.llms import VLLMOpenAI\nllm = VLLMOpenAI(openai_api_base="http://h:8000/v1", model_name="m")\nThe summaries are only a paragraph long even for 40-page reports.',
+    ),
+    "cap-a-paragraph-long-es": (
+        "max_tokens_default_truncation",
+        {"default_max_tokens": 256},
+        'llm = VLLMOpenAI(openai_api_base="http://h:8000/v1", model_name="m")\nLas respuestas tienen solo un párrafo aunque pido un informe largo.',
+    ),
 }
 LOOK_ALIKES = {
+    "a-paragraph-long-without-a-client": "The release notes are only a paragraph long, and the server logs look fine.",
     "cache-blocks-without-a-failure": "INFO Model loading took 14.2 GiB\nNo problem with the cache blocks, the server "
     "starts and serves fine; I only ask whether gpu_memory_utilization 0.5 is wasteful.",
     "probe-kill-en": 'kubectl describe pod vllm-0\nEvents:\n  Warning  Unhealthy  3m   kubelet  Liveness probe failed: Get "http://10.0.0.5:8000/health": dial tcp 10.0.0.5:8000: connect: connection refused\n  Normal   Killing    3m   kubelet  Container vllm failed liveness probe, will be restarted\nLast State: Terminated  Reason: Error  Exit Code: 137\nLogs: Loading safetensors checkpoint shards:  43% Completed | 13/30 [02:51<03:45, 13.2s/it]\nThe pod keeps restarting with exit code 137, is it out of memory? --gpu-memory-utilization 0.95 --max-model-len 32768',
