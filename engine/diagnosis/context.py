@@ -5,49 +5,33 @@ prompts, vLLM's advice on the utilization).
 vLLM's own start-up lines (the banner, the flags and the engine's config line, every memory figure of every
 rank) are read by kvtool's start-up log reader (startup.py), and what it reads wins. The same settings where
 people state them otherwise (a wrapper's or LLM(...)'s arguments, another launcher's flags, prose) are read
-here too, where the reader states nothing. Fixes are computed from these facts; the command line
-(`--model`, `--gpu-mem`) may add or override them.
+here too, where the reader states nothing; what a line says in words is read by signs.py. Fixes are computed from
+these facts; the command line (`--model`, `--gpu-mem`) may add or override them.
 """
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from functools import partial
+from dataclasses import dataclass, field
 
+from kvtool.engine.diagnosis.facts import Facts
+from kvtool.engine.diagnosis.signs import Readers, facts_in
 from kvtool.engine.diagnosis.startup import CONTEXT_NAMES, StartupLines, context_facts
+from kvtool.engine.sizing.units import GiB
+from kvtool.engine.startup_log.budget import catalog_gpu
 from kvtool.engine.startup_log.reader import VllmStartupLog
 
-# flag or config key → LogContext field; matches `--max-model-len 4096`, `max_model_len=4096`, `'max_model_len': 4096`
-_KEY_FIELDS = {
-    "max_model_len": "max_model_len",
-    "max_seq_len": "max_model_len",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "block_size": "block_size",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "tensor_parallel_size": "tensor_parallel_size",
-    "max_num_seqs": "max_num_seqs",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "served_model_name": "served_model_name",
-    "enable_chunked_prefill": "enable_chunked_prefill",
-}
-_KEY_VALUE = re.compile(
-    r"(?<![\w-])(?:--)?(" + "|".join(k.replace("_", "[-_]") for k in _KEY_FIELDS) + r"|-tp)"
-    r"""['"]?(?:\s*[:=]\s*|\s+)\[?['"]?([\w./:-]+)"""
+# the settings read from the text's facts (quantities.py names them as LogContext does)
+SETTINGS = (
+    "max_model_len",
+    "gpu_memory_utilization",
+    "block_size",
+    "kv_cache_dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "served_model_name",
+    "enable_chunked_prefill",
+    "enforce_eager",
 )
-_MODEL = re.compile(
-    r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
-)
-_VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
-# vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
-_SUGGESTED_UTILIZATION = re.compile(r"increas(?:e|ing) --gpu-memory-utilization (?:from [\d.]+ )?to (\d+(?:\.\d+)?)")
-# flags, config dumps and the engine's Python arguments (LLM(...) or a wrapper's)
-_LAUNCH_MARKERS = ("--", "args", "config", "Namespace(", "max_model_len=", "max_model_len'", "gpu_memory_utilization=")
-_SERVER_UP = ("Application startup complete", "Uvicorn running on", "Starting vLLM API server", "Avg prompt throughput")
-_STARTUP_FAILED = ("EngineCore failed to start", "Engine core initialization failed", "WorkerProc failed to start")
-# v0 turning chunked prefill off after the step budget was chosen for it (0.7 for MLA models, the CPU backend)
-_CHUNKED_PREFILL_OFF = ("forcing chunked prefill", "Chunked prefill is not supported on CPU")
-# a benchmark of random prompts, which share no prefix
-_RANDOM_PROMPTS = re.compile(r"""dataset[-_]name['"]?\s*[=:]?\s*['"]?random\b""")
 
 
 @dataclass
@@ -84,7 +68,24 @@ class LogContext:
     startup_failed: bool = False
     chunked_prefill_forced_off: bool = False
     random_prompts: bool = False  # a benchmark of random prompts: a prefix cache hit means a recomputed request
+    gpu_name: str | None = None  # a GPU the text names ("RTX 4090", "A100 80GB")
+    serving_told: bool = False  # the paste says in words that the server was serving (under load, during inference)
+    unified_memory: bool = False  # a device whose GPU shares the system's memory (GB10, Jetson, Ryzen AI APUs)
+    cache_check_failed: bool = False  # a traceback through the check that the KV cache holds one request
+    request_accepted: bool = False  # the OpenAI server took a request (its id logged): it passed the length check
     priority_scheduling: bool = False  # requests preempted to admit higher-priority ones
+    request_refused: str | None = None  # a line that tells a request was refused (a 4xx, a length refusal's words)
+    scheduler_refused: bool = False  # pydantic refused the scheduler's settings (its detail may be cut off)
+    probe_killed: bool = False  # a kubelet killed the container for a failed liveness or startup probe
+    no_blocks_told: str | None = None  # the line that tells vLLM's "No available memory for the cache blocks"
+    free_below_told: str | None = None  # the line that tells its "Free memory ... is less than desired ..."
+    score_drop_told: str | None = None  # the line that tells a harness's score far below another backend's
+    cut_told: str | None = None  # the line that says an answer was cut short (cut_words.answer_cut)
+    client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)
+    client_line: str | None = None  # the line that shows it
+    unlimited_told: bool = False  # the paste says a setting means "no limit"
+    facts: Facts = field(default_factory=Facts)  # every fact of the text (facts.py)
+    read_lines: set[int] = field(default_factory=set)  # the lines a wording read (their facts are its numbers)
     errors: dict[frozenset[str], str] = field(default_factory=dict)  # error lines: consequence kinds -> the first
     startup: VllmStartupLog | None = None  # what the start-up reader read
     startup_lines: StartupLines | None = None  # the lines it read
@@ -99,6 +100,20 @@ class LogContext:
     def apply(self, facts: dict) -> None:
         for name, value in facts.items():
             setattr(self, name, value)
+
+    def take_facts(self, facts: Facts) -> None:
+        """The launch settings the text states (flags, config keys, a wrapper's arguments, prose, a table), where
+        vLLM's own start-up lines (take_startup, after) do not."""
+        self.facts = facts
+        for name in SETTINGS:
+            if (fact := facts.setting(name)) is not None:
+                setattr(self, name, fact.value)
+        if self.model is None and (model := facts.setting("model")) is not None:  # a launcher's argument list
+            self.model = model.value
+        if (total := facts.setting("total_gib")) is not None:  # the GPU's memory as the text states it
+            self.total_gpu_gib, self.total_gpu_source = total.value, "log"
+        elif self.gpu_name and (gpu := catalog_gpu(self.gpu_name)) is not None:  # the GPU it names
+            self.total_gpu_gib, self.total_gpu_source = round(gpu.total_bytes / GiB, 2), "catalog"
 
     def take_startup(self, lines: StartupLines) -> None:
         """What the start-up reader reads in the paste's start-up lines, over what was read before."""
@@ -117,98 +132,3 @@ class LogContext:
         for name, value in facts.items():
             if value is not None:
                 setattr(self, name, value)
-
-
-Readers = tuple[Callable[[str, dict], None], ...]
-
-
-def facts_in(line: str, readers: Readers | None = None) -> dict:
-    """Every fact `line` states, read by `readers` (fact_readers of its shape), or by those of the line itself."""
-    facts = {}
-    for reader in fact_readers(line) if readers is None else readers:
-        reader(line, facts)
-    return facts
-
-
-def fact_readers(shape: str) -> Readers:
-    """What can read a fact in lines of this shape. The regexes are digit-blind (shapes.py) and a number converts
-    whatever its digits, so a line states the facts its shape does, at the same places."""
-    readers = [_read_keys] if any(marker in shape for marker in _LAUNCH_MARKERS) else []
-    if _read_model(shape, {}) is not None:
-        readers.append(_read_model)
-    if "-gpu-memory-utilization" in shape and _SUGGESTED_UTILIZATION.search(shape):
-        readers.append(_read_suggestion)
-    if flags := _flags(shape):
-        readers.append(partial(_set, flags))
-    return tuple(readers)
-
-
-def _flags(shape: str) -> dict:
-    """Facts a line states by what it says, not by a number."""
-    flags = {}
-    if any(marker in shape for marker in _SERVER_UP):
-        flags["server_up"] = True
-    if any(marker in shape for marker in _STARTUP_FAILED):
-        flags["startup_failed"] = True
-    if "priority" in shape and ("reempt" in shape or "policy" in shape):
-        flags["priority_scheduling"] = True
-    if "dataset" in shape and _RANDOM_PROMPTS.search(shape):
-        flags["random_prompts"] = True
-    if any(marker in shape for marker in _CHUNKED_PREFILL_OFF):
-        flags.update(enable_chunked_prefill=False, chunked_prefill_forced_off=True)
-    return flags
-
-
-def _set(flags: dict, line: str, facts: dict) -> None:
-    facts.update(flags)
-
-
-def _read_keys(line: str, facts: dict) -> None:
-    """The first value of each key in the line: later ones are vLLM's comments on it ("equivalent to ...")."""
-    for match in reversed(list(_KEY_VALUE.finditer(line))):
-        key = match.group(1).replace("-", "_")
-        _convert_into(facts, "tensor_parallel_size" if key == "_tp" else _KEY_FIELDS.get(key, ""), match.group(2))
-    if "-enable-chunked-prefill" in line:
-        facts["enable_chunked_prefill"] = "--no-enable-chunked-prefill" not in line
-
-
-def _read_model(line: str, facts: dict) -> bool | None:
-    """The model and the version the line names; None where it names neither."""
-    found = None
-    if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
-        facts["model"], found = match.group(1), True
-    if "version" in line and (match := _VERSION.search(line)):
-        facts["version"], found = match.group(1), True
-    return found
-
-
-def _read_suggestion(line: str, facts: dict) -> None:
-    if match := _SUGGESTED_UTILIZATION.search(line):
-        _convert_into(facts, "suggested_gpu_memory_utilization", match.group(1))
-
-
-def _convert_into(facts: dict, name: str, text: str) -> None:
-    kind = _FIELD_TYPES.get(name)
-    value = None if kind is None else _convert(kind, text)
-    if value is not None:
-        facts[name] = value
-
-
-def _convert(kind: str, text: str):
-    text = text.replace(",", "").strip("'\"")
-    try:
-        if kind == "int":
-            return int(text)
-        if kind == "float":
-            return float(text)
-    except ValueError:
-        return None
-    if kind == "bool":
-        return {"true": True, "false": False}.get(text.lower())
-    return text if text.lower() not in ("none", "null", "auto") or kind == "str_auto" else None
-
-
-_TYPE_NAMES = {int | None: "int", float | None: "float", bool | None: "bool"}
-_READ_HERE = {*_KEY_FIELDS.values(), "suggested_gpu_memory_utilization"}
-_FIELD_TYPES = {f.name: _TYPE_NAMES.get(f.type, "str") for f in fields(LogContext) if f.name in _READ_HERE}
-_FIELD_TYPES["kv_cache_dtype"] = "str_auto"

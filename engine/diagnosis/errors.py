@@ -72,10 +72,16 @@ class ErrorLines:
             self._open = None
 
 
+def _failure_first(findings: list[Finding]) -> list[Finding]:
+    """The findings in the paste's order, but a memory or length failure first where a symptom came before it."""
+    failure = next(f for f in findings if f.category in MEMORY_AND_LENGTH_CATEGORIES and f.category not in SYMPTOMS)
+    return [failure, *(f for f in findings if f is not failure)]
+
+
 def outranked(findings: list[Finding], errors: dict[frozenset[str], str]) -> list[Finding]:
     """The findings without the symptoms an error outranks: `errors` maps the consequence kinds of the paste's
     error lines to the first such line. A memory or length failure found keeps them all: the paste is about
     memory, and its other errors (vLLM's wrappers of it, say) follow from it."""
     if any(f.category in MEMORY_AND_LENGTH_CATEGORIES and f.category not in SYMPTOMS for f in findings):
-        return findings
+        return _failure_first(findings)
     return [f for f in findings if f.category not in SYMPTOMS or all(SYMPTOMS[f.category] in kinds for kinds in errors)]

@@ -17,9 +17,12 @@ from kvtool.engine.diagnosis import (
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
-from kvtool.engine.diagnosis.findings import Finding, Numbers, Observation
-from kvtool.engine.diagnosis.measured import DERIVED, MEASURED
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES, NOT_POSITIVE, Finding, Numbers, Observation
+from kvtool.engine.diagnosis.launch_check import PLANNED, PLANNED_NOTE, launch_could_not_start
+from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
+from kvtool.engine.diagnosis.rules import client_literals, guessed, rule_observations, vetoed
+from kvtool.engine.diagnosis.settings import with_settings
 from kvtool.engine.diagnosis.startup import with_failure
 
 EXPLAINERS = {
@@ -38,16 +41,20 @@ EXPLAINERS = {
     "missing_chat_template": explain_config.missing_chat_template,
     "tool_choice_auto_without_flags": explain_config.tool_choice_auto_without_flags,
     "model_not_found": explain_config.model_not_found,
+    NOT_POSITIVE: explain_config.max_tokens_not_positive,
     # (category, detail): a wording that needs its own explainer
     ("request_too_long", wordings.PROMPT_LIMIT): explain_budget.prompt_limit,
     ("batched_tokens_lt_model_len", wordings.MULTIMODAL_PROFILING): explain_budget.profiling_too_short,
     ("batched_tokens_lt_model_len", wordings.SPECULATIVE): explain_budget.no_tokens_to_schedule,
+    ("batched_tokens_lt_model_len", wordings.MULTIMODAL_ITEM): explain_budget.item_too_large,
     ("kv_cache_near_full", wordings.STATS_LINE): explain_pressure.stats_pressure,
 }
 ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once: the first, with the others' numbers
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
+    kept = client_literals(vetoed(guessed(observations, context), context), context)
+    observations = kept + rule_observations(observations, context)
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:
@@ -68,7 +75,10 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
+        if obs.detail == PLANNED:
+            finding.notes.append(PLANNED_NOTE)
         finding = graph_budget(finding, context, memory)
+        with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)
         findings.append(finding)
     return outranked(_once(findings), context.errors)
@@ -79,6 +89,8 @@ def _sources(numbers: dict, obs: Observation) -> dict[str, str]:
     or derived (computed from those)."""
     known = getattr(numbers, "sources", {})
     read = {*obs.numbers, "occurrences"}
+    if obs.detail == PLANNED:  # the plan memory model's estimates, not what the paste printed
+        return {name: known.get(name) or ESTIMATED for name in numbers}
     return {name: known.get(name) or (MEASURED if name in read else DERIVED) for name in numbers}
 
 
@@ -105,20 +117,34 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
-        line = context.evidence("available_kv_gib")
         return [
-            Observation(
-                "no_cache_blocks", "startup", {"kv_available_gib": context.available_kv_gib}, line, (0, len(line))
-            )
+            _inferred("no_cache_blocks", {"kv_available_gib": context.available_kv_gib}, context, "available_kv_gib")
         ]
+    if context.num_gpu_blocks == 0:  # no block at all: vLLM's check says there is no memory for the cache
+        return [_inferred("no_cache_blocks", {"num_gpu_blocks": 0}, context, "num_gpu_blocks")]
     tokens, source = _kv_cache_tokens(context, memory)
-    if tokens is None or not context.max_model_len or tokens >= context.max_model_len:
+    failed = categories & MEMORY_AND_LENGTH_CATEGORIES  # the paste shows what failed: no estimate needed
+    if tokens is None and not failed and (planned := launch_could_not_start(context, memory)) is not None:
+        return [planned]
+    # the length check vLLM runs once the cache is sized failed, whatever max_model_len was
+    failed_check = context.cache_check_failed and source == "num_gpu_blocks"
+    if tokens is None or not (failed_check or context.max_model_len and tokens < context.max_model_len):
         return []
-    line = context.evidence(source)
-    numbers = {"max_model_len": context.max_model_len, "kv_cache_tokens": tokens}
+    numbers = {"kv_cache_tokens": tokens}
+    if context.max_model_len:
+        numbers["max_model_len"] = context.max_model_len
     if source == "num_gpu_blocks":
-        numbers["num_gpu_blocks"] = context.num_gpu_blocks
-    return [Observation("kv_cache_too_small_at_startup", "startup", numbers, line, (0, len(line)))]
+        numbers.update(num_gpu_blocks=context.num_gpu_blocks, block_size=memory.block_size)
+    if source == "available_kv_gib":  # the KV memory the log printed, in tokens of the model's KV bytes per token
+        needed = memory.needed_gib(context.max_model_len)
+        numbers.update(kv_available_gib=context.available_kv_gib, kv_needed_gib=needed)
+        numbers |= {"weights_gib": context.weights_gib} if context.weights_gib else {}
+    return [_inferred("kv_cache_too_small_at_startup", numbers, context, source)]
+
+
+def _inferred(category: str, numbers: dict, context: LogContext, source: str) -> Observation:
+    line = context.evidence(source)
+    return Observation(category, "startup", numbers, line, (0, len(line)))
 
 
 def _kv_cache_tokens(context: LogContext, memory: MemoryModel) -> tuple[int | None, str]:
@@ -128,4 +154,6 @@ def _kv_cache_tokens(context: LogContext, memory: MemoryModel) -> tuple[int | No
         return context.kv_cache_tokens, "kv_cache_tokens"
     if context.max_concurrency is not None and context.max_model_len:
         return int(context.max_concurrency * context.max_model_len), "max_concurrency"
+    if context.startup_failed and context.available_kv_gib and context.max_model_len:  # the refusal itself is cut off
+        return memory.max_len_for(context.available_kv_gib, limit=context.max_model_len), "available_kv_gib"
     return None, ""

@@ -2,6 +2,7 @@
 prompt (v0 limits a prompt to min(max_model_len, max_num_batched_tokens) unless chunked prefill runs without
 multi-step scheduling), the profiling run's multimodal prompts, speculative decoding's draft slots."""
 
+import re
 from dataclasses import replace
 
 from kvtool.engine.diagnosis.context import LogContext
@@ -15,7 +16,10 @@ STEP_WHY = (
     "and on CPU) or runs with multi-step scheduling (--num-scheduler-steps > 1)"
 )
 CONTEXT_WHY = "if --max-model-len is {limit}, the prompt is longer than the model's context"
-SCHEDULED_TOKENS_WARNED_BELOW = 8192  # vLLM warns when speculative decoding leaves fewer tokens a step
+SCHEDULED_TOKENS_WARNED_BELOW = 8192
+# vLLM 0.1's default max_num_batched_tokens: no model's context, so a prompt limit of it is the step budget
+DEFAULT_STEP_BUDGETS = (2560,)
+MM_PLACEHOLDERS = re.compile(r"'(\w+)': (\d+)")  # vLLM warns when speculative decoding leaves fewer tokens a step
 
 
 def _finding(obs: Observation, numbers: dict, summary: str, fixes: list[Fix], **kw) -> Finding:
@@ -31,8 +35,12 @@ def prompt_limit(obs: Observation, context: LogContext, memory: MemoryModel) -> 
     far as the log tells them apart."""
     n = dict(obs.numbers)
     limit = n["prompt_limit"]
-    by_step = context.max_num_batched_tokens == limit or (
-        context.chunked_prefill_forced_off and context.max_num_batched_tokens is None
+    by_step = (
+        context.max_num_batched_tokens == limit
+        or (context.chunked_prefill_forced_off and context.max_num_batched_tokens is None)
+        or (context.max_model_len or 0) > limit
+        or limit in DEFAULT_STEP_BUDGETS
+        or context.request_accepted
     )
     if by_step and context.max_model_len != limit:
         return _step_budget(obs, n, context, [_context_alternative(limit)])
@@ -45,6 +53,8 @@ def prompt_limit(obs: Observation, context: LogContext, memory: MemoryModel) -> 
 def _step_budget(obs: Observation, n: dict, context: LogContext, alternatives: list[Alternative]) -> Finding:
     limit, prompt = n["prompt_limit"], n["prompt_tokens"]
     n["max_num_batched_tokens"] = limit
+    if context.max_model_len:
+        n["max_model_len"] = context.max_model_len
     summary = (
         f"The prompt ({prompt} tokens) is longer than one scheduler step holds (max_num_batched_tokens {limit}): "
         "vLLM's v0 scheduler drops such a prompt when chunked prefill was turned off after the budget was chosen for "
@@ -94,6 +104,8 @@ def profiling_too_short(obs: Observation, context: LogContext, memory: MemoryMod
     shorter than the worst-case multimodal prompt."""
     n = dict(obs.numbers)
     seq_len, worst = n["profiling_seq_len"], n["mm_worst_case_tokens"]
+    for modality, tokens in MM_PLACEHOLDERS.findall(obs.evidence):  # {'image': 693}: the tokens each modality takes
+        n[f"mm_{modality}_tokens"] = int(tokens)
     batched = context.max_num_batched_tokens
     seqs = context.max_num_seqs or (batched // seq_len if batched and seq_len > 0 else None)
     summary = (
@@ -142,5 +154,25 @@ def no_tokens_to_schedule(obs: Observation, context: LogContext, memory: MemoryM
             value=context.max_num_seqs // 2 if context.max_num_seqs else None,
         ),
         Fix("or draft fewer tokens (num_speculative_tokens)", flag="--speculative-config", value=None),
+    ]
+    return _finding(obs, n, summary, fixes)
+
+
+def item_too_large(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
+    """A model whose encoder input cannot be chunked needs one whole image (video, audio) item in a step."""
+    n = dict(obs.numbers)
+    item, batched = n["max_tokens_per_mm_item"], n["max_num_batched_tokens"]
+    if context.max_model_len:
+        n["max_model_len"] = context.max_model_len
+    n["max_num_batched_tokens_needed"] = _round_up(item, 256)
+    summary = (
+        f"One multimodal item takes {item} tokens and this model cannot split it over steps, but a step holds only "
+        f"max_num_batched_tokens {batched}."
+    )
+    fixes = [
+        Fix(
+            "let one step hold a whole item", flag="--max-num-batched-tokens", value=n["max_num_batched_tokens_needed"]
+        ),
+        Fix("or send smaller images (fewer tokens an item)", flag="--mm-processor-kwargs", value=None),
     ]
     return _finding(obs, n, summary, fixes)

@@ -111,3 +111,16 @@ def model_not_found(obs: Observation, context: LogContext, memory: MemoryModel) 
             Fix("or serve the model under the name clients use", flag="--served-model-name", value=obs.detail),
         ],
     )
+
+
+def max_tokens_not_positive(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
+    asked = obs.numbers["max_tokens"]
+    summary = (
+        f'The client sends max_tokens {asked}, its own way to say "no limit"; vLLM takes only a positive max_tokens '
+        "(or none) and refuses the request before any length check. The context and the prompt are not the cause."
+    )
+    fixes = [
+        Fix("leave max_tokens out: vLLM then gives the answer the room left in the context", param="max_tokens"),
+        Fix("or set a positive cap", param="max_tokens", value=None),
+    ]
+    return _finding(obs, dict(obs.numbers), summary, fixes)

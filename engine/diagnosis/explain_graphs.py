@@ -32,7 +32,8 @@ def graph_budget(finding: Finding, context: LogContext, memory: MemoryModel) -> 
     skip = skip_graphs(estimate, _eager_length(finding.numbers, memory, estimate))
     finding.fixes.insert(1 if finding.category == "kv_cache_too_small_at_startup" else 0, skip)
     available = context.available_kv_gib
-    if finding.category != "no_cache_blocks" or (available is not None and available + estimate <= 0):
+    # the graphs are the cause only where the printed budget shows they took what the KV cache lacked
+    if finding.category != "no_cache_blocks" or available is None or available + estimate <= 0:
         finding.alternatives.append(Alternative("cuda_oom_startup", GRAPHS_WHY.format(estimate=estimate), [skip]))
         return finding
     summary = f"The {estimate} GiB the KV cache budget sets aside for CUDA graphs left nothing for the KV cache itself."

@@ -52,13 +52,16 @@ class Lengths:
 
 def kv_cache_too_small(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = Numbers(obs.numbers)
-    limit = n.setdefault("max_model_len", context.max_model_len)
+    limit = n.get("max_model_len") or context.max_model_len
+    if limit:
+        n["max_model_len"] = limit
     if "kv_available_gib" not in n and context.available_kv_gib is not None:
         n.put("kv_available_gib", context.available_kv_gib, MEASURED)
     if "kv_cache_tokens" in n and limit:
         n["kv_shortfall_tokens"] = limit - n["kv_cache_tokens"]
     budget, lengths = run_budget(context, memory), Lengths.of(n, memory)
-    summary = f"The KV cache cannot hold one request of max_model_len {limit} tokens, so the engine refuses to start."
+    asked = f"max_model_len {limit} tokens" if limit else "max_model_len (the paste does not show it)"
+    summary = f"The KV cache cannot hold one request of {asked}, so the engine refuses to start."
     fixes = []
     if estimate := _estimate(n, lengths):
         n["max_model_len_block"], n["max_model_len_1024"] = memory.round_down(estimate)
@@ -90,7 +93,7 @@ def _estimate(n: Numbers, lengths: Lengths) -> int | None:
 def _more_kv_memory(n: Numbers, memory: MemoryModel, budget: RunBudget) -> list[Fix]:
     """The utilization whose share of the GPU holds the KV cache one request needs."""
     needed, available = n.get("kv_needed_gib"), n.get("kv_available_gib")
-    if needed is None and memory.spec and available is not None and n["max_model_len"]:
+    if needed is None and memory.spec and available is not None and n.get("max_model_len"):
         needed = n.put("kv_needed_gib", memory.needed_gib(n["max_model_len"]), DERIVED)
     if needed is not None and available is not None:
         n["kv_shortfall_gib"] = round(needed - available, 2)
@@ -136,7 +139,7 @@ def _fp8(n: Numbers, memory: MemoryModel, lengths: Lengths, limit: int) -> list[
     n["fp8_kv_token_factor"] = factor
     fp8_len, source = lengths.fits(lengths.available_gib, "fp8") if lengths.available_gib else (None, ESTIMATED)
     if not fp8_len and n.get("estimated_max_model_len"):
-        fp8_len = min(n["estimated_max_model_len"] * factor, limit)
+        fp8_len = min(n["estimated_max_model_len"] * factor, limit or n["estimated_max_model_len"] * factor)
     if fp8_len:
         n.put("fp8_estimated_max_model_len", fp8_len, source)
     starts = (

@@ -2,7 +2,8 @@
 server-side length that would take the request."""
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.facts import KEYED
+from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Alternative, Finding, Fix, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED, default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.request_length import RequestTooLongError, check_request_length
@@ -15,6 +16,8 @@ COMPLETIONS_NOTE = (
     "On /v1/completions, vLLM 0.10.2 to 0.15 print max_model_len minus max_tokens as the "
     '"maximum context length": the real limit may be larger by the request\'s max_tokens.'
 )
+LITERAL_WHY = "if the client sent max_tokens -1 itself (its way to say no limit), vLLM refused that setting"
+LITERAL_FIX = "leave max_tokens out of the request"
 CLAMP_NOTE = (
     "vLLM 0.32 and later (and `kvtool serve --overflow clamp`) lower max_tokens to the room left instead of rejecting."
 )
@@ -22,17 +25,21 @@ CLAMP_NOTE = (
 
 def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = Numbers(obs.numbers)
+    _launch(n, obs, context)
     limit, prompt, max_tokens = n.get("max_model_len"), n.get("prompt_tokens"), n.get("max_tokens")
     if prompt is None and max_tokens is not None and max_tokens < 1 and limit is None:
         n["prompt_overflow_tokens"] = -max_tokens  # 0.4-era chat: max_tokens = max_model_len - prompt
         n["trim_tokens"] = 1 - max_tokens
-        return _finding(
+        finding = _finding(
             obs,
             n,
             f"The prompt is {-max_tokens} tokens longer than max_model_len, so the server "
             f"computed max_tokens = {max_tokens}.",
             [_trim(n["trim_tokens"])],
         )
+        if max_tokens == -1:  # also a client's "no limit"
+            finding.alternatives.append(Alternative(NOT_POSITIVE, LITERAL_WHY, [Fix(LITERAL_FIX, param="max_tokens")]))
+        return finding
     if "prompt_characters" in n:
         return _too_many_characters(obs, n)
     if "truncate_prompt_tokens" in n:
@@ -47,6 +54,41 @@ def request_too_long(obs: Observation, context: LogContext, memory: MemoryModel)
     if prompt is not None and limit is not None:
         return _prompt_and_output(obs, n, context, memory)
     return _max_tokens_only(obs, n)
+
+
+# an RL trainer's rollout lengths (verl, EasyR1, OpenRLHF): its engine's max_model_len is their sum
+WRAPPER_LENGTHS = ("max_prompt_length", "max_response_length")
+
+
+def _launch(n: Numbers, obs: Observation, context: LogContext) -> None:
+    """The launch's max_model_len where the message does not tell the real one: vLLM sets an omitted max_tokens to
+    max_model_len - prompt, so "max_tokens must be at least 1, got -N" is a prompt N tokens over it; /v1/completions
+    on 0.10.2 - 0.15 prints max_model_len - max_tokens as the context. Where the launch asked for another length
+    than the one the message states, both are kept."""
+    for name in WRAPPER_LENGTHS:
+        if (fact := context.facts.setting(name)) is not None:
+            n.put(name, fact.value, MEASURED)
+    launched, max_tokens = context.max_model_len, n.get("max_tokens")
+    if launched is None:
+        return
+    if "prompt_tokens" not in n and "max_model_len" not in n and max_tokens is not None and max_tokens < 1:
+        n.put("max_model_len", launched, MEASURED)
+        n.put("prompt_tokens", launched - max_tokens, DERIVED)
+        return
+    sent = _sent_max_tokens(context)
+    limit = n.get("max_model_len")
+    if limit is not None and sent is not None and limit == launched - sent and "your request has" in obs.evidence:
+        n["reported_max_model_len"] = limit
+        n.put("max_model_len", launched, MEASURED)
+        n.put("max_tokens", sent, MEASURED)
+    elif limit is not None and launched != limit:
+        n.put("launch_max_model_len", launched, MEASURED)
+
+
+def _sent_max_tokens(context: LogContext) -> int | None:
+    """The max_tokens a request in the paste sent (its body, a call's arguments)."""
+    sent = [fact.value for fact in context.facts.of("max_tokens", (KEYED,)) if fact.value > 0]
+    return sent[-1] if sent else None
 
 
 def _larger_than_the_cache(obs: Observation, n: dict, context: LogContext, memory: MemoryModel) -> Finding:
@@ -80,6 +122,8 @@ def _prompt_and_output(obs: Observation, n: dict, context: LogContext, memory: M
         )
     over_by_prompt = param == "input_tokens" and prompt >= limit
     summary, fixes = _prompt_alone(n) if over_by_prompt else _prompt_plus_output(n)
+    if "max_tokens" not in n and (sent := _sent_max_tokens(context)) is not None:
+        n.put("max_tokens", sent, MEASURED)  # what the request shown asked for, beside a prompt already too long
     fixes.append(
         Fix(
             "budget each request: max_tokens = max_model_len - prompt tokens (count them with the "
@@ -109,8 +153,7 @@ def _rejected_param(prompt: int, max_tokens: int | None, limit: int) -> str | No
 def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit = n["prompt_tokens"], n["max_model_len"]
     n["prompt_overflow_tokens"], n["trim_tokens"] = prompt - limit, prompt - limit + 1
-    if n.get("max_tokens"):
-        n["overflow_tokens"] = prompt + n["max_tokens"] - limit
+    n["overflow_tokens"] = prompt + max(n.get("max_tokens") or 0, 0) - limit
     summary = (
         f"The prompt alone is {prompt} tokens; max_model_len is {limit}, so not even one output "
         f"token fits. Trim at least {n['trim_tokens']} tokens."
@@ -120,6 +163,7 @@ def _prompt_alone(n: dict) -> tuple[str, list[Fix]]:
 
 def _prompt_plus_output(n: dict) -> tuple[str, list[Fix]]:
     prompt, limit, max_tokens = n["prompt_tokens"], n["max_model_len"], n["max_tokens"]
+    n["requested_tokens"] = prompt + max_tokens
     n["overflow_tokens"], n["largest_max_tokens"] = prompt + max_tokens - limit, limit - prompt
     summary = (
         f"The request needs {prompt + max_tokens} tokens ({prompt} prompt + {max_tokens} max_tokens) but "

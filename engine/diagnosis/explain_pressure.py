@@ -6,7 +6,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
 from kvtool.engine.diagnosis.measured import MEASURED, default_utilization
 from kvtool.engine.diagnosis.memory_model import MemoryModel
-from kvtool.engine.diagnosis.recognisers import NEAR_FULL_PERCENT, PRESSURE_PERCENT
+from kvtool.engine.diagnosis.recognisers import FULL_PERCENT, NEAR_FULL_PERCENT, PRESSURE_PERCENT
 
 PRIORITY_NOTE = (
     "Priority scheduling is on: vLLM also preempts lower-priority requests to admit higher-priority ones, with KV "
@@ -17,10 +17,15 @@ PRIORITY_NOTE = (
 def kv_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     """Preemption or a near-full cache: more requests run than the KV cache holds."""
     n = Numbers(obs.numbers)
-    if obs.category == "preemption":
+    if obs.category == "preemption" and "num_preemptions" in n:
         summary = (
             f"Requests were preempted ({int(n['num_preemptions'])} so far): the KV cache filled up and running "
             "sequences were evicted and recomputed, which costs latency."
+        )
+    elif obs.category == "preemption":
+        summary = (
+            "The KV cache is full for the load: running sequences are evicted and recomputed (vLLM's V1 preempts "
+            "without a warning), which costs latency."
         )
     else:
         usage = n.get("kv_cache_usage_percent", n.get("kv_cache_usage", 0) * 100)
@@ -77,6 +82,8 @@ def stats_pressure(obs: Observation, context: LogContext, memory: MemoryModel) -
         why = f"{swapped} requests were swapped out to CPU memory: preempted"
     elif waiting > 0 and usage > PRESSURE_PERCENT:
         why = f"{waiting} requests wait while the KV cache is {usage:.1f}% full: running ones are being preempted"
+    elif usage >= FULL_PERCENT:
+        why = f"the KV cache is {usage:.1f}% full, so the next token of a running request finds no free block"
     elif waiting > 0 and hit_rate and context.random_prompts:
         why = (
             f"a prefix cache hit rate of {hit_rate:.1f}% on random prompts, which share no prefix, comes from "

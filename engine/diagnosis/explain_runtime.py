@@ -7,7 +7,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_graphs import graph_fixes
 from kvtool.engine.diagnosis.explain_kv import smaller_profiling_batch
 from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Numbers, Observation
-from kvtool.engine.diagnosis.measured import default_utilization, run_budget
+from kvtool.engine.diagnosis.measured import MEASURED, default_utilization, run_budget
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import ASSUMED_MAX_NUM_BATCHED_TOKENS, ASSUMED_MAX_NUM_SEQS
 
@@ -18,6 +18,9 @@ ALLOC_CONF = Fix(
 )
 HEADROOM_GIB = 0.5
 OTHERS_SHARE = 0.1  # another process holding this share of the GPU is the cause
+# a process holding this share of the GPU, failing on an allocation of at most SMALL_ALLOCATION of it, is serving
+FULL_GPU, SMALL_ALLOCATION = 0.95, 0.02
+LOAD = ("num_running", "num_waiting", "concurrency", "kv_cache_usage_percent")
 WHERE = {"runtime": "while serving", "startup": "at start-up", "unknown": "(stage unknown)"}
 SERVING_WHY = (
     'if the server had already started serving ("Application startup complete", request or stats lines before '
@@ -31,6 +34,12 @@ STAGE_UNKNOWN_NOTE = (
 
 def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
     n = Numbers(obs.numbers)
+    _this_process(n)
+    if obs.stage == "unknown" and (why := _while_serving(n, context)):
+        obs = replace(obs, category="cuda_oom_runtime", stage="runtime", stage_evidence=why)
+    _launch_numbers(n, context)
+    if "dummy_requests" in n:  # vLLM warms the sampler up with max_num_seqs dummy requests
+        n.setdefault("max_num_seqs", n["dummy_requests"])
     phase = obs.detail
     summary = f"CUDA ran out of memory {f'during {phase}' if phase else WHERE[obs.stage]}"
     if "tried_to_allocate_gib" in n:
@@ -64,6 +73,34 @@ def cuda_oom(obs: Observation, context: LogContext, memory: MemoryModel) -> Find
     if n.get("total_gib") and n.get("other_process_gib", 0) >= OTHERS_SHARE * n["total_gib"]:
         return _held_by_another(finding)
     return finding
+
+
+def _this_process(n: Numbers) -> None:
+    """PyTorch names the failing process by its PID where it cannot tell it is itself (another PID namespace: a
+    container): a named process with no "this process" figure beside it is vLLM itself."""
+    if "other_process_gib" in n and "this_process_gib" not in n:
+        n["this_process_gib"] = n.pop("other_process_gib")
+
+
+def _while_serving(n: Numbers, context: LogContext) -> str | None:
+    """Why an out-of-memory error nothing else places happened while serving, or None: the paste tells a load
+    (requests running or waiting, a client's concurrency, a KV cache in use), or a small allocation failed in a
+    process that already holds nearly the whole GPU (start-up had taken its whole budget: weights, KV cache)."""
+    load = next((f for name in LOAD for f in context.facts.of(name) if f.value), None)
+    if load is not None:
+        return f"the load the paste tells: {load.evidence.strip()[:160]}"
+    if context.serving_told:
+        return "the paste says it was serving"
+    total, held, asked = n.get("total_gib"), n.get("this_process_gib"), n.get("tried_to_allocate_gib")
+    if total and held and asked is not None and held >= FULL_GPU * total and asked <= SMALL_ALLOCATION * total:
+        return f"a {_gib(asked)} GiB allocation failed with {_gib(held)} of {_gib(total)} GiB already held"
+    return None
+
+
+def _launch_numbers(n: Numbers, context: LogContext) -> None:
+    for name in ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size"):
+        if name not in n and (value := getattr(context, name)) is not None:
+            n.put(name, value, MEASURED)
 
 
 def _held_by_another(oom: Finding) -> Finding:

@@ -5,11 +5,23 @@ import math
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.explain_kv import smaller_profiling_batch
-from kvtool.engine.diagnosis.findings import Finding, Fix, Numbers, Observation
+from kvtool.engine.diagnosis.findings import Alternative, Finding, Fix, Numbers, Observation
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED, run_budget
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.sizing.defaults import HIGHEST_ADVISED_UTILIZATION
 from kvtool.engine.sizing.memory_budget import utilization_for
+
+LISTED_PROCESS_GIB = 1.0  # a process holding less is a CUDA context, not a workload
+HELD_WHY = (
+    "if the process nvidia-smi lists with {held} GiB is not this vLLM: a release without the start-up check of free "
+    "memory (before 0.9.2) counts what other processes hold against gpu_memory_utilization x total, which leaves "
+    "nothing for the KV cache"
+)
+UNIFIED_SUMMARY = (
+    "On a unified-memory device the operating system, other programs and any firmware carve-out share the memory "
+    "the GPU sees: only {free} of {total} GiB is free at start-up, less than gpu_memory_utilization {utilization} "
+    "asks for. The largest utilization that fits is what is free over the total."
+)
 
 
 def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) -> Finding:
@@ -29,7 +41,19 @@ def no_cache_blocks(obs: Observation, context: LogContext, memory: MemoryModel) 
         Fix("shard the weights over more GPUs", flag="--tensor-parallel-size", value=memory.tp * 2),
         Fix("serve a quantized checkpoint (AWQ, GPTQ, FP8) to shrink the weights", flag="--quantization", value=None),
     ]
-    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
+    alternatives = [alternative] if (alternative := _held_by_a_listed_process(n, context)) else []
+    return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span, alternatives=alternatives)
+
+
+def _held_by_a_listed_process(n: Numbers, context: LogContext) -> Alternative | None:
+    """A process nvidia-smi lists with memory of its own: if it is not this vLLM, it took the budget."""
+    held = context.facts.largest("process_gib")
+    if held is None or held.value < LISTED_PROCESS_GIB:
+        return None
+    n.put("other_process_gib", held.value, MEASURED)
+    why = HELD_WHY.format(held=held.value)
+    fixes = [Fix("stop it, or give vLLM a GPU of its own", flag="CUDA_VISIBLE_DEVICES")]
+    return Alternative("gpu_memory_held_by_others", why, fixes)
 
 
 def _utilization_for_one_request(n: Numbers, context: LogContext, memory: MemoryModel, budget) -> Fix | None:
@@ -44,6 +68,9 @@ def _utilization_for_one_request(n: Numbers, context: LogContext, memory: Memory
         more = round(min(HIGHEST_ADVISED_UTILIZATION, current + 0.05), 2)
         return Fix(action, flag="--gpu-memory-utilization", value=more)
     n.put("total_gpu_gib", total, budget.sources["total_gpu_gib"])
+    n.put("budget_gib", round(budget.utilization * total, 2), DERIVED)
+    # the share of the GPU that holds what came before the KV cache: below it there is none at all
+    n.put("gpu_memory_utilization_for_no_kv", round(before_kv / total, 4), DERIVED)
     one_request = (context.max_model_len and memory.needed_gib(context.max_model_len)) or 0
     inputs = {budget.sources["total_gpu_gib"], budget.sources["gpu_memory_utilization"]}
     target = utilization_for(before_kv + one_request, total)
@@ -95,17 +122,19 @@ def gpu_memory_held_by_others(obs: Observation, context: LogContext, memory: Mem
         f"Only {free} of {total} GiB is free at start-up: other processes hold {n['held_by_others_gib']} GiB, "
         f"but gpu_memory_utilization {n['gpu_memory_utilization']} asks for {n['requested_gib']} GiB."
     )
+    others = Fix(
+        "stop the other processes on this GPU (see nvidia-smi) or pick a free GPU", flag="CUDA_VISIBLE_DEVICES"
+    )
+    if context.unified_memory:
+        summary = UNIFIED_SUMMARY.format(free=free, total=total, utilization=n["gpu_memory_utilization"])
+        others = Fix("or free memory for the GPU: close programs, shrink a firmware carve-out", flag=None)
     fixes = [
         Fix(
             "ask only for what is free" + _what_fits(n, context, memory),
             flag="--gpu-memory-utilization",
             value=n["max_gpu_memory_utilization"],
         ),
-        Fix(
-            "stop the other processes on this GPU (see nvidia-smi) or pick a free GPU",
-            flag="CUDA_VISIBLE_DEVICES",
-            value=None,
-        ),
+        others,
     ]
     return Finding(obs.category, obs.stage, summary, n, fixes, obs.evidence, obs.span)
 

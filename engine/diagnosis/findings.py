@@ -24,6 +24,10 @@ MEMORY_AND_LENGTH_CATEGORIES = frozenset(
 )
 
 
+# a client's literal max_tokens (-1, its "no limit") that vLLM's validation refuses: no memory or length failure
+NOT_POSITIVE = "max_tokens_not_positive"
+
+
 class Numbers(dict):
     """A finding's numbers, with where the explainer took each one it knows the source of (`put`): measured,
     derived or estimated (measured.SOURCES). explain() gives the others theirs: a number read from the failure's

@@ -36,7 +36,8 @@ PREFIX = re.compile(
             r"\(pid=\d+[^()]{0,60}\)",
             _STAMP + r"(?:\s+-)?",  # docker --timestamps, kubectl --timestamps, Python's asctime
             r"\[pod/[^\]\s]{1,200}\]",  # kubectl logs --prefix
-            r"[\w.-]{1,60}\s{1,20}\|(?=\s)",  # docker compose: `vllm-1  | `
+            # docker compose: `vllm-1  | ` (not a flag, nor a table's first cell: a row ends with its bar)
+            r"(?!-)[\w.-]{1,60}\s{1,20}\|(?=\s(?!.*\|\s*$))",
             # vLLM: INFO 10-11 12:27:29 [x.py:157] (0.8 onwards), INFO 10-11 12:27:29 x.py:157] (before)
             _LEVEL + r"\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:\s+\[?[\w./-]+:\d+\])?",
             _LEVEL + r":(?:[\w.]{1,80}:)?(?=\s|\S)",  # Python's default format (ERROR:root:) and uvicorn (INFO:)

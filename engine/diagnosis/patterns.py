@@ -142,7 +142,8 @@ def from_template(template: str) -> tuple[str, str]:
         words = template.split(" ")
         first_sentence = template.split(". ")[0].count(" ") + 1
         sentence, rest = " ".join(words[:first_sentence]), " ".join(words[first_sentence : first_sentence + 4])
-        return literal(sentence) + f"(?: {literal(rest)})?", _gate(sentence)
+        ending = r"\.?" if sentence.endswith(".") else ""  # quoted in prose, the period may be gone
+        return literal(sentence.removesuffix(".")) + ending + f"(?: {literal(rest)})?", _gate(sentence)
     first, last = named[0], named[-1]
     pieces, seen, kept, cuts = [], set(), [], 0
     for i, (between, name) in enumerate(parts[: last + 1]):

@@ -13,6 +13,7 @@ a short one.
 """
 
 import codecs
+import io
 import re
 from collections.abc import Iterator
 from functools import lru_cache
@@ -34,6 +35,7 @@ LONE = Lone()
 Anchors = dict[bytes, tuple[bytes, ...] | re.Pattern | Lone | None]
 
 CHUNK_BYTES = 1 << 20
+PASTE_BYTES = 1 << 20  # an input this small is a paste: read whole, every line
 LONG_LINE = 16 << 10
 WINDOW = 4 << 10
 MAX_WINDOWS = 64  # per chunk, for lines longer than LONG_LINE
@@ -192,10 +194,32 @@ def clean(raw: bytes) -> list[str]:
     return [piece for line in lines for piece in _pieces(line) or ("",)]
 
 
+class Pasted:
+    """A stream whose first PASTE_BYTES (and one more) were read to tell a paste from a machine's log."""
+
+    def __init__(self, stream: BinaryIO):
+        self._head, self._stream = stream.read(PASTE_BYTES + 1), stream
+        self.whole = len(self._head) <= PASTE_BYTES
+
+    def lines(self) -> list[str]:
+        """The whole paste's cleaned physical lines (before any is read)."""
+        return clean(b"".join(utf8_blocks(io.BytesIO(self._head)))) if self.whole else []
+
+    def read(self, size: int) -> bytes:
+        if self._head:
+            out, self._head = self._head[:size], self._head[size:]
+            return out
+        return b"" if self.whole else self._stream.read(size)
+
+
 def stretches(stream: BinaryIO, anchors: Anchors, first: Anchors | None = None) -> Iterator[list[str]]:
     """The cleaned lines of each stretch of `stream` near one of `anchors` (in the first chunk, of `first` too),
     in log order; one that does not continue the stretch before it starts with an empty line, so nothing is
-    joined across a gap."""
+    joined across a gap. A paste (Pasted.whole) is one stretch."""
+    if isinstance(stream, Pasted) and stream.whole:
+        whole = b"".join(read_chunks(stream))
+        yield clean(whole) if whole else []
+        return
     touching = False  # the last stretch ran to the end of its chunk
     in_first = {**anchors, **first} if first else anchors
     for index, chunk in enumerate(read_chunks(stream)):

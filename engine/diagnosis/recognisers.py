@@ -11,6 +11,7 @@ from kvtool.engine.sizing.defaults import KV_CACHE_NEAR_FULL_PERCENT, KV_CACHE_P
 
 NEAR_FULL_PERCENT = KV_CACHE_NEAR_FULL_PERCENT
 PRESSURE_PERCENT = KV_CACHE_PRESSURE_PERCENT
+FULL_PERCENT = 99.0  # a cache this full cannot give the next token its block: preemption follows at once
 # A stats line worth a second look: requests wait while the cache is this full and prefixes are hit this often
 # (on prompts that share none, only recomputed preempted requests hit: explain_pressure.py decides)
 RECOMPUTE_USAGE_PERCENT, RECOMPUTE_HIT_PERCENT = 75.0, 10.0
@@ -68,7 +69,8 @@ _OOM_EXTRAS = tuple(
         rf"total capaci?ty of (?P<total_gib>{SIZE}) of which (?P<free_gib>{SIZE}) is free",
         rf"\((?:GPU|NPU) \d+; (?P<total_gib>{SIZE}) total capacity; (?P<allocated_gib>{SIZE}) already allocated; "
         rf"(?:{SIZE} current active; )?(?P<free_gib>{SIZE}) free;",
-        rf"this process has (?P<this_process_gib>{SIZE}) memory in use",
+        # a terminal's hard wrap may split "process" in two
+        rf"this p\s*r\s*o\s*c\s*e\s*s\s*s has (?P<this_process_gib>{SIZE}) (?:memory )?in use",
         rf"Process \d+ has (?P<other_process_gib>{SIZE}) memory in use",  # another process on the same GPU
         rf"Of the allocated memory (?P<allocated_gib>{SIZE}) is allocated by PyTorch",
         rf"and (?P<reserved_unallocated_gib>{SIZE}) is reserved by PyTorch but unallocated",
@@ -97,6 +99,13 @@ TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided 
         ),
         extras=_OOM_EXTRAS,
     ),
+    Pattern(  # PyTorch's message without its first sentence, as people quote it
+        "cuda_oom",
+        "startup",
+        "allocate",
+        compile_(rf"Tried to allocate (?P<tried_to_allocate_gib>{SIZE})\.? (?:GPU|NPU) \d+ has a total capaci?ty"),
+        extras=_OOM_EXTRAS,
+    ),
     Pattern("cuda_oom", "startup", "emory", compile_(_BARE_OOM)),
     Pattern("cuda_oom", "startup", "_OUT_OF_MEMORY", compile_(r"CUDA_ERROR_OUT_OF_MEMORY")),
     Pattern("cuda_oom", "startup", "_ALLOC_FAILED", compile_(r"CUBLAS_STATUS_ALLOC_FAILED")),
@@ -123,6 +132,15 @@ METRICS = [
         accept=lambda numbers: numbers.get("kv_cache_usage", 0) * 100 >= NEAR_FULL_PERCENT,
     ),
 ]
+PREEMPTED = [  # vLLM's warning without its counter (cut, or before 0.4.3), retyped, and V1's resumed requests
+    Pattern(
+        "preemption",
+        "runtime",
+        "preempted",
+        compile_(r"is preempted (?:by|in) PreemptionMode\.\w+ mode because there is not enough KV cache space"),
+    ),
+    Pattern("preemption", "runtime", "reempted request", compile_(r"Preempted request \S+ (?:has been )?resumed")),
+]
 DEFAULT_TRUNCATION = [  # a request log whose SamplingParams kept vLLM's default of 16 tokens
     Pattern(
         "max_tokens_default_truncation",
@@ -144,4 +162,4 @@ QUOTED = [  # the 0.2.7-0.10.2 message as people quote it, cut before the cache 
     ),
 ]
 
-PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + DEFAULT_TRUNCATION + QUOTED + api_patterns.PATTERNS
+PATTERNS = _unique(WORDINGS) + TORCH_OOM + METRICS + PREEMPTED + DEFAULT_TRUNCATION + QUOTED + api_patterns.PATTERNS

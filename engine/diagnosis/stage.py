@@ -33,6 +33,7 @@ DUMMY_RUN = "dummy run"  # a start-up frame unless a run-time one is in the same
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("_dummy_sampler_run", "sampler warm-up"),
     ("warming up sampler", "sampler warm-up"),
+    ("sampling_metadata=dummy_metadata", "sampler warm-up"),  # the sampler's call in _dummy_sampler_run
     ("_dummy_pooler_run", "pooler warm-up"),
     ("warming up pooler", "pooler warm-up"),
     ("capture_model", "CUDA graph capture"),
@@ -80,6 +81,10 @@ RUNTIME_MARKERS = (
     "in step",
     "in execute_model",
     "in sample_tokens",
+    "in compute_logprobs",  # the sampler's and prompt logprobs' frames: a start-up's warm-up names itself first
+    "in _get_prompt_logprobs",
+    "in _get_logprobs",
+    "in gather_logprobs",
     "in step_with_batch_queue",
     "execute_dummy_batch",  # data parallel ranks with nothing to do run a dummy batch while serving
     "run_busy_loop",

@@ -1,24 +1,23 @@
 """The default output cap, which no server reports (vLLM's SamplingParams.max_tokens is 16 in every
-release from 0.2.0 to 0.34.0; servers in front of vLLM set their own): a response with `finish_reason`
-"length" and exactly 16 completion tokens, on one line (a repr) or on nearby lines (pretty-printed JSON);
-offline code that builds `SamplingParams(...)` without max_tokens (vLLM's own repr always prints
-max_tokens, so a call without it is the user's code); or answers said to be cut short next to a sign
-that no max_tokens was sent (prose that says so, a wrapper's generate config without it, or
-`LLM.generate(prompts)` with no SamplingParams at all)."""
+release from 0.2.0 to 0.34.0; servers in front of vLLM set their own), where the sign is an absence, which no
+fact states: offline code that builds `SamplingParams(...)` without max_tokens (vLLM's own repr always prints
+max_tokens, so a call without it is the user's code), and answers said to be cut short next to a sign that no
+max_tokens was sent or that it did not take (prose that says so, a wrapper's generate config without it, a
+request body without it, `LLM.generate(prompts)` with no SamplingParams at all, a --max-tokens flag given to the
+server). An answer whose usage shows where it stopped is read from facts (rules.default_cap)."""
 
 import re
+from dataclasses import dataclass
 
+from kvtool.engine.diagnosis import clients
+from kvtool.engine.diagnosis.cut_words import CUT_GATES, CUT_SHORT
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
-from kvtool.engine.diagnosis.patterns import compile_
 from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS
 
-FINISH_REASON_LENGTH = compile_(r"""finish_reason['"]?\s*[:=]\s*['"]?length\b""")
 SAMPLING_PARAMS_CALL = re.compile(r"\bSamplingParams\(")
 MAX_CALL_LINES = 20  # a call spread over more lines than this is not followed
-SIXTEEN_COMPLETION_TOKENS = compile_(r"""completion_tokens['"]?\s*[:=]\s*16\b""")
-PROMPT_TOKENS = compile_(r"""prompt_tokens['"]?\s*[:=]\s*(?P<prompt_tokens>\d+)""")
 PAIRING_LINES = 40  # how far apart the two may be
-# A line with none of these (and no call still open) leaves both trackers as they were.
+# A line with none of these (and no call still open) leaves the trackers as they were.
 GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
     "finish_reason",
     "completion_tokens",
@@ -27,18 +26,14 @@ GATES = FINISH_GATE, COMPLETION_GATE, PROMPT_GATE, CALL_GATE = (
 )
 
 
-CUT_SHORT = re.compile(
-    r"""finish_reason['"]?\s*[:=]\s*['"]?length\b|\btruncated\b|\bcut (?:off|short)\b|\bincomplete\b|截断|不完整"""
-    r"|\b(?:only|just) (?:\w+ )?(?:\d+|a few|a couple of) (?:words|tokens)\b",
-    re.IGNORECASE,
-)
-_MAX_TOKENS = r"max_(?:new_|completion_)?tokens"
+_MAX_TOKENS = r"max[_ ]?(?:new[_ ]?|completion[_ ]?|output[_ ]?)?tokens"
 NOT_SET = re.compile(
-    rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,2}}?(?:is |was |are |were )?"
-    r"(?:not (?:set|included|specified|provided|passed|given|sent)|missing|absent|omitted|unset|disabled|None\b|null\b)"
-    r"|\b(?:without|no|omit\w*|missing|not (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
+    rf"\b{_MAX_TOKENS}(?:is)?\W{{0,3}}(?:\w+\W+){{0,4}}?(?:is |was |are |were |gets? |seems? )?"
+    r"(?:not (?:set|included|specified|provided|passed|given|sent|forwarded|applied|respected|honou?red|working)"
+    r"|missing|absent|omitted|unset|disabled|ignored|dropped|None\b|null\b|(?:has|had) no effect)"
+    r"|\b(?:without|no|omit\w*|missing|(?:not|never) (?:set|includ|pass|specif|send|provid)\w*)\s+(?:(?:the|a|any)\s+)?"
     + _MAX_TOKENS
-    + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}",
+    + rf"|(?:未|没有|不)(?:设置|指定|传入?)\s*{_MAX_TOKENS}|{_MAX_TOKENS}\s*(?:不生效|无效|没有?生效|没用)",
     re.IGNORECASE,
 )
 # a call or a config that leaves the default in place: LLM.generate(prompts) with no SamplingParams (once vLLM's
@@ -47,72 +42,80 @@ NOT_SET = re.compile(
 # without one
 DEFAULT_CALL = re.compile(
     r"\.generate\(\s*[^,()=\n]+\)|generate config: \{(?![^}\n]*max_tokens)[^}\n]*\}"
-    r"|\bVLLM(?:OpenAI)?\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
+    r"|\b(?P<wrapper>VLLM(?:OpenAI)?)\((?![^)\n]*max_(?:new_)?tokens)[^)\n]*\)"
     r"""|\{[^{}\n]*"(?:prompt|messages)"\s*:(?![^\n]*max_(?:completion_)?tokens)"""  # a request body without it
 )
-# substrings every line a regex can match holds (the regexes ignore case, and none has a literal to start from)
-CUT_SHORT_GATES = ("runcat", "ut off", "ut short", "ncomplete", "截断", "不完整")  # the prose, for the reader
-_CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
-_NOT_SET_GATE = "ax_"
 _CALL_GATES = (".generate(", "generate config", "LLM(", "LLMOpenAI(", '"prompt"', '"messages"')
-COMPLAINT_GATES = (*_CUT_GATES, "ax_tokens", "ax_new_tokens", "ax_completion_tokens", *_CALL_GATES)
+_MAX_TOKENS_GATES = (
+    "ax_tokens", "ax_new_tokens", "ax_completion_tokens", "ax_output_tokens", "ax tokens", "ax new tokens",
+    "ax output tokens", "ax completion tokens", "-max-tokens", "-max_tokens", "-max-new-tokens", "axTokens",
+    "axNewTokens",
+)  # fmt: skip
+COMPLAINT_GATES = (*CUT_GATES, *_MAX_TOKENS_GATES, *_CALL_GATES)
 NOT_SET_DETAIL = "max_tokens not set"
+# vLLM's offline API in the paste: its LLM(...), or the outputs LLM.generate returns
+OFFLINE_SIGNS = ("LLM(", "RequestOutput(", "CompletionOutput(")
+# max_tokens given to the server as a flag: vLLM has none (max_tokens is a request field), so requests keep the default
+# LangChain's vLLM wrappers' own max_tokens when none is given (clients.py)
+WRAPPER_DEFAULTS = {"VLLMOpenAI": clients.BY_NAME["LangChain's VLLMOpenAI"].default}
+WRAPPER_DEFAULTS["VLLM"] = clients.BY_NAME["LangChain's VLLM"].default
+SERVER_FLAG = re.compile(r"--max[_-](?:new[_-])?tokens\b")
+
+
+@dataclass(frozen=True)
+class Signs:
+    """What a line tells the tracker below. Its regexes are digit-blind, so every line of a shape tells the same,
+    at the same place: the scanner works it out once per shape."""
+
+    cut: tuple[int, int] | None = None  # where it says an answer was cut short
+    unset: bool = False  # it says max_tokens was not set (or gives the server a --max-tokens flag)
+    call: tuple[bool, int | None] | None = None  # a call that leaves the default: (LLM.generate, the default left)
+    offline: bool = False  # vLLM's offline API: LLM(...) or its outputs
+
+
+def signs_of(line: str) -> Signs:
+    cut = match.span() if any(gate in line for gate in CUT_GATES) and (match := CUT_SHORT.search(line)) else None
+    unset, call = False, None
+    if any(gate in line for gate in _MAX_TOKENS_GATES) and (NOT_SET.search(line) or SERVER_FLAG.search(line)):
+        unset = True
+    elif any(gate in line for gate in _CALL_GATES) and (found := DEFAULT_CALL.search(line)):
+        generate = found.group(0).startswith(".")
+        call = generate, DEFAULT_MAX_TOKENS if generate else WRAPPER_DEFAULTS.get(found.group("wrapper") or "")
+    return Signs(cut, unset, call, any(sign in line for sign in OFFLINE_SIGNS))
 
 
 class CutShortWithoutMaxTokens:
     """Answers said to be cut short within PAIRING_LINES of a sign that max_tokens was not set; once a log."""
 
     def __init__(self):
-        self._cut_at = self._unset_at = -PAIRING_LINES - 1
+        self._cut_at = self._unset_at = self._generate_at = -PAIRING_LINES - 1
         self._cut: tuple[str, tuple[int, int]] = ("", (0, 0))
         self._offline = self._done = False
         self._numbers: dict = {}  # vLLM's own default, where the sign is LLM.generate without SamplingParams
 
-    def feed(self, line: str, index: int) -> Observation | None:
+    def feed(self, line: str, index: int, signs: Signs | None = None) -> Observation | None:
+        """`signs`: what the line tells, where the caller has it (its shape's); else read from the line."""
         if self._done:
             return None
-        self._offline = self._offline or "LLM(" in line
-        if any(gate in line for gate in _CUT_GATES) and (match := CUT_SHORT.search(line)):
-            self._cut_at, self._cut = index, (line, match.span())
-        if _NOT_SET_GATE in line and NOT_SET.search(line):
+        signs = signs or signs_of(line)
+        self._offline = self._offline or signs.offline
+        if signs.cut:
+            self._cut_at, self._cut = index, (line, signs.cut)
+        if signs.unset:
             self._unset_at = index
-        elif any(gate in line for gate in _CALL_GATES) and (call := DEFAULT_CALL.search(line)):
-            generate = call.group(0).startswith(".")
+        elif signs.call:
+            generate, default = signs.call
+            self._generate_at = index if generate else self._generate_at
             if self._offline or not generate:
                 self._unset_at = index
-                self._numbers = {"default_max_tokens": DEFAULT_MAX_TOKENS} if generate else {}
+                self._numbers = {"default_max_tokens": default} if default else {}
+        if self._offline and 0 <= index - self._generate_at <= PAIRING_LINES:  # its outputs show it was vLLM's
+            self._unset_at, self._numbers = self._generate_at, {"default_max_tokens": DEFAULT_MAX_TOKENS}
         if min(self._cut_at, self._unset_at) < 0 or abs(self._cut_at - self._unset_at) > PAIRING_LINES:
             return None
         self._done = True
         evidence, span = evidence_window(*self._cut)
         return Observation("max_tokens_default_truncation", "request", self._numbers, evidence, span, NOT_SET_DETAIL)
-
-
-class TruncatedResponses:
-    def __init__(self):
-        self._reset()
-
-    def _reset(self) -> None:
-        self._length_at = self._sixteen_at = -PAIRING_LINES - 1
-        self._usage_line, self._usage_span = "", (0, 0)
-        self._prompt_tokens: int | None = None
-
-    def feed(self, line: str, index: int) -> Observation | None:
-        """An observation once both halves have been seen within PAIRING_LINES lines."""
-        if FINISH_GATE in line and FINISH_REASON_LENGTH.search(line):
-            self._length_at = index
-        if COMPLETION_GATE in line and (match := SIXTEEN_COMPLETION_TOKENS.search(line)):
-            self._sixteen_at, self._usage_line, self._usage_span = index, line, match.span()
-        if PROMPT_GATE in line and (match := PROMPT_TOKENS.search(line)):
-            self._prompt_tokens = int(match.group("prompt_tokens"))
-        if min(self._length_at, self._sixteen_at) < 0 or abs(self._length_at - self._sixteen_at) > PAIRING_LINES:
-            return None
-        numbers = {"completion_tokens": 16}
-        if self._prompt_tokens is not None:
-            numbers["prompt_tokens"] = self._prompt_tokens
-        evidence, span = evidence_window(self._usage_line, self._usage_span)
-        self._reset()
-        return Observation("max_tokens_default_truncation", "request", numbers, evidence, span)
 
 
 class OfflineDefaults:

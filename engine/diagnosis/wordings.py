@@ -412,6 +412,7 @@ NEAR_FULL_REGEX = (
     r"(?P<num_waiting>\d+) reqs,?[^%]{0,120}?"
     + _USAGE
     + r"(?:,? Prefix cache hit rate: (?P<prefix_cache_hit_rate_percent>[\d.]+)%)?"
+    + r"(?:,? CPU KV cache usage: (?P<cpu_kv_cache_usage_percent>[\d.]+)%)?"
 )
 PREEMPTIONS_REGEX = r"Running: (?P<num_running>\d+) reqs,[^%]{0,200}?Preemptions: (?P<num_preemptions>\d+)"
 _STATS_SOURCE = "the periodic stats line: engine/metrics.py (v0), v1/metrics/loggers.py (v1)"
@@ -545,6 +546,20 @@ BUDGET = [  # one scheduler step (max_num_batched_tokens) too small for what it 
         detail=SPECULATIVE,
     ),
 ]
+
+MULTIMODAL_ITEM = "multimodal item"
+BUDGET.append(
+    Wording(
+        "batched_tokens_lt_model_len",
+        "Chunked MM input disabled but max_tokens_per_mm_item ({max_tokens_per_mm_item}) is larger than "
+        "max_num_batched_tokens ({max_num_batched_tokens}). Please increase max_num_batched_tokens.",
+        "0.13.0-0.34.0",
+        "v1/core/encoder_cache_manager.py compute_mm_encoder_budget (a model that cannot split one image, video or "
+        "audio item over steps; read in 0.13.0 and 0.34.0)",
+        "startup",
+        detail=MULTIMODAL_ITEM,
+    )
+)
 
 BATCHED = [
     Wording(

@@ -100,6 +100,7 @@ def values(seed: int) -> dict:
         profiling_seq_len=limit // 256,
         mm_worst_case_tokens=limit + 16384,
         max_num_scheduled_tokens=-1024 - seed,
+        max_tokens_per_mm_item=2496 + seed,
         **TEXT_VALUES,
     )
 

@@ -6,10 +6,10 @@ from string import Formatter
 import pytest
 
 from kvtool.engine.diagnosis import recognisers
-from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.anchors import ANCHORS
 from kvtool.engine.diagnosis.reader import line_spans
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.scanner import ANCHORS, Scanner
+from kvtool.engine.diagnosis.scanner import Scanner
 from kvtool.engine.diagnosis.wordings import WORDINGS
 from kvtool.engine.startup_log import lines as startup_log_lines
 
@@ -142,8 +142,8 @@ def test_the_start_up_readers_settings_win_over_those_read_elsewhere():
 
 
 def test_auto_and_none_values_stay_unknown():
-    context = LogContext()
-    context.read("args: Namespace(model='x/y', max_model_len=None, kv_cache_dtype='auto', block_size=16)")
+    context = Scanner().scan(["args: Namespace(model='x/y', max_model_len=None, kv_cache_dtype='auto', block_size=16)"])
+    context = context.context
     assert context.max_model_len is None and context.kv_cache_dtype == "auto" and context.block_size == 16
 
 

@@ -24,7 +24,7 @@ def random_chunks(seed: int, words: tuple[bytes, ...], repeats: int, final_break
 
 
 def test_the_cheap_every_line_check_never_keeps_a_chunk_the_merge_would_cut():
-    from kvtool.engine.diagnosis.scanner import ANCHORS
+    from kvtool.engine.diagnosis.anchors import ANCHORS
 
     words = (b"out of memory", b"max model len", b"POST /v1/", b"Added request", b"", b"an ordinary line")
     for chunk in random_chunks(11, words, repeats=60, final_breaks=(0, 1)):
@@ -112,7 +112,7 @@ def test_utf16_with_a_byte_order_mark_is_read_as_text():
 
 
 def test_stopping_once_every_line_is_kept_gives_the_stretches_every_anchor_gives():
-    from kvtool.engine.diagnosis.scanner import ANCHORS
+    from kvtool.engine.diagnosis.anchors import ANCHORS
 
     words = (b"out of memory", b"max model len", b"POST /v1/", b"Added request", b"preempted", b"an ordinary line")
     for chunk in random_chunks(7, words, repeats=9, final_breaks=(1,)):

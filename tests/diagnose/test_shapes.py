@@ -4,12 +4,14 @@ import dataclasses
 import re
 from pathlib import Path
 
-from kvtool.engine.diagnosis import stage
-from kvtool.engine.diagnosis.context import facts_in
+from kvtool.engine.diagnosis import stage, truncation
+from kvtool.engine.diagnosis.anchors import ANCHORS
+from kvtool.engine.diagnosis.plan import Plan
 from kvtool.engine.diagnosis.reader import candidate_lines
 from kvtool.engine.diagnosis.recognisers import PATTERNS
-from kvtool.engine.diagnosis.scanner import ANCHORS, Plan, Scanner
 from kvtool.engine.diagnosis.shapes import digit_blind, masked, screen
+from kvtool.engine.diagnosis.signs import facts_in
+from kvtool.engine.diagnosis.told_signs import told_readers
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.log"))
 ALL_MARKERS = (*stage._PHASES, *stage.RUNTIME_MARKERS, *stage.SERVED_MARKERS, *stage.CHAIN_MARKERS)
@@ -48,13 +50,18 @@ def test_a_marker_with_a_digit_overlaps_no_other_marker():
 
 def test_the_plan_of_a_lines_shape_keeps_all_the_line_gives():
     lines = [*corpus_lines(), 'INFO:     10.0.0.1:4 - "POST /v1/completions HTTP/1.1" 200 OK', "POST /v2/x"]
+    lines += ["The 3 answers are truncated after 120 tokens", "we never pass max_tokens on 2 routes", "only 12 tokens"]
+    lines += ["outs = llm.generate(prompts2)", "VLLMOpenAI(model='q3', temperature=0.7)", "--max-tokens 4096"]
+    lines += ["Error code: 400 on 3 calls", "Error code: 500 on 3 calls", "kein Speicher für die 2 Cache-Blöcke"]
     for line in lines:
         plan = Plan.of(masked(line))
         matching = {p.regex.pattern for p in PATTERNS if any(p.read_all(line))}
         assert matching <= {p.regex.pattern for p in plan.patterns}, line
         assert facts_in(line, plan.facts) == facts_in(line), line
+        assert facts_in(line, plan.told) == facts_in(line, told_readers(line)), line
         by_line = dataclasses.replace(plan, matches=None, settled=False)  # every regex run on the line itself
-        assert Scanner._observations_in(plan, line, line) == Scanner._observations_in(by_line, line, line), line
+        assert plan.observations(line, line) == by_line.observations(line, line), line
+        assert plan.signs == truncation.signs_of(line), line
         tracker, direct = stage.StageTracker(), stage.StageTracker()
         tracker.feed(line, plan.markers)
         direct.feed(line, (*stage._read_markers(line), line.startswith(stage.TRACEBACK)))

@@ -1,0 +1,72 @@
+"""Causes from facts a paste states on different lines: the launch, the client's settings and the reporter's own
+words, beside a sign that the failure happened whose message is missing or retold (a 400, a refusal told in
+prose). Each rule is stated in one sentence in docs/diagnose.md:
+- a request refused while the prompt and max_tokens the paste states add up to more than the launch's
+  max_model_len is request_too_long (vLLM checks prompt + max_tokens against the context, not the prompt alone);
+- "no memory for the cache blocks" told in any words, at a start-up that did not come up, is no_cache_blocks;
+- free memory told to be below the utilization asked, where nvidia-smi shows what the GPU already has in use and
+  total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
+- pydantic's "validation error for SchedulerConfig" with its detail cut off, where the launch sets a step budget
+  below max_model_len without chunked prefill, is batched_tokens_lt_model_len (the check that refuses it).
+"""
+
+from kvtool.engine.diagnosis.context import LogContext
+from kvtool.engine.diagnosis.facts import KEYED, WORDED, Facts
+from kvtool.engine.diagnosis.findings import Observation, evidence_window
+
+
+def request_over_context(facts: Facts, context: LogContext) -> Observation | None:
+    limit = context.max_model_len
+    if not context.request_refused or not limit:
+        return None
+    prompts = [fact for fact in facts.of("prompt_tokens", (KEYED, WORDED)) if 0 < fact.value < limit]
+    asked = facts.setting("max_tokens")
+    if not prompts or asked is None or not 0 < asked.value < limit or prompts[0].value + asked.value <= limit:
+        return None
+    numbers = {"prompt_tokens": prompts[0].value, "max_tokens": asked.value, "max_model_len": limit}
+    return _told(context.request_refused, "request_too_long", "request", numbers)
+
+
+def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
+    if not context.no_blocks_told or context.server_up:
+        return None
+    numbers = {"gpu_memory_utilization": context.gpu_memory_utilization, "weights_gib": context.weights_gib}
+    numbers = {name: value for name, value in numbers.items() if value is not None}
+    return _told(context.no_blocks_told, "no_cache_blocks", "startup", numbers)
+
+
+def held_retold(facts: Facts, context: LogContext) -> Observation | None:
+    utilization, used = context.gpu_memory_utilization, facts.largest("gpu_used_gib")
+    total = facts.largest("total_gib")
+    if not context.free_below_told or not utilization or used is None or total is None or context.server_up:
+        return None
+    free = round(total.value - used.value, 2)
+    if free >= utilization * total.value:
+        return None
+    numbers = {"free_gib": free, "total_gib": total.value, "gpu_memory_utilization": utilization}
+    numbers |= {"requested_gib": round(utilization * total.value, 2), "other_process_gib": used.value}
+    return _told(context.free_below_told, "gpu_memory_held_by_others", "startup", numbers)
+
+
+def step_retold(facts: Facts, context: LogContext) -> Observation | None:
+    batched, limit = context.max_num_batched_tokens, context.max_model_len
+    if not context.scheduler_refused or not batched or not limit or batched >= limit:
+        return None
+    if context.enable_chunked_prefill is True:
+        return None
+    line = context.facts.setting("max_num_batched_tokens")
+    numbers = {"max_num_batched_tokens": batched, "max_model_len": limit}
+    return _told(line.evidence if line else "", "batched_tokens_lt_model_len", "startup", numbers)
+
+
+def _told(line: str, category: str, stage: str, numbers: dict, detail: str | None = None) -> Observation:
+    evidence, span = evidence_window(line, (0, len(line)))
+    return Observation(category, stage, numbers, evidence, span, detail)
+
+
+RULES = (
+    ("request_too_long", request_over_context),
+    ("no_cache_blocks", no_blocks_retold),
+    ("gpu_memory_held_by_others", held_retold),
+    ("batched_tokens_lt_model_len", step_retold),
+)

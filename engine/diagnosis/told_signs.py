@@ -1,0 +1,84 @@
+"""A failure told in words rather than printed by vLLM, read per line shape as signs.py reads the rest: a request
+refused (a 4xx status, the words of a length refusal in several languages), vLLM's start-up refusals retold ("no
+memory for the cache blocks", "free memory below the utilization"), a harness's score far below another backend's.
+Read in a paste only (told.py's rules use them): a machine's log states its failures in vLLM's words."""
+
+import re
+from functools import partial
+
+from kvtool.engine.diagnosis.signs import Readers, read_line, told
+
+# a request refused (a 4xx status, the refusal's words in several languages): the words of a length refusal
+_REFUSED_WORDS = (
+    r"Bad ?Request|invalid_request_error|maximum context length|context length (?:exceeded|is exceeded)|"
+    r"最大上下文|上下文长度|超过.{0,12}(?:上下文|最大长度)|컨텍스트 ?길이|최대 ?컨텍스트|コンテキスト長|"
+    r"longitud máxima|maximale Kontextlänge|comprimento máximo|longueur maximale|длин\w* контекста"
+)
+_STATUS = r"(?:HTTP|status|code)\W{{0,3}}{0}\b|\b{0} (?:error|에러|错误|エラー)"
+_REFUSED = re.compile(_REFUSED_WORDS, re.I)  # a line of the shape tells a refusal
+_STATUS_SHAPE = re.compile(_STATUS.format(r"\d{3}"), re.I)  # a line of the shape has a status: a 4xx?
+_CLIENT_ERROR = re.compile(_STATUS.format(r"4\d\d"), re.I)
+# vLLM's "No available memory for the cache blocks" retold: no memory, and the cache blocks, in several languages
+_BLOCK_WORDS = (
+    r"cache[- ]?bl(?:ocks?|öcke)|Cache-Blöcke|bloques de (?:la )?caché|blocos (?:de|do) cache|blocs de cache|"
+    r"缓存块|キャッシュブロック|캐시 ?블록|блок\w* кэша"
+)
+_NO = (
+    r"(?:\bno\b|\bkein\w*|\bnicht genug|\bsin\b|\bsem\b|\bnão há|\bnao ha|\bnenhum|\bpas de\b|\bnot enough\b|"
+    r"没有|无|없|ない|нет)"
+)
+_ROOM = (
+    r"(?:memory|Speicher|memoria|memória|mémoire|памят\w*|内存|显存|メモリ|메모리|可用|available|free|space|room|"
+    r"espacio|espaço|Platz|left)"
+)
+_NO_BLOCKS = re.compile(
+    rf"{_NO}.{{0,32}}{_ROOM}.{{0,32}}(?:{_BLOCK_WORDS})|(?:{_BLOCK_WORDS}).{{0,24}}(?:没有|不足|없|がない|нет)",
+    re.IGNORECASE,
+)
+_BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッシュブロック", "블록", "блок", "blocs")
+# vLLM's "Free memory on device ... is less than desired GPU memory utilization" retold: free memory, and less
+# than the utilization asked, in several languages
+_FREE_BELOW = re.compile(
+    r"(?:free|available|livre|libre|disponible|frei|verfügbar|可用|空闲|剩余|여유|空き|свободн\w*).{0,64}"
+    r"(?:less than|below|lower than|smaller than|menor que|menos que|inferior|weniger als|kleiner als|niedriger als|"
+    r"小于|低于|不足|보다 적|より少な|меньше).{0,48}(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани)",
+    re.IGNORECASE,
+)
+_FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
+               "小于", "低于", "不足", "보다 적", "より少な", "меньше")  # fmt: skip
+# a harness's score far below another backend's (what answers cut at its default cap look like)
+_SCORE_DROP = re.compile(
+    r"(?:far|much|way|significantly|dramatically) (?:below|lower|worse)|drops? (?:sharply|to)|远低于|低(?:很多|了很多)|"
+    r"훨씬 낮|大幅に低|deutlich (?:niedriger|schlechter|unter)|muy por debajo|mucho (?:menor|peor)|bem abaixo|"
+    r"muito (?:menor|pior)|bien en dessous|намного (?:ниже|хуже)",
+    re.IGNORECASE,
+)
+_SCORE_GATES = ("below", "lower", "worse", "drop", "低", "낮", "deutlich", "debajo", "mucho", "abaixo", "muito",
+                "dessous", "намного")  # fmt: skip
+# vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
+_RETOLD = (
+    ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
+    ("free_below_told", _FREE_BELOW, _FREE_GATES),
+    ("score_drop_told", _SCORE_DROP, _SCORE_GATES),
+)
+
+
+def told_readers(shape: str) -> Readers:
+    """What reads a failure told in words in lines of this shape: a refused request, vLLM's start-up refusals
+    retold, a harness's score far below. Read in a paste only: a machine's log states its failures in vLLM's words
+    (and its access lines' 400s would cost every line a reading)."""
+    readers = []
+    if _REFUSED.search(shape):
+        readers.append(partial(read_line, "request_refused"))
+    elif _STATUS_SHAPE.search(shape):
+        readers.append(_read_client_error)
+    lower = shape.lower()
+    for name, regex, gates in _RETOLD:
+        if told(regex, gates, shape, lower):
+            readers.append(partial(read_line, name))
+    return tuple(readers)
+
+
+def _read_client_error(line: str, facts: dict) -> None:
+    if _CLIENT_ERROR.search(line):
+        facts["request_refused"] = line
