@@ -36,6 +36,7 @@ class Plan:
     # with how its numbers are read (Pattern.readers)
     matches: tuple[tuple[Pattern, Where, tuple[NumberReader, ...]], ...] | None
     settled: bool  # whether `matches` are already those chosen, in order (no recogniser judges its numbers)
+    ranks: tuple[tuple[int, int], ...]  # where not settled, the best place in `_chosen`'s order each match can take
     facts: Readers  # what reads the facts it states for the context
     told: Readers  # what reads a failure told in words (in a paste only: signs.told_readers)
     markers: Markers  # for the stage tracker
@@ -60,6 +61,7 @@ class Plan:
             pattern for pattern, gate, regex in _SCREENS if gate in shape and (regex is None or regex.search(shape))
         )
         matches, settled = _matches(patterns, shape)
+        ranks = () if settled or matches is None else tuple(_best_rank(*match) for match in matches)
         requests = any(gate in shape for gate in truncation.GATES + truncation.COMPLAINT_GATES)
         signs = truncation.signs_of(shape)
         elided = ()
@@ -70,7 +72,7 @@ class Plan:
         gives = bool(patterns or facts or elided)
         markers, (error, consequence) = shape_markers(shape), errors.kinds(shape)
         return cls(
-            patterns, matches, settled, facts, told, markers, requests, signs, elided, read_at_startup, error,
+            patterns, matches, settled, ranks, facts, told, markers, requests, signs, elided, read_at_startup, error,
             consequence, gives, shape,
         )  # fmt: skip
 
@@ -81,9 +83,22 @@ class Plan:
         elif self.settled:  # read the numbers where the shape has them
             return [_observation(original, pattern, *pattern.reading(text, *read)) for pattern, *read in self.matches]
         else:
-            readings = ((pattern, pattern.reading(text, *read)) for pattern, *read in self.matches)
-            found = [(pattern, *reading) for pattern, reading in readings if reading is not None]
+            found = self._readings(text)
         return chosen_observations(found, original)
+
+    def _readings(self, text: str) -> list[tuple]:
+        """The readings of the shape's matches in the line, but those `_chosen` would drop whatever they read: of a
+        category one a line, after a reading of it already ahead of the best place they can take."""
+        found, ahead = [], {}
+        for (pattern, *read), best in zip(self.matches, self.ranks):
+            if ahead.get(pattern.category, best) < best:
+                continue
+            if (reading := pattern.reading(text, *read)) is not None:
+                found.append(item := (pattern, *reading))
+                if pattern.category in ONE_PER_LINE:
+                    rank = _rank(item)
+                    ahead[pattern.category] = min(ahead.get(pattern.category, rank), rank)
+        return found
 
     def around_elisions(self, text: str, original: str) -> list[Observation]:
         """What the recognisers that read numbers around an elision find in the line."""
@@ -105,11 +120,21 @@ def _matches(patterns: tuple[Pattern, ...], shape: str) -> tuple[tuple | None, b
     return tuple(match for *_, match in _chosen(found, shape)), True
 
 
+def _rank(item: tuple) -> tuple[int, int]:
+    """The place of (pattern, numbers, span, ...) in `_chosen`'s order: the most numbers read, then the longest."""
+    return -len(item[1]), item[2][0] - item[2][1]
+
+
+def _best_rank(pattern: Pattern, where: Where, readers: tuple[NumberReader, ...]) -> tuple[int, int]:
+    """The best place a match can take: with every number it can read (a conversion may give none)."""
+    return _rank((pattern, {**pattern.constants, **{key: None for key, _ in readers}}, where[0]))
+
+
 def _chosen(found: list[tuple], original: str) -> list[tuple]:
     """Of (pattern, numbers, span, ...) found in a line: where matches of one category overlap, the one that
     read the most numbers, then the longest (an older wording is often the start of a newer one); in the
     order they are reported."""
-    found.sort(key=lambda item: (-len(item[1]), item[2][0] - item[2][1]))
+    found.sort(key=_rank)
     chosen, taken = [], {}
     for item in found:
         span, spans = item[2], taken.setdefault(item[0].category, [])

@@ -70,15 +70,10 @@ class Scanner:
         if plan.startup:
             self.startup_lines.add(text, shape)
         read = plan.gives and self._match(plan, text, original)
-        if not read and self.paste and any(word in text.lower() for word in ANYCASE_GATES):
-            read = self._in_any_case(text, original)
-        if read and self.paste:  # in a machine's log, a line a wording read gives no facts at all
-            self.context.read_lines.add(self.line_index)
-        if plan.told and self.paste:
-            self.context.read(text, plan.told)
-        if (self.paste or not read) and len(self.facts) < MAX_FACTS and plan.stated:
-            facts = from_template(plan.stated, text, self.line_index)
-            self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
+        if self.paste:
+            read = self._in_paste(plan, text, original, read)
+        elif not read and plan.stated and len(self.facts) < MAX_FACTS:  # a line a wording read gives no facts
+            self.facts += from_template(plan.stated, text, self.line_index)
         if plan.error and not read or plan.consequence:  # an error no recogniser read, or its detail
             self.errors.feed(self.line_index, original, plan.error and not read, plan.consequence)
         if plan.requests or self.offline_defaults.call:
@@ -110,6 +105,20 @@ class Scanner:
                 self._pending.append((self.line_index, observation))
             # else: a new error once MAX_DISTINCT are kept, dropped without placing it
         return observations
+
+    def _in_paste(self, plan: Plan, text: str, original: str, read: list[Observation] | bool) -> list | bool:
+        """What a paste's line gives besides its recognisers' matches: vLLM's wordings in another case, a failure
+        told in words, the facts beside a message a wording read; the line's observations."""
+        if not read and any(word in text.lower() for word in ANYCASE_GATES):
+            read = self._in_any_case(text, original)
+        if read:
+            self.context.read_lines.add(self.line_index)
+        if plan.told:
+            self.context.read(text, plan.told)
+        if len(self.facts) < MAX_FACTS and plan.stated:
+            facts = from_template(plan.stated, text, self.line_index)
+            self.facts += _outside(facts, read, len(original) > EVIDENCE_CHARS) if read else facts
+        return read
 
     def _in_any_case(self, text: str, original: str) -> list[Observation]:
         """vLLM's wordings retyped in another case ("no available memory for the cache blocks"), in a paste."""
