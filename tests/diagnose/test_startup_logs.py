@@ -50,8 +50,6 @@ KNOWN_FIGURES = {
 KNOWN_CAUSES = {
     "s-117": "0.2's refusal of a max_model_len over the GPU's shared memory ('vLLM cannot currently support "
     "max_model_len=65536 with block_size=16 ...') has no category: diagnose infers a KV cache too small instead",
-    "s-157": "vLLM's 'No available memory for the cache blocks' stands in the issue's title without its 'Try "
-    "increasing' sentence, which diagnose's wording needs",
 }
 
 
