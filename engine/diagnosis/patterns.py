@@ -17,6 +17,7 @@ from string import Formatter
 
 from kvtool.engine.diagnosis.findings import Number
 from kvtool.engine.diagnosis.shapes import digit_blind
+from kvtool.engine.diagnosis.values import MAX_NUMBER
 
 _UNITS_IN_GIB = {"bytes": 1 / (1 << 30), "KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0, "GB": 1.0, "TiB": 1024.0}
 _SIZE = re.compile(r"(-?[\d.]+) ?(bytes|KiB|MiB|GiB|GB|TiB)")
@@ -246,7 +247,12 @@ def _bytes_in_gib(convert: Callable[[str], Number | None], text: str) -> Number 
 
 
 def to_number(text: str, in_gib: bool = False) -> Number | None:
-    text = text.replace(",", "")
+    """The number `text` states, or None where it states none a log could mean (past 1e15, inf, nan)."""
+    number = _parsed(text.replace(",", ""), in_gib)
+    return number if number is not None and abs(number) <= MAX_NUMBER else None
+
+
+def _parsed(text: str, in_gib: bool) -> Number | None:
     if in_gib and (size := _SIZE.fullmatch(text)):
         return round(float(size.group(1)) * _UNITS_IN_GIB[size.group(2)], 4)
     try:

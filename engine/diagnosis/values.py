@@ -6,6 +6,8 @@ import re
 
 from kvtool.engine.diagnosis.quantities import Quantity
 
+MAX_NUMBER = 1e15  # no count, size or rate in a log comes near it: a longer number is no quantity
+
 # a number, with a thousands suffix where one follows it ("16k", "32K tokens", "1M context"; not "KiB", "MB")
 NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?(?:[kKM](?![A-Za-z]))?"
 UNITS = r"GiB|MiB|KiB|GB|MB|TiB|G(?=\s*(?:VRAM|显存|memory|RAM)|\b)|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b"
@@ -46,12 +48,14 @@ def to_number(text: str) -> float | None:
         number = float(digits.replace(",", ""))
     except ValueError:
         return None
+    if not math.isfinite(number) or abs(number) > MAX_NUMBER:
+        return None
     if suffix and suffix.group(1) != "M" and (power := _truncated_power(number)):
         number = float(power)  # `131k`, `262k`: a power-of-two context told by its first digits (131072, 262144)
     elif suffix:
         binary = suffix.group(1) == "K" or (number.is_integer() and number > 0 and int(number) & int(number - 1) == 0)
         number *= (1024 if binary else 1000) ** (2 if suffix.group(1) == "M" else 1)
-    if not math.isfinite(number) or abs(number) > 1e15:
+    if not math.isfinite(number) or abs(number) > MAX_NUMBER:
         return None
     return number
 

@@ -15,11 +15,12 @@ from functools import cached_property
 
 from kvtool.engine.sizing.units import GiB
 
+# Digits are bounded: a longer run is no figure vLLM printed (and past float's range it would read as infinity).
 _KINDS = {
-    "gib": (r"(-?\d+(?:\.\d+)?)", float),
-    "x": (r"(\d+(?:\.\d+)?)", float),
-    "n": (r"(\d[\d,]*)", lambda text: int(text.replace(",", ""))),
-    "bytes": (r"(\d+)", lambda text: int(text) / GiB),
+    "gib": (r"(-?\d{1,12}(?:\.\d+)?)", float),
+    "x": (r"(\d{1,12}(?:\.\d+)?)", float),
+    "n": (r"(\d[\d,]{0,19})(?![\d,]*\d)", lambda text: int(text.replace(",", ""))),
+    "bytes": (r"(\d{1,18})", lambda text: int(text) / GiB),
     "ver": (r"(\d+\.\d+(?:\.\d+)*(?:\.?(?:rc|a|b|post|dev)\d+)*(?:\+[\w.]*\w)?)", str),
     "path": (r"""([^'",()]+)""", str),
     "word": (r"([\w-]+)", str),

@@ -354,6 +354,19 @@ def test_a_context_told_by_its_first_digits_is_the_power_of_two():
     ]
 
 
+def test_a_number_too_large_to_measure_anything_is_no_number():
+    assert [to_number(text) for text in ("1e308k", "1e308", "9e99K", "inf", "nan")] == [None] * 5
+    assert diagnose_text("--max-model-len 1e308k").findings == []
+    digits = "9" * 400  # past float's range: vLLM's own wordings read it as no number, not as infinity
+    for text in (
+        f"Tried to allocate {digits} GiB. GPU 0 has a total capacity of {digits} GiB of which {digits} GiB is free.",
+        f"Model loading took {digits} GiB",
+        f"Maximum concurrency for {digits} tokens per request: {digits}x",
+        f"GPU KV cache size: {digits * 12} tokens",
+    ):
+        diagnose_text(f"{text}\nCUDA out of memory\n400 Bad Request")
+
+
 def test_an_http_status_is_no_quantity():
     for text in ("every call: 400 Bad Request", "Error code: 400 - prompt tokens", "HTTP 413 for 6000 tokens"):
         assert [f.value for f in diagnose_text("max_tokens 4096\n" + text).context.facts if f.value in (400, 413)] == []
