@@ -45,10 +45,15 @@ def amx_permitted() -> bool:
 
 def amx_linear_rows() -> int:
     """Up to how many rows PackedLinear runs bf16 on amx_linear here: 0 without the built kernel or the permission."""
+    rows = _built_rows()
+    return rows if rows and amx_permitted() else 0
+
+
+@functools.cache
+def _built_rows() -> int:
+    """The rows the compiled amx_linear takes (0 where it was built without AMX): asked of the library once."""
     library = load_library()
-    if library is None or library.kvtool_amx_linear_built() == 0:
-        return 0
-    return library.kvtool_amx_linear_built() if amx_permitted() else 0
+    return 0 if library is None else library.kvtool_amx_linear_built()
 
 
 def amx_linear(x, tiles, n, bias=None):
