@@ -23,7 +23,9 @@ from kvtool.engine.sizing.defaults import DEFAULT_MAX_TOKENS
 
 ROUND_CAPS = {2**power for power in range(4, 14)}  # the defaults servers and wrappers set: 16 to 8192 tokens
 SHORT_CAP = 1024  # a cap this short cuts a long answer (about 750 words); longer ones need the count to tell
+CATEGORY = "max_tokens_default_truncation"
 CLIPPED = 0.5  # a trainer's clipped share above this: most completions reached the cap
+FAR_BELOW = 4  # a count at a quarter of the context or less: no prompt filled the context
 GENERATION_CONFIG, CLIENT_DEFAULT, STATED = "generation config", "client default", "stated cap"
 SERVER_DEFAULT = "server default"  # a client that sends no cap, so vLLM's /v1/completions default applies
 # what else ends an answer early: stop strings, the end-of-sequence token, the chat template's end marker
@@ -42,7 +44,7 @@ def default_cap(facts: Facts, context: LogContext) -> Observation | None:
         return None
     asked = {fact.value for fact in facts.of("max_tokens", (KEYED,))}
     completions = facts.of("completion_tokens")
-    for cap in (_vllm_default, _generation_config, _client_default, _round_cap, _stated_cap):
+    for cap in (_vllm_default, _generation_config, _clipped_cap, _client_default, _round_cap, _stated_cap):
         if (found := cap(facts, context, completions, asked, stopped)) is not None:
             return found
     return None
@@ -53,7 +55,7 @@ def _observation(fact: Fact, cap: int, detail: str | None, completion: int | Non
     if completion is not None:
         numbers["completion_tokens"] = completion
     evidence, span = evidence_window(fact.evidence, fact.span)
-    return Observation("max_tokens_default_truncation", "request", numbers, evidence, span, detail)
+    return Observation(CATEGORY, "request", numbers, evidence, span, detail)
 
 
 def _vllm_default(facts, context, completions, asked, stopped) -> Observation | None:
@@ -87,13 +89,34 @@ def _client_default(facts, context, completions, asked, stopped) -> Observation 
     return None
 
 
-def _round_cap(facts, context, completions, asked, stopped) -> Observation | None:
-    if not stopped or asked or not facts.of("model", (KEYED,)):
+def _clipped_cap(facts, context, completions, asked, stopped) -> Observation | None:
+    """A trainer's metrics: most completions clipped, the longest at a round length (the generation cap it set)."""
+    if not any(fact.value > CLIPPED for fact in facts.of("clipped_ratio")):
         return None
-    for fact in completions:
-        if fact.value in ROUND_CAPS:
-            return _observation(fact, fact.value, None, fact.value)
+    longest = [fact for fact in facts.of("longest_completion") if fact.value in ROUND_CAPS]
+    return _observation(longest[-1], longest[-1].value, None) if longest else None
+
+
+def _round_cap(facts, context, completions, asked, stopped) -> Observation | None:
+    """Answers that stopped for length at a round number, where the paste sends no max_tokens: the request shown,
+    the same count on every row of a log, or a count far below the context (no prompt filled it) or told cut."""
+    if not stopped or asked:
+        return None
+    at_round = [fact for fact in completions if fact.value in ROUND_CAPS and not _context_full(facts, fact)]
+    if not at_round or len({fact.value for fact in completions}) > 1:
+        return None
+    cap, limit = at_round[0], context.max_model_len
+    rows = len({fact.line for fact in at_round})
+    if facts.of("model", (KEYED,)) or rows > 1 or context.cut_told or (limit and cap.value * FAR_BELOW <= limit):
+        return _observation(cap, cap.value, None, cap.value)
     return None
+
+
+def _context_full(facts: Facts, completion: Fact) -> bool:
+    """Whether the prompt beside this completion filled the context (then the context ended it, not a cap)."""
+    limit = facts.setting("max_model_len")
+    prompts = [fact.value for fact in facts.of("prompt_tokens") if fact.line == completion.line]
+    return bool(limit and prompts and prompts[0] + completion.value >= limit.value)
 
 
 def _stated_cap(facts, context, completions, asked, stopped) -> Observation | None:

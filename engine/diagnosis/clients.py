@@ -27,10 +27,11 @@ CLIENTS = (
     Client(
         "LangChain's OpenAI completion class",
         ("langchain",),
-        _sign(r"langchain(?:_openai|_community\.llms|\.llms)(?:\.\w+)* import (?:[\w, ]*\b)?OpenAI\b"),
+        _sign(r"langchain(?:_openai|_community\.llms|\.llms)(?:\.\w+)* import (?:[\w, ]*\b)?(?:Azure)?OpenAI\b"),
         "max_tokens",
         256,
-        "langchain-openai 1.8.1 llms/base.py BaseOpenAI.max_tokens (langchain-community 0.4.2 llms/openai.py alike)",
+        "langchain-openai 1.8.1 llms/base.py BaseOpenAI.max_tokens, which its AzureOpenAI inherits "
+        "(langchain-community 0.4.2 llms/openai.py OpenAI and AzureOpenAI alike)",
     ),
     Client(
         "LangChain's VLLMOpenAI",
@@ -39,6 +40,16 @@ CLIENTS = (
         "max_tokens",
         256,
         "langchain-community 0.4.2 llms/openai.py BaseOpenAI.max_tokens",
+    ),
+    Client(
+        "LangChain's OpenAI-compatible completion class",
+        ("Anyscale(", "OctoAIEndpoint(", "OCIModelDeploymentVLLM("),
+        _sign(r"\b(?:Anyscale|OctoAIEndpoint|OCIModelDeploymentVLLM)\("),
+        "max_tokens",
+        256,
+        "langchain-community 0.4.2 llms/anyscale.py Anyscale and llms/octoai_endpoint.py OctoAIEndpoint inherit "
+        "BaseOpenAI.max_tokens; llms/oci_data_science_model_deployment_endpoint.py OCIModelDeploymentVLLM inherits "
+        "OCIModelDeploymentLLM.max_tokens",
     ),
     Client(
         "LangChain's VLLM",

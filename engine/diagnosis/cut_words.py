@@ -19,7 +19,14 @@ CUT_PROSE = re.compile(
     r"|\bse (?:detiene|corta) a (?:la )?mitad|\bpara no meio|戛然而止|说到一半|停在一半|그냥 멈|途中で止ま"
     # a long answer that comes back a paragraph or a sentence long
     r"|\b(?:only|just) (?:a|one) (?:paragraph|sentence|line)\b|只有一段|한 문단(?:뿐|밖에)"
-    r"|\bnur (?:einen|ein) (?:Absatz|Satz)|\bsolo (?:un|una) (?:párrafo|frase)|\bapenas um parágrafo",
+    r"|\bnur (?:einen|ein) (?:Absatz|Satz)|\bsolo (?:un|una) (?:párrafo|frase)|\bapenas um parágrafo"
+    # an answer that ends mid-sentence, or is always about the same length: "always about 190 words", "a paragraph and
+    # a half", "siempre unas 190 palabras", "всегда около 190 слов", "总是 190 字左右"
+    r"|\bmid-?sentence\b|\ba paragraph and a half\b"
+    r"|\b(?:always|every time|each time|consistently) (?:about|around|roughly|~)\s?\d+ (?:words|tokens)\b"
+    r"|\bsiempre (?:unas|alrededor de|más o menos) \d+ (?:palabras|tokens)"
+    r"|\bвсегда (?:около|примерно|где-то) \d+ (?:слов|токенов)"
+    r"|总是\s?\d+\s?(?:字|个词|个 ?token)左右",
     re.IGNORECASE,
 )
 CUT_SHORT = re.compile(_FINISH_LENGTH + "|" + CUT_PROSE.pattern, re.IGNORECASE)
@@ -48,7 +55,8 @@ CUT_SHORT_GATES = (  # the prose, for the reader
     "corta", "cortad", "runcad", "ncomplet", "medias", "metade", "abgeschnitten", "nvollständig", "im Satz", "обрез",
     "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè", "stops", "stop early", "stop short",
     "hört", "bricht", "mitad", "no meio", "戛然", "一半", "멈", "止ま", "a paragraph", "one paragraph", "a sentence",
-    "one sentence", "a line", "one line", "只有一段", "한 문단", "nur ein", "solo un", "apenas um",
+    "one sentence", "a line", "one line", "只有一段", "한 문단", "nur ein", "solo un", "apenas um", "id-sentence",
+    "idsentence", "and a half", "always", "every time", "each time", "consistently", "siempre", "всегда", "总是",
 )  # fmt: skip
 CUT_GATES = (*CUT_SHORT_GATES, "inish_reason", "nly ", "ust ")
 _PROSE_GATES = tuple(gate.lower() for gate in (*CUT_SHORT_GATES, "nly ", "ust ", "cut ", "stop", "ends"))

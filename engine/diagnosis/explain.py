@@ -49,12 +49,13 @@ EXPLAINERS = {
     ("batched_tokens_lt_model_len", wordings.MULTIMODAL_ITEM): explain_budget.item_too_large,
     ("kv_cache_near_full", wordings.STATS_LINE): explain_pressure.stats_pressure,
 }
-ONE_FINDING = ("preemption",)  # read from several kinds of line, reported once: the first, with the others' numbers
+# read from several kinds of line, reported once: the first, with the others' numbers
+ONE_FINDING = ("preemption", "max_tokens_default_truncation")
 
 
 def explain(observations: list[Observation], context: LogContext, memory: MemoryModel) -> list[Finding]:
     kept = client_literals(vetoed(guessed(observations, context), context), context)
-    observations = kept + rule_observations(observations, context)
+    observations = vetoed(kept + rule_observations(observations, context), context)
     observations = observations + inferred_observations(observations, context, memory)
     findings = []
     for obs in observations:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from kvtool.engine.diagnosis.quantities import BY_NAME, KEYS, Quantity
 from kvtool.engine.diagnosis.values import NUMBER, UNITS, convert
 
-KEY = re.compile(r"(?<![\w.-])(?P<key>(?:--?)?[A-Za-z_][\w.-]{0,60})")
+# a trainer's metric names its group before a slash (`completions/clipped_ratio`, `response_length/max`)
+KEY = re.compile(r"(?<![\w./-])(?P<key>(?:--?)?[A-Za-z_][\w./-]{0,60})")
 # the verbs and words of prose between a key and its value ("is set to", "stuck at", "keeps going up (")
 _LINK = (
     r"is|was|are|were|set|stays?|stayed|stuck|sits?|sitting|hover\w*|keeps?|kept|goes|going|went|climb\w*|jump\w*|"
@@ -62,8 +63,9 @@ Reading = tuple[str, int | float | str | bool, str | None, tuple[int, int]]  # q
 
 
 def normal_key(key: str) -> str:
-    """`--max-model-len`, `max-model-len`, `rollout.max_model_len`, `maxModelLen`: `max_model_len`."""
-    key = key.lstrip("-").rsplit(".", 1)[-1]
+    """`--max-model-len`, `max-model-len`, `rollout.max_model_len`, `maxModelLen`: `max_model_len`; a metric's group
+    joins its name (`response_length/max`: `response_length_max`)."""
+    key = key.lstrip("-").rsplit(".", 1)[-1].replace("/", "_")
     if not key.islower():
         key = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)
     return key.replace("-", "_").lower()
@@ -77,6 +79,8 @@ def quantity_of(key: str) -> tuple[Quantity | None, str | None]:
     if name.endswith("_seconds") or name.endswith("_seconds_bucket"):
         name, unit = name[: name.rindex("_seconds")], "s"
     quantity = KEYS.get(name)
+    if quantity is None and "/" in key:  # a path or a metric's group before the key: its last part
+        return quantity_of(key.rsplit("/", 1)[-1])
     if quantity is None and name.startswith("vllm_"):
         quantity = KEYS.get(name[5:])
     return quantity, unit

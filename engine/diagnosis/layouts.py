@@ -23,6 +23,7 @@ LONE_FLAG = re.compile(r"""^[-\s]*['"]?(?P<flag>--[A-Za-z][\w-]*)['"]?,?\s*$""")
 LONE_VALUE = re.compile(r"""^[-\s]*['"]?(?P<value>-?[\w./:@-]+)['"]?,?\s*$""")
 CELL_NUMBER = re.compile(r"^\s*(?P<number>" + NUMBER + r")\s*(?P<unit>%|ms|s|GiB|GB|MiB|x)?\s*$")
 HEADER_UNIT = re.compile(r"[(\[](%|ms|s|GiB|GB|MiB)[)\]]|(%)$")
+WORD_CELL = re.compile(r"^[A-Za-z_]\w{0,31}$")
 SEPARATORS = ("|", "\t", ",")
 MAX_COLUMNS = 16
 # PromQL: the metric names in an expression, and the functions that make a counter a rate
@@ -81,7 +82,7 @@ class Layouts:
             value = convert(quantity, number.group("number"), number.group("unit") or _header_unit(name))
             if value is not None:
                 facts.append(Fact(quantity.name, value, number.group("unit"), index, line, (0, 0), KEYED))
-        return facts
+        return facts + _words_under(header[1], cells, index, line)
 
     def _separates(self, line: str, separator: str) -> bool:
         """Whether `separator` splits this line into cells: two of it, a Markdown bar, or one that splits the rows
@@ -103,6 +104,15 @@ def _row_keyed(cells: list[str], numbers: list, line: str, index: int) -> list[F
             value = convert(quantity, number.group("number"), number.group("unit") or _header_unit(cells[0]))
             if value is not None:
                 facts.append(Fact(quantity.name, value, number.group("unit"), index, line, (0, 0), KEYED))
+    return facts
+
+
+def _words_under(headers: list[str], cells: list[str], index: int, line: str) -> list[Fact]:
+    """The words a row states under a column of words (a request log's `finish_reason`: length, stop)."""
+    facts = []
+    for name, cell in zip(headers, cells):
+        if WORD_CELL.match(cell) and (quantity := KEYS.get(normal_key(name))) is not None and quantity.kind == "str":
+            facts.append(Fact(quantity.name, cell, None, index, line, (0, 0), KEYED))
     return facts
 
 

@@ -37,9 +37,10 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
                  "max_output_tokens", "max_tokens_to_sample", "max_length_generation", "max_out_len",
                  "max_completion_length", "generation_size", "max_gen_len"),
     PROMPT_TOKENS: ("prompt_tokens", "input_tokens", "num_prompt_tokens", "prompt_len", "prompt_length",
-                    "input_len", "input_length", "num_tokens", "prompt_token_count", "input_token_count"),
+                    "input_len", "input_length", "num_tokens", "prompt_token_count", "input_token_count",
+                    "random_input_len"),
     COMPLETION_TOKENS: ("completion_tokens", "output_tokens", "generated_tokens", "num_generated_tokens",
-                        "output_len", "completion_token_count"),
+                        "output_len", "completion_token_count", "random_output_len", "sharegpt_output_len"),
     _q("requested_tokens"): ("total_tokens_requested",),
     _q("total_tokens"): ("total_tokens",),  # a usage block's prompt + completion
     UTILIZATION: ("gpu_memory_utilization", "gpu_memory_utilisation", "gpu_util", "gpu_mem_util",
@@ -70,7 +71,10 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     PREEMPTIONS: ("total_num_cumulative_preemption", "num_preemptions", "num_preemption", "preemptions",
                   "total_cumulative_preemption_cnt", "num_preemptions_total"),
     _q("preemptions_per_s", "float"): (),  # a rate() of the preemption counter
-    _q("clipped_ratio", "fraction"): ("clipped_ratio",),  # TRL's share of completions that reached the cap
+    # a trainer's share of completions that reached the cap (TRL's, verl's and OpenRLHF's metrics), and the longest
+    _q("clipped_ratio", "fraction"): ("clipped_ratio", "clip_ratio", "completions_clipped_ratio",
+                                      "response_length_clip_ratio", "response_clip_ratio"),
+    _q("longest_completion"): ("completions_max_length", "response_length_max", "generate_length_max"),
     _q("priority"): ("priority",),
     _q("finish_reason", "str"): ("finish_reason",),
     _q("model", "str"): ("model", "model_path", "model_name_or_path", "pretrained", "model_name"),

@@ -45,7 +45,8 @@ LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # wh
 
 def rule_observations(seen: list[Observation], context: LogContext) -> list[Observation]:
     """What the facts show that no wording said."""
-    named = {SAME_CAUSE.get(obs.category, obs.category) for obs in seen}
+    # a cut told beside a request without max_tokens names no cap: the rule reads it (explain merges the two)
+    named = {SAME_CAUSE.get(o.category, o.category) for o in seen if o.numbers or o.category != caps.CATEGORY}
     facts = Facts(fact for fact in context.facts if fact.line not in context.read_lines)  # a wording explained them
     found = []
     for category, rule in RULES:
