@@ -3,8 +3,8 @@
 `max_model_len(4096)`, `max_model_len is 4096`, lm-eval's `max_model_length=4096,gpu_memory_utilisation=0.8`, a
 config path's last part (`rollout.max_num_batched_tokens=8192`), a stats line's `Running: 8 reqs`, a Prometheus
 sample (`vllm:num_requests_waiting{model_name="x"} 45`), prose that links a key to its value with a verb
-(`kv_cache_usage_perc stuck at 1.0`); a bare switch (`--enforce-eager`), a list of token ids (counted), a process row of
-nvidia-smi's table, a Prometheus query's sample (its metric named by `__name__`)."""
+(`kv_cache_usage_perc stuck at 1.0`); a bare switch (`--enforce-eager`), a list of token ids (counted), a
+Prometheus query's sample (its metric named by `__name__`)."""
 
 import re
 from collections.abc import Iterator
@@ -45,8 +45,6 @@ BARE_SWITCH = re.compile(  # a switch alone: not one given a value (`--enable-ch
     r"(?!\s+['\"]?(?:true|false|\d)\b)",
     re.IGNORECASE,
 )
-# a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
-SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
 # a load told twice, before and under load (`vllm:num_requests_waiting: 0 / 63`): both are read
 SERIES = {"kv_cache_usage_percent", "num_waiting", "num_running", "num_preemptions", "preemptions_per_s"}
 THEN = re.compile(rf"\s*(?:/|->|→)\s*(?P<number>{NUMBER})(?![\d.]*\s?(?:GiB|GB|MiB))")
@@ -95,8 +93,6 @@ def keyed(text: str) -> Iterator[Reading]:
         for match in TOKEN_IDS.finditer(text):
             count = match.group("items").count(",") + 1
             yield COUNTED[match.group("key")], count, "ids", match.span("items")
-    if "MiB |" in text and (match := SMI_PROCESS.match(text)):
-        yield "process_gib", convert(BY_NAME["process_gib"], match.group("mib"), "MiB"), "MiB", match.span("mib")
     if "MiB /" in text and (match := SMI_USAGE.search(text)):
         for name, group in (("gpu_used_gib", "used"), ("total_gib", "total")):
             yield name, convert(BY_NAME[name], match.group(group), "MiB"), "MiB", match.span(group)

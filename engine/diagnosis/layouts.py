@@ -1,4 +1,5 @@
-"""Facts whose name and number are on different lines: a flag and its value one per line (a Ray or RL
+"""Facts whose name and number are on different lines, or that a line states only as a row of its own (a process
+nvidia-smi lists: the memory it holds): a flag and its value one per line (a Ray or RL
 trainer's argument list printed as a Python list, a Kubernetes manifest's `args:` items, a shell command
 continued with `\\`), and a table whose column header names the quantity of every number under it: Markdown,
 comma-separated values (quoted cells too: a Grafana export) or tab-separated ones. A header may be a key, words
@@ -18,6 +19,8 @@ from kvtool.engine.diagnosis.values import NUMBER, convert
 from kvtool.engine.diagnosis.words import WORDS
 
 # a line that is only a flag (`--max-model-len`, `'--max-model-len',`, `- --max-model-len`, `- "--max-model-len"`)
+# a process row of nvidia-smi's table: GPU, GI, CI, PID, type, name, memory
+SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[CG+]+\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|$")
 LONE_FLAG = re.compile(r"""^[-\s]*['"]?(?P<flag>--[A-Za-z][\w-]*)['"]?,?\s*$""")
 # a line that is only a value (`'32768',`, `- "8192"`, `0.95`)
 LONE_VALUE = re.compile(r"""^[-\s]*['"]?(?P<value>-?[\w./:@-]+)['"]?,?\s*$""")
@@ -54,6 +57,9 @@ class Layouts:
             value = convert(flag, match.group("value"))
             if value is not None:
                 return [Fact(flag.name, value, None, index, line, (0, 0), KEYED)]
+        if "MiB |" in line and (match := SMI_PROCESS.match(line.strip())):  # a row of its own, whatever joins lines
+            value = convert(BY_NAME["process_gib"], match.group("mib"), "MiB")
+            return [Fact("process_gib", value, "MiB", index, line, match.span("mib"), KEYED)]
         if match := LONE_FLAG.match(content):
             self._flag = KEYS.get(normal_key(match.group("flag")))
             return []

@@ -3,28 +3,40 @@ words, beside a sign that the failure happened whose message is missing or retol
 prose). Each rule is stated in one sentence in docs/diagnose.md:
 - a request refused while the prompt and max_tokens the paste states add up to more than the launch's
   max_model_len is request_too_long (vLLM checks prompt + max_tokens against the context, not the prompt alone);
+  so is one whose max_tokens (a chat UI's "Max Tokens", num_predict) leaves less than a quarter of the context;
 - "no memory for the cache blocks" told in any words, at a start-up that did not come up, is no_cache_blocks;
 - free memory told to be below the utilization asked, where nvidia-smi shows what the GPU already has in use and
   total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
+  so is that refusal told alone, and two launches on one card whose utilizations add up to more than 1;
 - pydantic's "validation error for SchedulerConfig" with its detail cut off, where the launch sets a step budget
   below max_model_len without chunked prefill, is batched_tokens_lt_model_len (the check that refuses it).
 """
+
+import re
 
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 
+ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's template, system prompt and history
+LAUNCH = re.compile(r"vllm serve|api_server|--model\b")  # a line that launches a server
+CAP_AT_CONTEXT = "output cap near the context"  # an observation's detail: no prompt is stated
+
 
 def request_over_context(facts: Facts, context: LogContext) -> Observation | None:
-    limit = context.max_model_len
-    if not context.request_refused or not limit:
+    limit, asked = context.max_model_len, facts.setting("max_tokens")
+    if not context.request_refused or not limit or asked is None or not 0 < asked.value:
         return None
     prompts = [fact for fact in facts.of("prompt_tokens", (KEYED, WORDED)) if 0 < fact.value < limit]
-    asked = facts.setting("max_tokens")
-    if not prompts or asked is None or not 0 < asked.value < limit or prompts[0].value + asked.value <= limit:
-        return None
-    numbers = {"prompt_tokens": prompts[0].value, "max_tokens": asked.value, "max_model_len": limit}
-    return _told(context.request_refused, "request_too_long", "request", numbers)
+    if prompts:
+        if asked.value >= limit or prompts[0].value + asked.value <= limit:
+            return None
+        numbers = {"prompt_tokens": prompts[0].value, "max_tokens": asked.value, "max_model_len": limit}
+        return _told(context.request_refused, "request_too_long", "request", numbers)
+    if (limit - asked.value) * ROOM_SHARE < limit:  # a cap at (or near) the context leaves no room for a prompt
+        numbers = {"max_tokens": asked.value, "completion_tokens": asked.value, "max_model_len": limit}
+        return _told(context.request_refused, "request_too_long", "request", numbers, CAP_AT_CONTEXT)
+    return None
 
 
 def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
@@ -36,16 +48,38 @@ def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
 
 
 def held_retold(facts: Facts, context: LogContext) -> Observation | None:
-    utilization, used = context.gpu_memory_utilization, facts.largest("gpu_used_gib")
-    total = facts.largest("total_gib")
-    if not context.free_below_told or not utilization or used is None or total is None or context.server_up:
+    utilization = context.gpu_memory_utilization
+    if not context.free_below_told or not utilization or context.server_up:
         return None
-    free = round(total.value - used.value, 2)
-    if free >= utilization * total.value:
-        return None
-    numbers = {"free_gib": free, "total_gib": total.value, "gpu_memory_utilization": utilization}
-    numbers |= {"requested_gib": round(utilization * total.value, 2), "other_process_gib": used.value}
+    numbers = {"gpu_memory_utilization": utilization}
+    used, total = facts.largest("gpu_used_gib"), facts.largest("total_gib")
+    if used is not None and total is not None:  # nvidia-smi's use of the GPU before vLLM starts: others'
+        free = round(total.value - used.value, 2)
+        if free >= utilization * total.value:
+            return None
+        numbers |= {"free_gib": free, "total_gib": total.value, "requested_gib": round(utilization * total.value, 2)}
+        numbers["other_process_gib"] = used.value
+    numbers |= _others(facts)
     return _told(context.free_below_told, "gpu_memory_held_by_others", "startup", numbers)
+
+
+def shared_card(facts: Facts, context: LogContext) -> Observation | None:
+    """Two launches on one card whose utilizations add up to more than the whole of it, one failed at start-up."""
+    if not (context.startup_failed or context.free_below_told) or context.server_up:
+        return None
+    asked = [fact for fact in facts.of("gpu_memory_utilization", (KEYED,)) if LAUNCH.search(fact.evidence)]
+    spans = {(fact.line, fact.span): fact for fact in asked}  # each launch's own
+    if len(spans) < 2 or sum(fact.value for fact in spans.values()) <= 1:
+        return None
+    last = list(spans.values())[-1]
+    numbers = {"gpu_memory_utilization": last.value, "utilization_sum": round(sum(f.value for f in spans.values()), 2)}
+    return _told(last.evidence, "gpu_memory_held_by_others", "startup", numbers | _others(facts))
+
+
+def _others(facts: Facts) -> dict:
+    """What the processes nvidia-smi lists hold, in MiB as it prints them."""
+    held = [fact.value for fact in facts.of("process_gib")]
+    return {"other_process_mib": round(sum(held) * 1024)} if held else {}
 
 
 def step_retold(facts: Facts, context: LogContext) -> Observation | None:
@@ -68,5 +102,6 @@ RULES = (
     ("request_too_long", request_over_context),
     ("no_cache_blocks", no_blocks_retold),
     ("gpu_memory_held_by_others", held_retold),
+    ("gpu_memory_held_by_others", shared_card),
     ("batched_tokens_lt_model_len", step_retold),
 )

@@ -41,7 +41,8 @@ _BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッ
 _FREE_BELOW = re.compile(
     r"(?:free|available|livre|libre|disponible|frei|verfügbar|可用|空闲|剩余|여유|空き|свободн\w*).{0,64}"
     r"(?:less than|below|lower than|smaller than|menor que|menos que|inferior|weniger als|kleiner als|niedriger als|"
-    r"小于|低于|不足|보다 적|より少な|меньше).{0,48}(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани)",
+    r"小于|低于|不足|보다 적|より少な|меньше).{0,48}"
+    r"(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани|утилизаци)",
     re.IGNORECASE,
 )
 _FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",

@@ -50,6 +50,10 @@ _PROSE = {
         r"in the completion|最大输出(?:长度)?|输出长度|最大(?:出力)?トークン数?|최대 ?(?:출력 ?)?토큰",
         r"máximo de tokens|tokens máximos|maximale[n]? (?:Anzahl (?:an |der )?)?(?:Ausgabe)?tokens",
         r"максимальн\w* (?:число |количество )?токенов",
+        # a chat UI's output cap: "Max Tokens (num_predict)", "maximum output length", 最大标记, 最大輸出長度
+        r"max(?:imum)? (?:output|response|generation|completion|answer) length|最大(?:标记|標記|輸出)(?:数|長度)?",
+        r"longitud máxima de (?:la )?(?:salida|respuesta)|maximale Ausgabelänge|comprimento máximo da resposta",
+        r"максимальн\w* длин\w* (?:ответа|вывода|генерации)|최대 ?(?:출력|응답) ?길이",
     ),
     # a benchmark's totals over every request ("Total input tokens: 1024000"): no prompt's length
     _q("benchmark_total_tokens"): (r"total (?:input|prompt|generated|output) tokens:?",),
@@ -138,7 +142,8 @@ _GATES = {
     "benchmark_total_tokens": ("total",),
     "max_model_len": ("len", "concurrency", "上下文", "长度", "コンテキスト", "最大", "컨텍스트", "최대", "context",
                       "kontext", "контекст", "contexte"),
-    "max_tokens": ("token", "completion", "输出", "トークン", "토큰", "токен"),
+    "max_tokens": ("token", "completion", "输出", "トークン", "토큰", "токен", "length", "标记", "標記", "輸出",
+                   "longitud", "ausgabe", "comprimento", "длин", "길이"),
     "prompt_tokens": ("prompt", "input", "num_tokens", "messages", "输入", "提示", "入力", "プロンプト", "입력",
                       "프롬프트", "entrada", "eingabe", "промпт", "вход"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),

@@ -161,8 +161,15 @@ def test_a_soft_wrap_at_80_columns_keeps_its_words_apart():
 
 
 def test_nvidia_smi_rows_give_each_process_its_memory():
-    row = "|    0   N/A  N/A     18233      C   /usr/bin/python3                          30718MiB |"
-    assert read(row)["process_gib"] == pytest.approx(29.998, rel=1e-3)
+    rows = [
+        "|    0   N/A  N/A     18233      C   /usr/bin/python3                          30718MiB |",
+        "|    0   N/A  N/A      1873      G   /usr/lib/xorg/Xorg                          412MiB |",
+        "|    0   N/A  N/A      2051      G   /usr/bin/gnome-shell                        188MiB |",
+    ]
+    facts = [fact for index, row in enumerate(rows) for fact in Layouts().feed(row, index)]
+    assert [fact.value for fact in facts] == pytest.approx([29.998, 0.4023, 0.1836], rel=1e-3)
+    joined = diagnose_text("nvidia-smi:\n" + "\n".join(rows)).context.facts.of("process_gib")
+    assert len(joined) == 3  # however the paste's lines are joined, each row is its own
 
 
 @pytest.mark.parametrize(
