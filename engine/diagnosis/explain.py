@@ -18,7 +18,7 @@ from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.errors import outranked
 from kvtool.engine.diagnosis.explain_graphs import graph_budget, warned_graphs
 from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES, NOT_POSITIVE, Finding, Numbers, Observation
-from kvtool.engine.diagnosis.launch_check import PLANNED, PLANNED_NOTE, launch_could_not_start
+from kvtool.engine.diagnosis.launch_check import NOTES, PLANNED, failed_after_kv_line, launch_could_not_start
 from kvtool.engine.diagnosis.measured import DERIVED, ESTIMATED, MEASURED
 from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.rules import client_literals, guessed, rule_observations, vetoed
@@ -76,8 +76,8 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
-        if obs.detail == PLANNED:
-            finding.notes.append(PLANNED_NOTE)
+        if obs.detail in NOTES:
+            finding.notes.append(NOTES[obs.detail])
         finding = graph_budget(finding, context, memory)
         with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)
@@ -127,6 +127,8 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     failed = categories & MEMORY_AND_LENGTH_CATEGORIES  # the paste shows what failed: no estimate needed
     if tokens is None and not failed and (planned := launch_could_not_start(context, memory)) is not None:
         return [planned]
+    if tokens is None and not failed and memory.spec is None and (after := failed_after_kv_line(context)):
+        return [after]
     # the length check vLLM runs once the cache is sized failed, whatever max_model_len was
     failed_check = context.cache_check_failed and source == "num_gpu_blocks"
     if tokens is None or not (failed_check or context.max_model_len and tokens < context.max_model_len):

@@ -24,7 +24,7 @@ SMI_PROCESS = re.compile(r"^(?:\|\s+)?\d+\s+(?:N/A|\d+)\s+(?:N/A|\d+)\s+\d+\s+[C
 LONE_FLAG = re.compile(r"""^[-\s]*['"]?(?P<flag>--[A-Za-z][\w-]*)['"]?,?\s*$""")
 # a line that is only a value (`'32768',`, `- "8192"`, `0.95`)
 LONE_VALUE = re.compile(r"""^[-\s]*['"]?(?P<value>-?[\w./:@-]+)['"]?,?\s*$""")
-CELL_NUMBER = re.compile(r"^\s*(?P<number>" + NUMBER + r")\s*(?P<unit>%|ms|s|GiB|GB|MiB|x)?\s*$")
+CELL_NUMBER = re.compile(r"^\s*(?P<number>" + NUMBER + r")\s*(?P<unit>%|ms|s|GiB|GB|MiB|x|tokens)?\s*$")
 HEADER_UNIT = re.compile(r"[(\[](%|ms|s|GiB|GB|MiB)[)\]]|(%)$")
 WORD_CELL = re.compile(r"^[A-Za-z_]\w{0,31}$")
 SEPARATORS = ("|", "\t", ",")

@@ -210,6 +210,21 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
     return None
 
 
+def lengths_tried(facts: Facts, context: LogContext) -> Observation | None:
+    """Lengths tried one after another beside the KV cache size in tokens: those up to it started, the one past it
+    failed (vLLM's check that one max_model_len request fits the cache)."""
+    tokens, lengths = facts.largest("kv_cache_tokens"), facts.of("max_model_len", (KEYED, WORDED))
+    if tokens is None or len({fact.value for fact in lengths}) < 2:
+        return None
+    longest = max(lengths, key=lambda fact: (fact.value, fact.line))
+    shorter = [fact.value for fact in lengths if fact.value < longest.value]
+    failed = context.startup_failed or REFUSAL.search(longest.evidence[longest.span[1] :] or longest.evidence)
+    if not failed or max(shorter) > tokens.value or longest.value <= tokens.value:
+        return None
+    numbers = {"max_model_len": longest.value, "kv_cache_tokens": tokens.value}
+    return _observation("kv_cache_too_small_at_startup", "startup", numbers, longest)
+
+
 def _in_line(facts: Facts, first: Fact, quantity: str) -> dict:
     found = next((fact for fact in facts if fact.line == first.line and fact.quantity == quantity), None)
     return {quantity: found.value} if found else {}
@@ -222,5 +237,6 @@ RULES = (
     ("batched_tokens_lt_model_len", step_too_small),
     ("max_tokens_default_truncation", caps.default_cap),
     ("kv_cache_too_small_at_startup", kv_cache_short),
+    ("kv_cache_too_small_at_startup", lengths_tried),
     *told.RULES,
 )
