@@ -79,6 +79,7 @@ class LogContext:
     probe_killed: bool = False  # a kubelet killed the container for a failed liveness or startup probe
     no_blocks_told: str | None = None  # the line that tells vLLM's "No available memory for the cache blocks"
     free_below_told: str | None = None  # the line that tells its "Free memory ... is less than desired ..."
+    preemption_told: str | None = None  # the line that quotes vLLM's preemption warning loosely
     score_drop_told: str | None = None  # the line that tells a harness's score far below another backend's
     cut_told: str | None = None  # the line that says an answer was cut short (cut_words.answer_cut)
     client: str | None = None  # a client, harness or trainer with an output cap of its own (clients.py)

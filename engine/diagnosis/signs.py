@@ -31,13 +31,21 @@ _SERVING_TOLD = re.compile(
     r"|(?:跑|处理|生成)了.{0,8}(?:条|个|批)"
     rf"|\bnach {_SOME}(?:Dokumenten|Anfragen|Requests|Prompts|Schritten|Batches)\b"
     rf"|\b(?:después|depois) de {_SOME}(?:documentos|solicitudes|peticiones|requisições|prompts)\b"
-    r"|\d\s?(?:건|개)(?:를| 정도)? ?(?:처리|생성)|\d\s?件(?:ほど|くらい)?(?:処理|生成)",
+    r"|\d\s?(?:건|개)(?:를| 정도)? ?(?:처리|생성)|\d\s?件(?:ほど|くらい)?(?:処理|生成)"
+    # it worked first, for smaller inputs or earlier steps: "the first ~40 steps are fine", "1-2 minute videos are
+    # fine", "short prompts work", "Первые 40 шагов всё нормально", "짧은 입력은 잘 되는데", "前 40 步正常"
+    rf"|\bfirst {_SOME}{_ITEMS} (?:are|were|go|went|run|ran|work\w*) (?:fine|ok|well)"
+    r"|\b(?:short|small|smaller|shorter)(?: \w+)? (?:inputs?|prompts?|videos?|images?|documents?|requests?|texts?) "
+    r"(?:are|were|work\w*|run) (?:fine|ok|well)|\b[\d-]+ ?(?:minute|min|second|page)s? (?:videos?|clips?|documents?) "
+    r"(?:are|were|work) (?:fine|ok)|\bперв\w* (?:~|около )?\d+ (?:шаг\w*|запрос\w*|итерац\w*)"
+    r"|\bкоротк\w* \w+ работа\w*|짧은 \w+(?:은|는) 잘|처음 \d+ ?(?:스텝|단계|개)|前 ?\d+ ?(?:步|个|条)(?:都)?正常",
     re.IGNORECASE,
 )
 _SERVING_GATES = (
     "load", "during", "while", "after", "production", "推理", "运行", "压测", "carga", "producción", "last", "betrieb",
     "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영", "runs", "run ", "processed", "generated", "scored",
-    "了", "nach", "después", "depois", "건", "개", "件",
+    "了", "nach", "después", "depois", "건", "개", "件", "first", "short", "small", "video", "перв", "коротк", "짧은",
+    "처음", "正常",
 )  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")

@@ -30,6 +30,7 @@ from operator import itemgetter
 from kvtool.engine.diagnosis.shapes import masked
 
 DUMMY_RUN = "dummy run"  # a start-up frame unless a run-time one is in the same traceback
+WEIGHT_SYNC = "weight sync"  # a run-time frame that decides over the weight loading it calls
 STARTUP_MARKERS = (  # (marker, phase), the most specific first
     ("_dummy_sampler_run", "sampler warm-up"),
     ("warming up sampler", "sampler warm-up"),
@@ -77,6 +78,8 @@ PROGRESS_MARKERS = (
     ("model weights took", "memory profiling"),
     ("checkpoint shards", "weight loading"),  # the loading progress bar
 )
+# an RL trainer's weight sync into a colocated engine, between generations: run time, though it loads weights
+WEIGHT_SYNC_MARKERS = ("update_weights", "sync_weights", "sharding_manager", "wake_up(")
 RUNTIME_MARKERS = (
     "in step",
     "in execute_model",
@@ -122,7 +125,8 @@ TRACEBACK = "Traceback (most recent call last)"
 LOOK_BACK, LOOK_AHEAD = 80, 30  # lines
 _PHASES = dict(STARTUP_MARKERS + PROGRESS_MARKERS)
 _CHAINS, _SERVED, _RUNTIME = set(CHAIN_MARKERS), set(SERVED_MARKERS), set(RUNTIME_MARKERS)
-_ANY_MARKER = re.compile("|".join(re.escape(m) for m in (*_PHASES, *RUNTIME_MARKERS, *SERVED_MARKERS, *CHAIN_MARKERS)))
+_MARKERS = (*_PHASES, *RUNTIME_MARKERS, *WEIGHT_SYNC_MARKERS, *SERVED_MARKERS, *CHAIN_MARKERS)
+_ANY_MARKER = re.compile("|".join(re.escape(m) for m in _MARKERS))
 # A shape masks their digit: the line itself says whether it holds one (no other marker can overlap them).
 _DIGIT_SERVED = tuple(marker for marker in SERVED_MARKERS if re.search(r"\d", marker))
 _MASKED_SERVED = tuple(map(masked, _DIGIT_SERVED))
@@ -149,6 +153,8 @@ def _read_markers(line: str) -> tuple[tuple[str, str | None] | None, bool, bool]
 
 
 def _marker(found: set[str]) -> tuple[str, str | None] | None:
+    if found.intersection(WEIGHT_SYNC_MARKERS):
+        return "runtime", WEIGHT_SYNC
     for marker, phase in STARTUP_MARKERS:  # the most specific first
         if marker in found:
             return "startup", phase
@@ -204,7 +210,10 @@ class StageTracker:
         served_at = self.served[0] if self.served and self.served[0] <= at else None
         for first, last in ((max(at - LOOK_BACK, served_at or 0), at - 1), (at, at + LOOK_AHEAD)):
             startup = _between(self.frames["startup"], first, last)
-            runtime = _between(self.frames["runtime"], first, last)[-1:]
+            runtime = _between(self.frames["runtime"], first, last)
+            if synced := [frame for frame in runtime if frame[1] == WEIGHT_SYNC]:
+                return Stage("runtime", None, synced[0][2])
+            runtime = runtime[-1:]
             if startup and not (runtime and all(f[1] == DUMMY_RUN for f in startup)):
                 specific = [f for f in startup if f[1] not in ("start-up", DUMMY_RUN)] or startup
                 chosen = specific[-1] if last < at else specific[0]

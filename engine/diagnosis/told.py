@@ -17,6 +17,7 @@ import re
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.memory_model import log_spec
 
 ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's template, system prompt and history
 LAUNCH = re.compile(r"vllm serve|api_server|--model\b")  # a line that launches a server
@@ -83,14 +84,55 @@ def _others(facts: Facts) -> dict:
 
 
 def step_retold(facts: Facts, context: LogContext) -> Observation | None:
-    batched, limit = context.max_num_batched_tokens, context.max_model_len
-    if not context.scheduler_refused or not batched or not limit or batched >= limit:
+    """The step budget a launcher set, refused by SchedulerConfig with its detail cut off: below max_model_len (the
+    launch's, else the model's own from the catalog), or with no length known at all, the one check that refuses a
+    step budget alone (named with what the paste states)."""
+    batched = context.max_num_batched_tokens
+    if not context.scheduler_refused or not batched or context.enable_chunked_prefill is True:
         return None
-    if context.enable_chunked_prefill is True:
+    spec = None if context.max_model_len else log_spec(context.model, context.served_model_name)
+    limit = context.max_model_len or (spec.derived_max_model_len if spec else None)
+    if limit is not None and batched >= limit:
         return None
     line = context.facts.setting("max_num_batched_tokens")
-    numbers = {"max_num_batched_tokens": batched, "max_model_len": limit}
+    numbers = {"max_num_batched_tokens": batched} | ({"max_model_len": limit} if limit else {})
     return _told(line.evidence if line else "", "batched_tokens_lt_model_len", "startup", numbers)
+
+
+def preemption_retold(facts: Facts, context: LogContext) -> Observation | None:
+    """vLLM's preemption warning quoted loosely ("preempted by PreemptionMode.RECOMPUTE ... not enough KV cache
+    space"), inside prose of any language."""
+    if not context.preemption_told:
+        return None
+    return _told(context.preemption_told, "preemption", "runtime", _load(facts, context))
+
+
+def concurrency_past_cache(facts: Facts, context: LogContext) -> Observation | None:
+    """Benchmarks at several concurrencies, the largest past what the KV cache holds at once (vLLM's "Maximum
+    concurrency for N tokens per request", or its KV tokens over a request's): the extra requests wait or preempt."""
+    asked = {fact.value for fact in facts.of("concurrency", (KEYED,)) if isinstance(fact.value, int)}
+    holds = context.max_concurrency or _held_at_once(facts, context)
+    if len(asked) < 2 or not holds or max(asked) <= holds:
+        return None
+    numbers = _load(facts, context) | {"request_concurrency": max(asked), "max_concurrency": holds}
+    top = next(fact for fact in facts.of("concurrency", (KEYED,)) if fact.value == max(asked))
+    return _told(top.evidence, "preemption", "runtime", numbers, "concurrency past the KV cache")
+
+
+def _held_at_once(facts: Facts, context: LogContext) -> float | None:
+    prompt, completion = facts.setting("prompt_tokens"), facts.setting("completion_tokens")
+    if not context.kv_cache_tokens or prompt is None or completion is None:
+        return None
+    return round(context.kv_cache_tokens / (prompt.value + completion.value), 2)
+
+
+def _load(facts: Facts, context: LogContext) -> dict:
+    """The sizes a KV pressure finding is fixed with, where the paste states them."""
+    numbers = {"kv_tokens": context.kv_cache_tokens, "max_model_len": context.max_model_len}
+    for name in ("prompt_tokens", "completion_tokens"):
+        if (fact := facts.setting(name)) is not None:
+            numbers[name] = fact.value
+    return {name: value for name, value in numbers.items() if value is not None}
 
 
 def _told(line: str, category: str, stage: str, numbers: dict, detail: str | None = None) -> Observation:
@@ -104,4 +146,6 @@ RULES = (
     ("gpu_memory_held_by_others", held_retold),
     ("gpu_memory_held_by_others", shared_card),
     ("batched_tokens_lt_model_len", step_retold),
+    ("preemption", preemption_retold),
+    ("preemption", concurrency_past_cache),
 )

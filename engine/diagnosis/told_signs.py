@@ -56,11 +56,18 @@ _SCORE_DROP = re.compile(
 )
 _SCORE_GATES = ("below", "lower", "worse", "drop", "低", "낮", "deutlich", "debajo", "mucho", "abaixo", "muito",
                 "dessous", "намного")  # fmt: skip
+# vLLM's preemption warning quoted loosely, inside prose of any language
+_PREEMPTED = re.compile(
+    r"preempted by PreemptionMode|PreemptionMode\.(?:RECOMPUTE|SWAP)|not enough KV cache space",
+    re.I,
+)
+_PREEMPTED_GATES = ("preemptionmode", "not enough kv cache space")
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
 _RETOLD = (
     ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
     ("free_below_told", _FREE_BELOW, _FREE_GATES),
     ("score_drop_told", _SCORE_DROP, _SCORE_GATES),
+    ("preemption_told", _PREEMPTED, _PREEMPTED_GATES),
 )
 
 
