@@ -53,6 +53,7 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("max_num_seqs"): ("max_num_seqs", "max_batch_size", "max_running_requests"),
     BATCHED: ("max_num_batched_tokens", "max_batch_prefill_tokens", "chunked_prefill_size"),
     _q("max_num_scheduled_tokens"): ("max_num_scheduled_tokens",),
+    _q("kv_cache_tokens"): ("kv_cache_tokens", "kv_tokens", "gpu_kv_cache_size", "kv_cache_size_tokens"),
     _q("num_speculative_tokens"): ("num_speculative_tokens", "num_draft_tokens"),
     _q("max_prompt_length"): ("max_prompt_length",),
     _q("max_response_length"): ("max_response_length",),

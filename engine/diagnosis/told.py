@@ -15,11 +15,12 @@ prose). Each rule is stated in one sentence in docs/diagnose.md:
 import re
 
 from kvtool.engine.diagnosis.context import LogContext
-from kvtool.engine.diagnosis.facts import KEYED, WORDED, Facts
+from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
 from kvtool.engine.diagnosis.memory_model import log_spec
 
 ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's template, system prompt and history
+DEVICES = re.compile(r"CUDA_VISIBLE_DEVICES=['\"]?([\d,]+)")
 LAUNCH = re.compile(r"vllm serve|api_server|--model\b")  # a line that launches a server
 CAP_AT_CONTEXT = "output cap near the context"  # an observation's detail: no prompt is stated
 
@@ -72,9 +73,17 @@ def shared_card(facts: Facts, context: LogContext) -> Observation | None:
     spans = {(fact.line, fact.span): fact for fact in asked}  # each launch's own
     if len(spans) < 2 or sum(fact.value for fact in spans.values()) <= 1:
         return None
+    if len({_device(fact) for fact in spans.values()}) > 1:
+        return None  # launches on different cards
     last = list(spans.values())[-1]
     numbers = {"gpu_memory_utilization": last.value, "utilization_sum": round(sum(f.value for f in spans.values()), 2)}
     return _told(last.evidence, "gpu_memory_held_by_others", "startup", numbers | _others(facts))
+
+
+def _device(fact: Fact) -> str | None:
+    """The CUDA_VISIBLE_DEVICES a launch sets before its utilization, if any."""
+    found = DEVICES.findall(fact.evidence[: fact.span[0]])
+    return found[-1] if found else None
 
 
 def _others(facts: Facts) -> dict:
