@@ -1,7 +1,7 @@
 """Causes from facts a paste states on different lines: the launch, the client's settings and the reporter's own
 words, beside a sign that the failure happened whose message is missing or retold (a 400, a refusal told in
 prose). Each rule is stated in one sentence in docs/diagnose.md:
-- a request refused while the prompt and max_tokens the paste states add up to more than the launch's
+- a request refused while the prompt the paste states, alone or with max_tokens, is more than the launch's
   max_model_len is request_too_long (vLLM checks prompt + max_tokens against the context, not the prompt alone);
   so is one whose max_tokens (a chat UI's "Max Tokens", num_predict) leaves less than a quarter of the context;
 - "no memory for the cache blocks" told in any words, at a start-up that did not come up, is no_cache_blocks;
@@ -27,9 +27,14 @@ CAP_AT_CONTEXT = "output cap near the context"  # an observation's detail: no pr
 
 def request_over_context(facts: Facts, context: LogContext) -> Observation | None:
     limit, asked = context.max_model_len, facts.setting("max_tokens")
-    if not context.request_refused or not limit or asked is None or not 0 < asked.value:
+    if not context.request_refused or not limit:
         return None
-    prompts = [fact for fact in facts.of("prompt_tokens", (KEYED, WORDED)) if 0 < fact.value < limit]
+    prompts = [fact for fact in facts.of("prompt_tokens", (KEYED, WORDED)) if 0 < fact.value]
+    if over := next((fact for fact in prompts if fact.value > limit), None):  # the prompt alone ("~19200 tokens")
+        numbers = {"prompt_tokens": over.value, "max_model_len": limit}
+        return _told(context.request_refused, "request_too_long", "request", numbers)
+    if asked is None or not 0 < asked.value:
+        return None
     if prompts:
         if asked.value >= limit or prompts[0].value + asked.value <= limit:
             return None

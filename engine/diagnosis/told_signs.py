@@ -7,6 +7,7 @@ import re
 from functools import partial
 
 from kvtool.engine.diagnosis.signs import Readers, read_line, told
+from kvtool.engine.diagnosis.words import STATUS_AFTER, STATUS_BEFORE
 
 # a request refused (a 4xx status, the refusal's words in several languages): the words of a length refusal
 _REFUSED_WORDS = (
@@ -14,7 +15,7 @@ _REFUSED_WORDS = (
     r"最大上下文|上下文长度|超过.{0,12}(?:上下文|最大长度)|컨텍스트 ?길이|최대 ?컨텍스트|コンテキスト長|"
     r"longitud máxima|maximale Kontextlänge|comprimento máximo|longueur maximale|длин\w* контекста"
 )
-_STATUS = r"(?:HTTP|status|code)\W{{0,3}}{0}\b|\b{0} (?:error|에러|错误|エラー)"
+_STATUS = STATUS_BEFORE + r"\W{{0,3}}{0}\b|\b{0} ?" + STATUS_AFTER
 _REFUSED = re.compile(_REFUSED_WORDS, re.I)  # a line of the shape tells a refusal
 _STATUS_SHAPE = re.compile(_STATUS.format(r"\d{3}"), re.I)  # a line of the shape has a status: a 4xx?
 _CLIENT_ERROR = re.compile(_STATUS.format(r"4\d\d"), re.I)

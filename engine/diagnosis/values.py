@@ -8,12 +8,14 @@ from kvtool.engine.diagnosis.quantities import Quantity
 
 MAX_NUMBER = 1e15  # no count, size or rate in a log comes near it: a longer number is no quantity
 
-# a number, with a thousands suffix where one follows it ("16k", "32K tokens", "1M context"; not "KiB", "MB")
-NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?(?:[kKM](?![A-Za-z]))?"
+# a number, with a thousands suffix where one follows it ("16k", "32K tokens", "1M context"; not "KiB", "MB"), or
+# the ten thousands of Chinese, Japanese and Korean ("1万", "1.2萬", "3만")
+NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+-]?\d+)?(?:[kKM](?![A-Za-z])|[万萬만])?"
 UNITS = r"GiB|MiB|KiB|GB|MB|TiB|G(?=\s*(?:VRAM|显存|memory|RAM)|\b)|bytes|%|ms|s\b|tokens?\b|reqs?\b|x\b"
 IN_GIB = {"GiB": 1.0, "GB": 1.0, "G": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / (1 << 20), "TiB": 1024.0}
 IN_GIB["bytes"] = 1 / (1 << 30)
 _SUFFIX = re.compile(r"([kKM])$")
+MYRIAD = re.compile(r"[万萬만]$")
 
 
 def convert(quantity: Quantity, text: str, unit: str | None = None) -> int | float | str | bool | None:
@@ -41,16 +43,19 @@ def convert(quantity: Quantity, text: str, unit: str | None = None) -> int | flo
 
 def to_number(text: str) -> float | None:
     """`4,096`, `0.9`, `1e5`; `32K` is 32 x 1024 (vLLM's reading too), `16k` as people mean it: 16 x 1024 where 16 is
-    a power of two (16k, 32k, 128k contexts), else x 1000 (`6k`, `1.5k`); `1M` likewise with 1024 x 1024."""
+    a power of two (16k, 32k, 128k contexts), else x 1000 (`6k`, `1.5k`); `1M` likewise with 1024 x 1024; `1万` is 10,000."""
     suffix = _SUFFIX.search(text)
-    digits = text[:-1] if suffix else text
+    myriad = MYRIAD.search(text)
+    digits = text[:-1] if suffix or myriad else text
     try:
         number = float(digits.replace(",", ""))
     except ValueError:
         return None
     if not math.isfinite(number) or abs(number) > MAX_NUMBER:
         return None
-    if suffix and suffix.group(1) != "M" and (power := _truncated_power(number)):
+    if myriad:
+        number *= 10_000
+    elif suffix and suffix.group(1) != "M" and (power := _truncated_power(number)):
         number = float(power)  # `131k`, `262k`: a power-of-two context told by its first digits (131072, 262144)
     elif suffix:
         binary = suffix.group(1) == "K" or (number.is_integer() and number > 0 and int(number) & int(number - 1) == 0)

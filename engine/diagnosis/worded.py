@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from kvtool.engine.diagnosis.keys import Reading
 from kvtool.engine.diagnosis.quantities import BY_NAME, Quantity, kind_of
 from kvtool.engine.diagnosis.values import NUMBER, UNITS, convert
-from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORDS, WORDS, Words
+from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORDS, STATUS_AFTER, STATUS_BEFORE, WORDS, Words
 
 # a number glued to letters that are no unit is part of a name ("8b", "A100"), not a quantity
-NUMBER_WITH_UNIT = re.compile(rf"(?<![\w.])(?P<number>{NUMBER})(?:\s?(?P<unit>{UNITS})|(?![A-Za-z]))")
+NUMBER_WITH_UNIT = re.compile(rf"(?<![A-Za-z0-9_.])(?P<number>{NUMBER})(?:\s?(?P<unit>{UNITS})|(?![A-Za-z]))")
 _OF = r"[/,]|\s(?:out )?of\s|\sde\s|\svon\s|\sиз\s"  # "3.1/24", "3.1 of 24", "3,1 de 24", "6 von 24"
 PAIR = re.compile(
     rf"\(?(?P<a>{NUMBER})\s*(?:GiB|GB|MiB)?\s*(?P<sep>{_OF})\s*(?P<b>{NUMBER})\s*(?P<unit>GiB|GB|MiB)\)?", re.IGNORECASE
@@ -29,8 +29,9 @@ PAIR_WORDS = (
 _ASSIGNED = re.compile(r"=['\"]?$")
 _PORT = re.compile(r"\w:$")
 # an HTTP status: `400 Bad Request`, `Error code: 400`, `HTTP 400`, `HTTP/1.1" 400`, `status 400`
-_STATUS_AFTER = re.compile(r"\s?(?:Bad Request|Client Error|Unprocessable|Internal Server Error|Not Found)", re.I)
-_STATUS_BEFORE = re.compile(r"(?:error code|status(?: code)?|HTTP(?:/[\d.]+\"?)?|状态码|상태 ?코드)\W{0,3}$", re.I)
+_STATUS_AFTER = re.compile(r"\s?" + STATUS_AFTER, re.I)
+_STATUS_BEFORE = re.compile(STATUS_BEFORE + r"\W{0,3}$", re.I)
+_STATUS_CODE = re.compile(r"\d{3}")  # digit-blind: the line's shape reads 400 as 000
 _AFTER_FILLER = re.compile(r"\s*(?:is |are |of |requests |reqs )?")
 BEFORE, AFTER = 56, 28  # how far words may be from their number, in characters
 
@@ -80,6 +81,8 @@ def worded(text: str) -> Iterator[Reading]:
 
 
 def _status(text: str, start: int, end: int) -> bool:
+    if not _STATUS_CODE.fullmatch(text, start, end):
+        return False
     return bool(_STATUS_AFTER.match(text, end) or _STATUS_BEFORE.search(text, max(0, start - 16), start))
 
 

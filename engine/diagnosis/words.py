@@ -37,7 +37,7 @@ _PROSE = {
     MAX_MODEL_LEN: (
         r"concurrency for",  # vLLM's "Maximum concurrency for 32,768 tokens per request"
         r"max(?:imum)?[ _-]?(?:model|context|seq(?:uence)?)[ _-]?len(?:gth)?(?: of)?",
-        r"context (?:length|window|size|len)(?: of| is)?",
+        r"context (?:length|window|size|len)(?: of| is)?|max(?:imum)? context(?: of| is)?",
         r"上下文(?:长度|窗口)?(?:为|是)?|最大(?:模型)?长度(?:为|是)?",
         r"コンテキスト長|最大(?:モデル)?長|컨텍스트 ?길이|최대 ?길이",
         r"(?:longitud|ventana|tamaño) (?:máxima )?del? contexto|contexto máximo|Kontext(?:länge|fenster)",
@@ -68,6 +68,12 @@ _PROSE = {
         r"(?:prompt|entrada|Eingabe) (?:tiene|tem|hat|de|com|mit|es|son|ist|é|fait)"
         r"(?: de)?(?: unos| unas| cerca de| alrededor de| etwa| rund| ca\.| aproximadamente| environ)?",
         r"プロンプト(?:が|は)(?:約|およそ)?",
+        # the reporter's own request ("my message has ~19200 tokens", "mi mensaje tiene", 我的输入有 9000 多)
+        r"(?:my|our|the) (?:message|request|prompt|input|document)s?(?: (?:has|had|have|is|was|contains?))?"
+        r"(?: about| around| roughly| approximately| nearly| over)?",
+        r"(?:mensaje|mensagem|petición|solicitud|Nachricht|Anfrage|сообщени\w*|запрос\w*) "
+        r"(?:tiene|tem|hat|содержит|имеет|—|-)?(?: unos| unas| cerca de| etwa| rund| около| примерно)?",
+        r"输入(?:有|为|是|约|大约|大概|达到)+|入力(?:が|は)(?:約|およそ)?|입력(?:이|은)(?: 약| 대략)?",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
@@ -144,8 +150,9 @@ _GATES = {
                       "kontext", "контекст", "contexte"),
     "max_tokens": ("token", "completion", "输出", "トークン", "토큰", "токен", "length", "标记", "標記", "輸出",
                    "longitud", "ausgabe", "comprimento", "длин", "길이"),
-    "prompt_tokens": ("prompt", "input", "num_tokens", "messages", "输入", "提示", "入力", "プロンプト", "입력",
-                      "프롬프트", "entrada", "eingabe", "промпт", "вход"),
+    "prompt_tokens": ("prompt", "input", "num_tokens", "message", "request", "document", "输入", "提示", "入力",
+                      "プロンプト", "입력", "프롬프트", "entrada", "eingabe", "промпт", "вход", "mensaje", "mensagem",
+                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
     "gpu_memory_utilization": ("util", "利用率", "使用率"),
     "cpu_kv_cache_usage_percent": ("cpu",),
@@ -175,6 +182,13 @@ _GATES = {
     "total_gib": ("total", "capacity", "vram", "gpu", "card", "free", "available", "left", "显存", "总", "合計",
                   "総", "총", "전체", "gesamt", "всего", "из"),
 }  # fmt: skip
+# the words right before an HTTP status ("Error code: 400", "returns 400", 返回 400) and right after one ("400 Bad
+# Request", "400 が返ってきます"): a status is no quantity, and a 4xx tells a request was refused
+STATUS_BEFORE = (
+    r"(?:error code|status(?: code)?|code|HTTP(?:/[\d.]+\"?)?|returns?|returned|responds? with|gives|got|error|"
+    r"Fehler|erreur|devuelve|responde|retorna|antwortet mit|返回了?|报错?|状态码|エラー|에러|오류|상태 ?코드|ошибк\w*)"
+)
+STATUS_AFTER = r"(?:Bad Request|Client Error|Unprocessable|Internal Server Error|Not Found|error|错误|エラー|에러|が返)"
 Words = list[tuple[Quantity, re.Pattern, tuple[str, ...]]]
 WORDS: Words = [(q, words("|".join(patterns)), _GATES[q.name]) for q, patterns in _PROSE.items()]
 MEMORY_WORDS: Words = [(q, words("|".join(patterns)), _GATES[q.name]) for q, patterns in _MEMORY.items()]
