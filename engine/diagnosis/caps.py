@@ -27,6 +27,7 @@ CATEGORY = "max_tokens_default_truncation"
 CLIPPED = 0.5  # a trainer's clipped share above this: most completions reached the cap
 FAR_BELOW = 4  # a count at a quarter of the context or less: no prompt filled the context
 GENERATION_CONFIG, CLIENT_DEFAULT, STATED = "generation config", "client default", "stated cap"
+FINISHED = "requests_finished_"  # vLLM's counter of finished requests, one quantity per finish reason (samples.py)
 SERVER_DEFAULT = "server default"  # a client that sends no cap, so vLLM's /v1/completions default applies
 # what else ends an answer early: stop strings, the end-of-sequence token, the chat template's end marker
 OTHER_ENDS = re.compile(
@@ -37,9 +38,8 @@ OTHER_ENDS = re.compile(
 
 
 def default_cap(facts: Facts, context: LogContext) -> Observation | None:
-    reasons = {str(fact.value).lower() for fact in facts.of("finish_reason")}
     clipped = any(fact.value > CLIPPED for fact in facts.of("clipped_ratio"))
-    stopped = "length" in reasons or clipped
+    stopped = "length" in finish_reasons(facts) or clipped or mostly_by_length(facts)
     if not (stopped or context.cut_told or context.score_drop_told):
         return None
     asked = {fact.value for fact in facts.of("max_tokens", (KEYED,))}
@@ -48,6 +48,27 @@ def default_cap(facts: Facts, context: LogContext) -> Observation | None:
         if (found := cap(facts, context, completions, asked, stopped)) is not None:
             return found
     return None
+
+
+def finish_reasons(facts: Facts) -> set[str]:
+    """The finish reasons the paste shows: an answer's finish_reason, or a reason vLLM's counter counted."""
+    reasons = {str(fact.value).lower() for fact in facts.of("finish_reason")}
+    return reasons | {reason for reason, count in _finished(facts).items() if count > 0}
+
+
+def mostly_by_length(facts: Facts) -> bool:
+    """Whether vLLM's counter of finished requests counts most of them as finished by length."""
+    finished = _finished(facts)
+    return finished.get("length", 0) > sum(finished.values()) / 2
+
+
+def _finished(facts: Facts) -> dict[str, float]:
+    """The requests counted as finished for each reason (the largest count shown: the counter only grows)."""
+    return {
+        name.removeprefix(FINISHED): found.value
+        for name in (FINISHED + reason for reason in ("length", "stop", "abort"))
+        if (found := facts.largest(name)) is not None
+    }
 
 
 def _observation(fact: Fact, cap: int, detail: str | None, completion: int | None = None) -> Observation:
@@ -81,7 +102,7 @@ def _client_default(facts, context, completions, asked, stopped) -> Observation 
     if client is None or not asked <= {client.default} or _stated(facts, client.default):
         return None
     at_cap = [fact for fact in completions if fact.value == client.default]
-    told = context.cut_told or (client.harness and context.score_drop_told)
+    told = context.cut_told or mostly_by_length(facts) or (client.harness and context.score_drop_told)
     if at_cap or (told and not completions):
         shown = at_cap[0] if at_cap else _cap_fact(facts) or _told_fact(context)
         detail = SERVER_DEFAULT if client.sends_none else CLIENT_DEFAULT
@@ -120,11 +141,11 @@ def _context_full(facts: Facts, completion: Fact) -> bool:
 
 
 def _stated_cap(facts, context, completions, asked, stopped) -> Observation | None:
-    cap = _cap_fact(facts)
-    if cap is None or not context.cut_told or any(OTHER_ENDS.search(fact.evidence) for fact in facts):
+    cap, counted = _cap_fact(facts), mostly_by_length(facts)  # vLLM counted most requests as cut: no need to tell
+    if cap is None or not (context.cut_told or counted) or any(OTHER_ENDS.search(fact.evidence) for fact in facts):
         return None
     at_cap = [fact for fact in completions if fact.value == cap.value]
-    if at_cap or (not completions and 0 < cap.value <= SHORT_CAP):
+    if at_cap or (not completions and (0 < cap.value <= SHORT_CAP or counted)):
         return _observation(cap, cap.value, STATED, cap.value if at_cap else None)
     return None
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kvtool.engine.diagnosis.keys import keyed
 from kvtool.engine.diagnosis.quantities import BY_NAME, SERVER_MAX_TOKENS
+from kvtool.engine.diagnosis.samples import finished_requests
 from kvtool.engine.diagnosis.values import convert
 from kvtool.engine.diagnosis.worded import pairs, worded
 
@@ -86,7 +87,8 @@ def read_line(text: str, index: int) -> list[Fact]:
     facts: list[Fact] = []
     taken: list[tuple[int, int]] = []
     server = SERVER_DEFAULTS.search(text) is not None
-    for how, readings in ((KEYED, keyed(text)), (WORDED, pairs(text)), (WORDED, worded(text))):
+    readings = (KEYED, finished_requests(text)), (KEYED, keyed(text)), (WORDED, pairs(text)), (WORDED, worded(text))
+    for how, readings in readings:
         for name, value, unit, span in readings:
             if any(span[0] < end and start < span[1] for start, end in taken):
                 continue

@@ -78,6 +78,10 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("longest_completion"): ("completions_max_length", "response_length_max", "generate_length_max"),
     _q("priority"): ("priority",),
     _q("finish_reason", "str"): ("finish_reason",),
+    # requests vLLM counted as finished for each reason (vllm:request_success_total's finished_reason label)
+    _q("requests_finished_length", "float"): (),
+    _q("requests_finished_stop", "float"): (),
+    _q("requests_finished_abort", "float"): (),
     _q("model", "str"): ("model", "model_path", "model_name_or_path", "pretrained", "model_name"),
     _q("served_model_name", "str"): ("served_model_name",),
     _q("dtype", "str"): ("dtype", "torch_dtype"),

@@ -59,7 +59,7 @@ def rule_observations(seen: list[Observation], context: LogContext) -> list[Obse
 def vetoed(observations: list[Observation], context: LogContext) -> list[Observation]:
     """The observations without a default output cap where every answer the paste shows ended by itself
     (finish_reason "stop"): a cap ends an answer with "length"."""
-    reasons = {str(fact.value).lower() for fact in context.facts.of("finish_reason")}
+    reasons = caps.finish_reasons(context.facts)
     if "stop" not in reasons or "length" in reasons:
         return observations
     return [obs for obs in observations if obs.category != "max_tokens_default_truncation"]
