@@ -35,10 +35,11 @@ REFUSAL = re.compile(
     # Japanese, Korean, Spanish, Portuguese, German, Russian, French
     r"起動しない|超え|エラー|실패|초과|에러|오류|supera|excede|mayor que|maior que|menor que|no arranca|não inicia|"
     r"erro\b|überschreit|größer als|kleiner als|Fehler|startet nicht|nur \d|превыша|больше|меньше|ошибк|"
-    r"не запускается|dépasse|erreur",
+    r"не запускается|не стартует|dépasse|erreur|しかない|밖에|뿐|только",
     re.IGNORECASE,
 )
 OOM = ("cuda_oom_startup", "cuda_oom_runtime")
+KV_WORDS = re.compile(r"KV[ -]?(?:cache|缓存|キャッシュ|캐시|кэш)|caché KV|cache KV", re.IGNORECASE)
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
 LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
 
@@ -195,7 +196,7 @@ def step_too_small(facts: Facts, context: LogContext) -> Observation | None:
 def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
     """A start-up refusal whose KV cache needs more memory than is available, or holds fewer tokens than
     max_model_len."""
-    for first, stated in _refusals(facts, "kv_needed_gib"):
+    for first, stated in _refusals(facts, "kv_needed_gib") + _kv_requested(facts):
         needed = stated["kv_needed_gib"].value
         available = _in_line(facts, first, "kv_available_gib") or _in_line(facts, first, "free_gib")
         if available and needed > (available := next(iter(available.values()))):
@@ -208,6 +209,18 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
             numbers = {"kv_cache_tokens": tokens, "max_model_len": limit}
             return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
     return None
+
+
+def _kv_requested(facts: Facts) -> list[tuple[Fact, dict[str, Fact]]]:
+    """A size needed, told beside words of the KV cache and a context length but no utilization (that would be the
+    free-memory refusal): the KV cache one max_model_len request needs ("max seq len 32768 需要 8.0 GiB 的 KV
+    cache", "KVキャッシュが 8 GiB 必要").""" 
+    found = []
+    for first, stated in _refusals(facts, "requested_gib", "max_model_len"):
+        line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]
+        if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in line:
+            found.append((first, {"kv_needed_gib": stated["requested_gib"]}))
+    return found
 
 
 def lengths_tried(facts: Facts, context: LogContext) -> Observation | None:

@@ -33,6 +33,7 @@ _PROSE = {
         r"estimated (?:max(?:imum)? )?(?:model |context )?length(?: of| is)?",
         r"估计的?最大(?:模型)?长度(?:为|是)?|推定最大(?:モデル)?長",
         r"longitud máxima estimada(?: de)?|comprimento máximo estimado(?: de)?|geschätzte maximale \w*länge(?: von)?",
+        r"추정(?:된)? ?최대 ?(?:모델 ?)?길이(?:는|가|은)?|оценк\w* максимальн\w* длин\w*",
     ),
     MAX_MODEL_LEN: (
         r"concurrency for",  # vLLM's "Maximum concurrency for 32,768 tokens per request"
@@ -120,7 +121,7 @@ _PROSE = {
 _GIB = "gib"
 _FREE = (
     r"free|available|left|剩余|可用|空闲|空き|使用可能|여유|사용 ?가능"
-    r"|libres?|disponibles?|disponíve(?:l|is)|livres?|frei|verfügbar|свободн\w*"
+    r"|libres?|disponibles?|disponíve(?:l|is)|livres?|frei|verfügbar|свободн\w*|доступн\w*"
 )
 _IN_USE = r"in use|used|占用|使用中|사용 ?중|en uso|em uso|usad[oa]s?|ocupad[oa]s?|belegt|занят\w*|использован\w*"
 _MEMORY = {
@@ -144,7 +145,7 @@ _MEMORY = {
     ),
 }
 _GATES = {
-    "estimated_max_model_len": ("estimated", "估计", "推定", "estimad", "geschätzt"),
+    "estimated_max_model_len": ("estimated", "估计", "推定", "estimad", "geschätzt", "추정", "оценк"),
     "benchmark_total_tokens": ("total",),
     "max_model_len": ("len", "concurrency", "上下文", "长度", "コンテキスト", "最大", "컨텍스트", "최대", "context",
                       "kontext", "контекст", "contexte"),
@@ -178,7 +179,7 @@ _GATES = {
     "this_process_gib": ("process", "vllm", "in use", "used", "占用", "使用中", "사용", "uso", "usad", "ocupad",
                          "belegt", "занят", "использован"),
     "free_gib": ("free", "available", "left", "剩余", "可用", "空闲", "空き", "使用可能", "여유", "가능", "libre",
-                 "disponib", "disponív", "livre", "frei", "verfügbar", "свободн"),
+                 "disponib", "disponív", "livre", "frei", "verfügbar", "свободн", "доступн", "しか", "뿐", "밖에"),
     "total_gib": ("total", "capacity", "vram", "gpu", "card", "free", "available", "left", "显存", "总", "合計",
                   "総", "총", "전체", "gesamt", "всего", "из"),
 }  # fmt: skip
@@ -199,7 +200,9 @@ MEMORY_AFTER = {
         r"(?:of |de )?(?:KV[ -]cache|caché KV|KV ?缓存) "
         r"(?:(?:is |would be )?(?:needed|required)|(?=for |to hold |para ))"
     ),
-    "free_gib": words(_FREE),
+    "free_gib": words(_FREE + r"|しか|뿐|밖에"),  # "3.1 GiB しかない", "2.5 GiB뿐": only that much
+    # "8 GiB 必要", "6 GiB가 필요한데", "16 GiB needed"
+    "requested_gib": words(r"(?:が|가|이|を|을|를)? ?(?:必要|필요|需要|нужн\w*|(?:is |are )?(?:needed|required))"),
     "this_process_gib": words(r"(?:memory )?(?:" + _IN_USE + ")"),
     "total_gib": words(r"total|VRAM|of (?:GPU )?memory|显存|в сумме|insgesamt|en total|no total"),
 }
