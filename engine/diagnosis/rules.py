@@ -39,6 +39,11 @@ REFUSAL = re.compile(
     re.IGNORECASE,
 )
 OOM = ("cuda_oom_startup", "cuda_oom_runtime")
+# a length's row or sentence that says it did not start: a table's "**no**", 否, ❌, "fails", "does not start"
+NOT_STARTED = re.compile(
+    r"\b(?:no|not|fails?|failed|false|OOM|crash\w*|nein|não|нет)\b|否|不能|失败|❌|✗|✘|❎|×|いいえ|起動しない|아니|실패",
+    re.IGNORECASE,
+)
 KV_WORDS = re.compile(r"KV[ -]?(?:cache|缓存|キャッシュ|캐시|кэш)|caché KV|cache KV", re.IGNORECASE)
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
 LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
@@ -231,7 +236,8 @@ def lengths_tried(facts: Facts, context: LogContext) -> Observation | None:
         return None
     longest = max(lengths, key=lambda fact: (fact.value, fact.line))
     shorter = [fact.value for fact in lengths if fact.value < longest.value]
-    failed = context.startup_failed or REFUSAL.search(longest.evidence[longest.span[1] :] or longest.evidence)
+    after = longest.evidence[longest.span[1] :] or longest.evidence
+    failed = context.startup_failed or REFUSAL.search(after) or NOT_STARTED.search(after)
     if not failed or max(shorter) > tokens.value or longest.value <= tokens.value:
         return None
     numbers = {"max_model_len": longest.value, "kv_cache_tokens": tokens.value}

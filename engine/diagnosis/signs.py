@@ -38,14 +38,20 @@ _SERVING_TOLD = re.compile(
     r"|\b(?:short|small|smaller|shorter)(?: \w+)? (?:inputs?|prompts?|videos?|images?|documents?|requests?|texts?) "
     r"(?:are|were|work\w*|run) (?:fine|ok|well)|\b[\d-]+ ?(?:minute|min|second|page)s? (?:videos?|clips?|documents?) "
     r"(?:are|were|work) (?:fine|ok)|\bперв\w* (?:~|около )?\d+ (?:шаг\w*|запрос\w*|итерац\w*)"
-    r"|\bкоротк\w* \w+ работа\w*|짧은 \w+(?:은|는) 잘|처음 \d+ ?(?:스텝|단계|개)|前 ?\d+ ?(?:步|个|条)(?:都)?正常",
+    r"|\bкоротк\w* \w+ работа\w*|짧은 \w+(?:은|는) 잘|처음 \d+ ?(?:스텝|단계|개)|前 ?\d+ ?(?:步|个|条)(?:都)?正常"
+    # a contrast: the smaller input is fine, the larger one fails ("1~2분짜리 영상은 괜찮은데 ... 보내면",
+    # "短い動画は大丈夫だが ... と落ちる", "短视频没问题，长视频就崩了", "kurze Videos gehen, lange nicht")
+    r"|(?:은|는|이|가) (?:괜찮|문제 ?없|잘 ?되)\w*데.{0,60}(?:면|니까)"
+    r"|(?:は|なら)(?:大丈夫|問題(?:ない|なく|ありません)|平気)\w{0,6}(?:が|けど|けれど)[、,]?.{0,60}(?:と|ば|たら)"
+    r"|短.{0,6}(?:没问题|没事|正常|可以)[，,].{0,30}(?:就|一)"
+    r"|\b(?:los|las) \w+ cort[oa]s (?:funcionan|van bien)|\bkurze \w+ (?:gehen|funktionieren|laufen)",
     re.IGNORECASE,
 )
 _SERVING_GATES = (
     "load", "during", "while", "after", "production", "推理", "运行", "压测", "carga", "producción", "last", "betrieb",
     "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영", "runs", "run ", "processed", "generated", "scored",
     "了", "nach", "después", "depois", "건", "개", "件", "first", "short", "small", "video", "перв", "коротк", "짧은",
-    "처음", "正常",
+    "처음", "正常", "괜찮", "없는데", "되는데", "大丈夫", "問題", "平気", "没问题", "没事", "可以", "cort", "kurze",
 )  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")

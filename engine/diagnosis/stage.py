@@ -192,9 +192,9 @@ class StageTracker:
         """`markers`: shape_markers of the line's shape, where the caller has them."""
         self.index += 1
         marker, chained, served, opens = markers or shape_markers(masked(line))
-        if opens and not self._chained:
-            self.frames["startup"].clear()
-            self.frames["runtime"].clear()
+        if opens and not self._chained:  # the line before it is its own ("EngineCore encountered a fatal error.")
+            for kind in ("startup", "runtime"):
+                _keep_from(self.frames[kind], self.index - 1)
         self._chained = chained
         if marker:
             frames = self.frames[marker[0]]
@@ -225,6 +225,12 @@ class StageTracker:
         if progress := _between(self.frames["progress"], at - LOOK_BACK, at - 1)[-1:]:
             return Stage("startup", progress[0][1] if progress[0][1] != "start-up" else None, progress[0][2])
         return Stage("unknown", None, "")
+
+
+def _keep_from(frames: deque, first: int) -> None:
+    """Forget the frames read before line `first`."""
+    while frames and frames[0][0] < first:
+        frames.popleft()
 
 
 def _between(frames: deque, first: int, last: int) -> list:

@@ -113,6 +113,7 @@ _PROSE = {
         r"KV cache size:?|KV cache (?:can )?(?:only )?(?:holds?|stores?|fits?)(?: only)?",
         r"(?:number of )?tokens (?:that )?can be stored in (?:the )?KV cache(?:,? which is)?(?: only)?",
         r"KV ?(?:cache|缓存) ?(?:只能|最多)(?:存|容纳|放)下?",
+        r"KV ?(?:cache|缓存) ?(?:大小|容量)|KV ?キャッシュ ?(?:サイズ|容量)|KV ?캐시 ?(?:크기|용량)",
     ),
     BLOCKS: (r"# ?(?:GPU|cuda) blocks:?|GPU blocks",),
     _q("num_cpu_blocks"): (r"# ?CPU blocks:?",),
