@@ -115,8 +115,10 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
     if graphs := warned_graphs(seen, context):
         return graphs
     categories = {obs.category for obs in seen}
-    if context.server_up or categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
+    if context.server_up or context.up_told or context.other_limit_refused:
         return []  # a server that started had enough; sliding-window models print fewer tokens than they serve
+    if categories & {"kv_cache_too_small_at_startup", "no_cache_blocks"}:
+        return []
     if context.available_kv_gib is not None and context.available_kv_gib <= 0:
         return [
             _inferred("no_cache_blocks", {"kv_available_gib": context.available_kv_gib}, context, "available_kv_gib")

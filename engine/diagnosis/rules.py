@@ -22,7 +22,7 @@ import re
 from kvtool.engine.diagnosis import caps, told
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
-from kvtool.engine.diagnosis.findings import NOT_POSITIVE, Observation, evidence_window
+from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES, NOT_POSITIVE, Observation, evidence_window
 from kvtool.engine.diagnosis.recognisers import FULL_PERCENT
 from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 
@@ -54,6 +54,8 @@ def rule_observations(seen: list[Observation], context: LogContext) -> list[Obse
     # a cut told beside a request without max_tokens names no cap: the rule reads it (explain merges the two)
     named = {SAME_CAUSE.get(o.category, o.category) for o in seen if o.numbers or o.category != caps.CATEGORY}
     facts = Facts(fact for fact in context.facts if fact.line not in context.read_lines)  # a wording explained them
+    if context.other_limit_refused:  # a refusal for images, a LoRA's rank or tools: the paste's numbers explain none
+        named |= MEMORY_AND_LENGTH_CATEGORIES
     found = []
     for category, rule in RULES:
         if category not in named and (observation := rule(facts, context)) is not None:
@@ -210,7 +212,7 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
             return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
     for first, stated in _refusals(facts, "kv_cache_tokens", "max_model_len"):
         tokens, limit = stated["kv_cache_tokens"].value, stated["max_model_len"].value
-        if tokens < limit:
+        if tokens < limit and not (context.server_up or context.up_told):  # a server that started had enough
             numbers = {"kv_cache_tokens": tokens, "max_model_len": limit}
             return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
     return None

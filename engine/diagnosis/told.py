@@ -8,7 +8,8 @@ prose). Each rule is stated in one sentence in docs/diagnose.md:
 - free memory told to be below the utilization asked, where nvidia-smi shows what the GPU already has in use and
   total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
   so is that refusal told alone, and two launches on one card whose utilizations add up to more than 1;
-- pydantic's "validation error for SchedulerConfig" with its detail cut off, where the launch sets a step budget
+- pydantic's "validation error for SchedulerConfig" with its detail cut off (or retold: "something about
+  SchedulerConfig", "max_num_batched_tokens меньше max_model_len"), where the launch sets a step budget
   below max_model_len without chunked prefill, is batched_tokens_lt_model_len (the check that refuses it).
 """
 
@@ -102,7 +103,8 @@ def step_retold(facts: Facts, context: LogContext) -> Observation | None:
     launch's, else the model's own from the catalog), or with no length known at all, the one check that refuses a
     step budget alone (named with what the paste states)."""
     batched = context.max_num_batched_tokens
-    if not context.scheduler_refused or not batched or context.enable_chunked_prefill is True:
+    refused = context.scheduler_refused or context.step_below_told
+    if not refused or not batched or context.enable_chunked_prefill is True:
         return None
     spec = None if context.max_model_len else log_spec(context.model, context.served_model_name)
     limit = context.max_model_len or (spec.derived_max_model_len if spec else None)

@@ -63,12 +63,44 @@ _PREEMPTED = re.compile(
     re.I,
 )
 _PREEMPTED_GATES = ("preemptionmode", "not enough kv cache space")
+# SchedulerConfig's refusal of a step budget below max_model_len retold: "something about SchedulerConfig",
+# "max_num_batched_tokens меньше max_model_len", "the batched tokens being smaller than the max model len"
+_STEP, _LEN = r"(?:max[_ -]num[_ -]batched[_ -]tokens|batched[_ -]tokens)", r"(?:max[_ -]model[_ -]len(?:gth)?)"
+_SMALLER = r"(?:smaller|less|lower|below|меньше|小于|低于|小さ|작|menor|kleiner|weniger|inférieur)"
+_LARGER = r"(?:larger|greater|bigger|more|exceeds?|больше|превыша|大于|超过|大き|크|mayor|größer|supérieur)"
+_STEP_BELOW = re.compile(
+    rf"SchedulerConfig|{_STEP}.{{0,40}}{_SMALLER}.{{0,40}}{_LEN}|{_LEN}.{{0,40}}{_LARGER}.{{0,40}}{_STEP}", re.I
+)
+_STEP_GATES = ("schedulerconfig", "batched")
+# a server told to have started and to serve: a start-up cause needs a start that failed
+_UP_TOLD = re.compile(
+    r"\b(?:server|it|vllm|engine|service|model)(?: itself)? (?:starts?|started|loads?|loaded|comes? up|came up|runs?|"
+    r"is running|works?|serves?)(?: up)? (?:fine|normally|ok(?:ay)?|without (?:any )?(?:errors?|problems?|issues?))|"
+    r"\b(?:server|it) is up\b|\bserver up\b|"
+    r"服务(?:已经|能)?(?:起来了|正常启动|启动成功|正常运行)|(?:普通に|正常に)(?:動いて|起動|動作)|起動(?:は|には)?成功|"
+    r"(?:정상적으로|잘) (?:뜨|실행되|시작되|동작하)|arranca (?:bien|sin errores)|el servidor (?:funciona|arranca) bien|"
+    r"startet (?:normal|problemlos|ohne Fehler)|läuft (?:normal|problemlos)|"
+    r"(?:запускается|работает|стартует) (?:нормально|без ошибок)",
+    re.I,
+)
+_UP_GATES = ("fine", "normal", "ok", "without", "is up", "server up", "服务", "普通に", "正常に", "成功", "정상적으로",
+             "잘 ", "arranca", "funciona", "startet", "läuft", "нормально", "без ошибок")  # fmt: skip
+# a request refused for a limit that is no length and no memory: images or videos per prompt, a LoRA's rank, tools
+_OTHER_LIMIT = re.compile(
+    r"At most \d+ (?:image|video|audio)\(?s?\)? may be provided|limit[_-]mm[_-]per[_-]prompt|max[_-]lora[_-]rank|"
+    r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires",
+    re.I,
+)
+_OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice")
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
 _RETOLD = (
     ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
     ("free_below_told", _FREE_BELOW, _FREE_GATES),
     ("score_drop_told", _SCORE_DROP, _SCORE_GATES),
     ("preemption_told", _PREEMPTED, _PREEMPTED_GATES),
+    ("step_below_told", _STEP_BELOW, _STEP_GATES),
+    ("up_told", _UP_TOLD, _UP_GATES),
+    ("other_limit_refused", _OTHER_LIMIT, _OTHER_GATES),
 )
 
 
