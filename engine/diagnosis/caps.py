@@ -115,7 +115,7 @@ def _clipped_cap(facts, context, completions, asked, stopped) -> Observation | N
     if not any(fact.value > CLIPPED for fact in facts.of("clipped_ratio")):
         return None
     longest = [fact for fact in facts.of("longest_completion") if fact.value in ROUND_CAPS]
-    return _observation(longest[-1], longest[-1].value, None) if longest else None
+    return _observation(longest[-1], longest[-1].value, None, longest[-1].value) if longest else None
 
 
 def _round_cap(facts, context, completions, asked, stopped) -> Observation | None:

@@ -212,12 +212,19 @@ def _too_many_characters(obs: Observation, n: dict) -> Finding:
     return _finding(obs, n, summary, fixes)
 
 
+def _against(max_tokens: int, limit: int) -> str:
+    """How max_tokens stands against max_model_len, in words: a cap at or near the context leaves a prompt no room."""
+    if max_tokens > limit:
+        return "larger than"
+    return "as large as" if max_tokens == limit else f"within {limit - max_tokens} tokens of"
+
+
 def _max_tokens_only(obs: Observation, n: dict) -> Finding:
     limit, max_tokens = n.get("max_model_len"), n.get("max_tokens")
     if limit is None or max_tokens is None:
         return _finding(obs, n, "The request is longer than the model's context.", [_trim(None)])
     n["max_tokens_over_context"] = max_tokens - limit
-    summary = f"max_tokens {max_tokens} alone is larger than max_model_len {limit}; the prompt needs room too."
+    summary = f"max_tokens {max_tokens} alone is {_against(max_tokens, limit)} max_model_len {limit}; the prompt needs room too."
     fixes = [
         Fix(
             "lower max_tokens below max_model_len minus the prompt tokens",

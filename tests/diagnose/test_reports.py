@@ -91,7 +91,6 @@ NUMBER_MISSES = {
     "r-202": "see CAUSE_MISSES",
     "h-025": "the other compose service's utilization (its own launch line), no number of this failure",
     "h-057": "the step budget the reporter asks about: with chunked prefill on it limits nothing, so it is not shown",
-    "h-073": "TRL's logged completion lengths (completions/max_length), no key kvtool reads as an answer's length",
     "h-088": "cpu_blocks (the CPU swap space) is no number a fix is sized on",
 }
 

@@ -289,3 +289,16 @@ KINDS = ("retold-request", "harness", "retold-startup", "tried-lengths", "oom-co
 
 def test_every_kind_is_written_in_three_forms():
     assert all(sum(name.startswith(kind + "-") for name in CASES) >= 3 for kind in KINDS)
+
+
+@pytest.mark.parametrize(("cap", "words"), [(4000, "within 96 tokens of"), (4096, "as large as"), (5000, "larger than")])
+def test_a_cap_near_the_context_is_told_as_it_stands_against_it(cap, words):
+    text = f"vllm serve m --max-model-len 4096\nMax Tokens (num_predict) set to {cap} in the UI, now HTTP 400 Bad Request"
+    finding = diagnose_text(text).findings[0]
+    assert f"max_tokens {cap} alone is {words} max_model_len 4096" in finding.summary
+
+
+def test_a_counter_of_finished_requests_is_read_with_its_reason():
+    text = 'vllm:request_success_total{finished_reason="length",model_name="m"} 1319.0'
+    facts = {fact.quantity: fact.value for fact in diagnose_text(text).context.facts}
+    assert facts["requests_finished_length"] == 1319
