@@ -16,7 +16,8 @@ CUT_PROSE = re.compile(
     r"|\bcoupée?s?\b|\btronquée?s?\b|\bincomplètes?\b"
     # an answer that just stops: "the chain-of-thought just stops", "hört einfach auf", "se detiene a la mitad"
     r"|\b(?:just|simply) stops\b|\bstops? (?:early|short|abruptly)\b|hört (?:einfach |mittendrin )?auf|bricht \w+ ab"
-    r"|\bse (?:detiene|corta) a (?:la )?mitad|\bpara no meio|戛然而止|说到一半|停在一半|(?:中间|中途)就?停|그냥 멈|途中で止ま"
+    r"|\bse (?:detiene|corta) a (?:la )?mitad|\bpara no meio|戛然而止|说到一半|停在一半|(?:中间|中途)就?停"
+    r"|그냥 멈|途中で止ま"
     # a long answer that comes back a paragraph or a sentence long
     r"|\b(?:only|just) (?:a|one) (?:paragraph|sentence|line)\b|只有一段|한 문단(?:뿐|밖에)"
     r"|\bnur (?:einen|ein) (?:Absatz|Satz)|\bsolo (?:un|una) (?:párrafo|frase)|\bapenas um parágrafo"
@@ -33,7 +34,8 @@ CUT_SHORT = re.compile(_FINISH_LENGTH + "|" + CUT_PROSE.pattern, re.IGNORECASE)
 # what is cut: an answer, not a prompt or a context (a line must name one beside its words of a cut)
 ANSWER = re.compile(
     r"answer|response|output|repl(?:y|ies)|completion|generat|\btext|summar|essay|trace|reasoning|translat|\bcode\b"
-    r"|chain[- ]of[- ]thought|\bCoT\b|\bthinking\b|思考|생각|razonamiento|размышлени\w*|\bstor(?:y|ies)\b|\barticles?\b|Gedankenkette|Zusammenfassung|思维链|推理过程"
+    r"|chain[- ]of[- ]thought|\bCoT\b|\bthinking\b|思考|생각|razonamiento|размышлени\w*"
+    r"|\bstor(?:y|ies)\b|\barticles?\b|Gedankenkette|Zusammenfassung|思维链|推理过程"
     r"|回答|答案|输出|回复|出力|応答|답변|응답|출력|respuesta|salida|Antwort|Ausgabe|ответ|вывод|resposta|saída|réponse",
     re.IGNORECASE,
 )
@@ -54,7 +56,8 @@ CUT_SHORT_GATES = (  # the prose, for the reader
     "잘려", "잘림", "끊겨", "끊김", "중간에",
     "corta", "cortad", "runcad", "ncomplet", "medias", "metade", "abgeschnitten", "nvollständig", "im Satz", "обрез",
     "обрыва", "оборва", "до конца", "неполн", "oupé", "ronqué", "ncomplè", "stops", "stop early", "stop short",
-    "hört", "bricht", "mitad", "no meio", "戛然", "一半", "中间", "中途", "멈", "止ま", "a paragraph", "one paragraph", "a sentence",
+    "hört", "bricht", "mitad", "no meio", "戛然", "一半", "中间", "中途", "멈", "止ま", "a paragraph", "one paragraph",
+    "a sentence",
     "one sentence", "a line", "one line", "只有一段", "한 문단", "nur ein", "solo un", "apenas um", "id-sentence",
     "idsentence", "and a half", "always", "every time", "each time", "consistently", "siempre", "всегда", "总是",
 )  # fmt: skip

@@ -224,7 +224,8 @@ def _max_tokens_only(obs: Observation, n: dict) -> Finding:
     if limit is None or max_tokens is None:
         return _finding(obs, n, "The request is longer than the model's context.", [_trim(None)])
     n["max_tokens_over_context"] = max_tokens - limit
-    summary = f"max_tokens {max_tokens} alone is {_against(max_tokens, limit)} max_model_len {limit}; the prompt needs room too."
+    against = _against(max_tokens, limit)
+    summary = f"max_tokens {max_tokens} alone is {against} max_model_len {limit}; the prompt needs room too."
     fixes = [
         Fix(
             "lower max_tokens below max_model_len minus the prompt tokens",

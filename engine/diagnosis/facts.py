@@ -87,8 +87,8 @@ def read_line(text: str, index: int) -> list[Fact]:
     facts: list[Fact] = []
     taken: list[tuple[int, int]] = []
     server = SERVER_DEFAULTS.search(text) is not None
-    readings = (KEYED, finished_requests(text)), (KEYED, keyed(text)), (WORDED, pairs(text)), (WORDED, worded(text))
-    for how, readings in readings:
+    sources = (KEYED, finished_requests(text)), (KEYED, keyed(text)), (WORDED, pairs(text)), (WORDED, worded(text))
+    for how, readings in sources:
         for name, value, unit, span in readings:
             if any(span[0] < end and start < span[1] for start, end in taken):
                 continue

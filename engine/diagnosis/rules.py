@@ -221,7 +221,7 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
 def _kv_requested(facts: Facts) -> list[tuple[Fact, dict[str, Fact]]]:
     """A size needed, told beside words of the KV cache and a context length but no utilization (that would be the
     free-memory refusal): the KV cache one max_model_len request needs ("max seq len 32768 需要 8.0 GiB 的 KV
-    cache", "KVキャッシュが 8 GiB 必要").""" 
+    cache", "KVキャッシュが 8 GiB 必要")."""
     found = []
     for first, stated in _refusals(facts, "requested_gib", "max_model_len"):
         line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]

@@ -26,10 +26,10 @@ def finished_requests(text: str) -> Iterator[Reading]:
 
     for match in SAMPLE.finditer(text):
         try:
-            samples = [s for family in text_string_to_metric_families(f"{match['series']} {match['value']}\n") for s in family.samples]
+            families = list(text_string_to_metric_families(f"{match['series']} {match['value']}\n"))
         except ValueError:
             continue  # no sample after all (a label set in prose)
-        for sample in samples:
+        for sample in (sample for family in families for sample in family.samples):
             quantity = BY_NAME.get(f"requests_finished_{sample.labels.get(LABEL)}")
             if COUNTED in sample.name and quantity is not None:
                 yield quantity.name, convert(quantity, match.group("value")), None, match.span("value")

@@ -35,8 +35,8 @@ _SERVING_TOLD = re.compile(
     # it worked first, for smaller inputs or earlier steps: "the first ~40 steps are fine", "1-2 minute videos are
     # fine", "short prompts work", "Первые 40 шагов всё нормально", "짧은 입력은 잘 되는데", "前 40 步正常"
     rf"|\bfirst {_SOME}{_ITEMS} (?:are|were|go|went|run|ran|work\w*) (?:fine|ok|well)"
-    r"|\b(?:short|small|smaller|shorter)(?: \w+)? (?:inputs?|prompts?|videos?|images?|documents?|requests?|texts?) "
-    r"(?:are|were|work\w*|run) (?:fine|ok|well)|\b[\d-]+ ?(?:minute|min|second|page)s? (?:videos?|clips?|documents?) "
+    r"|\b(?:short|small|smaller|shorter)(?: \w+)? \w+ (?:are|is|were|was|work\w*|run) (?:fine|ok|okay|well)"
+    r"|\b[\d-]+ ?(?:minute|min|second|page)s? (?:videos?|clips?|documents?) "
     r"(?:are|were|work) (?:fine|ok)|\bперв\w* (?:~|около )?\d+ (?:шаг\w*|запрос\w*|итерац\w*)"
     r"|\bкоротк\w* \w+ работа\w*|짧은 \w+(?:은|는) 잘|처음 \d+ ?(?:스텝|단계|개)|前 ?\d+ ?(?:步|个|条)(?:都)?正常"
     # a contrast: the smaller input is fine, the larger one fails ("1~2분짜리 영상은 괜찮은데 ... 보내면",

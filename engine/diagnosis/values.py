@@ -43,7 +43,8 @@ def convert(quantity: Quantity, text: str, unit: str | None = None) -> int | flo
 
 def to_number(text: str) -> float | None:
     """`4,096`, `0.9`, `1e5`; `32K` is 32 x 1024 (vLLM's reading too), `16k` as people mean it: 16 x 1024 where 16 is
-    a power of two (16k, 32k, 128k contexts), else x 1000 (`6k`, `1.5k`); `1M` likewise with 1024 x 1024; `1万` is 10,000."""
+    a power of two (16k, 32k, 128k contexts), else x 1000 (`6k`, `1.5k`); `1M` likewise with 1024 x 1024; `1万` is
+    10,000."""
     suffix = _SUFFIX.search(text)
     myriad = MYRIAD.search(text)
     digits = text[:-1] if suffix or myriad else text

@@ -11,7 +11,15 @@ from collections.abc import Iterator
 from kvtool.engine.diagnosis.keys import Reading
 from kvtool.engine.diagnosis.quantities import BY_NAME, Quantity, kind_of
 from kvtool.engine.diagnosis.values import NUMBER, UNITS, convert
-from kvtool.engine.diagnosis.words import AFTER_WORDS, MEMORY_AFTER, MEMORY_WORDS, STATUS_AFTER, STATUS_BEFORE, WORDS, Words
+from kvtool.engine.diagnosis.words import (
+    AFTER_WORDS,
+    MEMORY_AFTER,
+    MEMORY_WORDS,
+    STATUS_AFTER,
+    STATUS_BEFORE,
+    WORDS,
+    Words,
+)
 
 # a number glued to letters that are no unit is part of a name ("8b", "A100"), not a quantity
 NUMBER_WITH_UNIT = re.compile(rf"(?<![A-Za-z0-9_.])(?P<number>{NUMBER})(?:\s?(?P<unit>{UNITS})|(?![A-Za-z]))")
