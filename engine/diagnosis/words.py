@@ -43,7 +43,8 @@ _PROSE = {
         r"コンテキスト長|最大(?:モデル)?長|컨텍스트 ?길이|최대 ?길이",
         r"(?:longitud|ventana|tamaño) (?:máxima )?del? contexto|contexto máximo|Kontext(?:länge|fenster)",
         r"длин\w* контекста|контекст\w* (?:длиной|в)|(?:comprimento|janela) (?:máximo )?(?:de|do) contexto",
-        r"longueur (?:maximale )?(?:de|du) contexte",
+        r"longueur (?:maximale )?(?:de|du) contexte|contexte maxim\w*(?: du modèle)?(?: est)?(?: de)?",
+        r"최대 ?컨텍스트(?:는|가|은)?|컨텍스트(?:는|가)",
     ),
     MAX_TOKENS: (
         r"max(?:imum)?[ _-]?(?:number of )?(?:new[ _-]|output[ _-]|completion[ _-]|generat\w*[ _-])?tokens"
@@ -74,7 +75,9 @@ _PROSE = {
         r"(?: about| around| roughly| approximately| nearly| over)?",
         r"(?:mensaje|mensagem|petición|solicitud|Nachricht|Anfrage|сообщени\w*|запрос\w*) "
         r"(?:tiene|tem|hat|содержит|имеет|—|-)?(?: unos| unas| cerca de| etwa| rund| около| примерно)?",
-        r"输入(?:有|为|是|约|大约|大概|达到)+|入力(?:が|は)(?:約|およそ)?|입력(?:이|은)(?: 약| 대략)?",
+        r"输入(?:有|为|是|约|大约|大概|达到)+|输入 ?token ?数?(?:约|大约|为|是|有)*|入力(?:が|は)(?:約|およそ)?"
+        r"|입력(?:이|은)(?: 약| 대략)?",
+        r"(?:mon |ma )?(?:message|requête|entrée) (?:fait|a|contient|compte)(?: environ| à peu près)?",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
@@ -130,6 +133,7 @@ _MEMORY = {
     _q("kv_needed_gib", _GIB): (
         r"needs? (?:a |an )?KV cache of|KV cache (?:needs?|is needed)",
         r"KV ?(?:cache|缓存|キャッシュ|캐시) ?(?:需要|が必要|필요)",
+        r"(?:需要|必要な|필요한) ?KV ?(?:cache|缓存|キャッシュ|캐시)",
     ),
     _q("kv_available_gib", _GIB): (r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存",),
     _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重|重み|가중치",),
@@ -154,7 +158,7 @@ _GATES = {
                    "longitud", "ausgabe", "comprimento", "длин", "길이"),
     "prompt_tokens": ("prompt", "input", "num_tokens", "message", "request", "document", "输入", "提示", "入力",
                       "プロンプト", "입력", "프롬프트", "entrada", "eingabe", "промпт", "вход", "mensaje", "mensagem",
-                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос"),
+                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
     "gpu_memory_utilization": ("util", "利用率", "使用率"),
     "cpu_kv_cache_usage_percent": ("cpu",),

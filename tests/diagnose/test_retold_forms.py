@@ -63,6 +63,22 @@ CASES = {
         "Die API antwortet mit Fehler 400: die maximale Kontextlänge des Modells ist 4096 Tokens, meine Eingabe hat "
         "etwa 5100 Tokens.",
     ),
+    "retold-request-fr": (
+        "request_too_long",
+        {"max_model_len": 8192, "prompt_tokens": 9500},
+        "L'API renvoie une erreur 400 : le contexte maximal du modèle est de 8192 tokens et mon message fait environ "
+        "9500 tokens.",
+    ),
+    "retold-request-ko": (
+        "request_too_long",
+        {"max_model_len": 8192, "prompt_tokens": 9500},
+        "API가 400을 반환합니다. 모델의 최대 컨텍스트는 8192 토큰인데 제 입력이 약 9500 토큰이라고 합니다.",
+    ),
+    "retold-request-zh-myriad": (
+        "request_too_long",
+        {"max_model_len": 32768, "prompt_tokens": 40000},
+        "调用报错 400，大概意思是模型上下文长度 32768，输入 token 数约 4万。",
+    ),
     "harness-lm-eval-metrics": (
         "max_tokens_default_truncation",
         {"default_max_tokens": 256},
@@ -143,6 +159,17 @@ CASES = {
         {"max_model_len": 131072, "kv_needed_gib": 16.0, "kv_available_gib": 9.63, "estimated_max_model_len": 78848},
         "vLLM не стартует: для max seq len 131072 нужно 16 GiB KV-кэша, а доступно только 9.63 GiB, оценка "
         "максимальной длины 78848.",
+    ),
+    "retold-startup-en": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 8.0, "kv_available_gib": 3.1, "estimated_max_model_len": 12768},
+        "The engine fails at startup: needs 8 GiB of KV cache for max seq len 32768 but only 3.1 GiB is available, "
+        "estimated max model length is 12768.",
+    ),
+    "retold-startup-zh-cache-first": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 65536, "kv_needed_gib": 10.0, "kv_available_gib": 4.2},
+        "启动时报错：max_model_len 65536 需要 KV 缓存 10 GiB，可用 KV 缓存只有 4.2 GiB。",
     ),
     "tried-lengths-separators": (
         "kv_cache_too_small_at_startup",
