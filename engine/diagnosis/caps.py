@@ -8,9 +8,10 @@ cap is, the surest first:
 - a client's, harness's or trainer's own default (clients.py), where the paste shows it in use without another
   cap, and an answer stopped there or the cut is told;
 - a round number (256, 512, ...) an answer stopped at, where the paste shows the request without max_tokens;
-- a cap the paste sets (a wrapper's config, a harness's max_out_len), where the cut is told in words and nothing
-  else explains it (no stop strings, no end-of-sequence token), and an answer stopped there or, with no count
-  shown, the cap is short (at most SHORT_CAP tokens: a page of text).
+- a cap the paste sets (a wrapper's config, a harness's max_out_len), where the cut is told in words or vLLM's
+  counter has most requests finished by length, nothing else explains it (no stop strings, no end-of-sequence token),
+  and an answer stopped there or, with no count shown, the cap is short (at most SHORT_CAP tokens: a page of text),
+  the counter tells the cut, or a harness sends it.
 An answer that ended by itself (finish_reason "stop", and none "length") vetoes all of them (rules.vetoed)."""
 
 import re
@@ -145,7 +146,9 @@ def _stated_cap(facts, context, completions, asked, stopped) -> Observation | No
     if cap is None or not (context.cut_told or counted) or any(OTHER_ENDS.search(fact.evidence) for fact in facts):
         return None
     at_cap = [fact for fact in completions if fact.value == cap.value]
-    if at_cap or (not completions and (0 < cap.value <= SHORT_CAP or counted)):
+    client = clients.BY_NAME.get(context.client or "")
+    harness = client is not None and client.harness  # it sends its cap with every request, however long
+    if at_cap or (not completions and (0 < cap.value <= SHORT_CAP or counted or harness)):
         return _observation(cap, cap.value, STATED, cap.value if at_cap else None)
     return None
 

@@ -136,6 +136,12 @@ CASES = {
         '| vllm:request_success_total{finished_reason="length"} | 1319 |\n'
         '| vllm:request_success_total{finished_reason="stop"} | 0 |',
     ),
+    "harness-lm-eval-ko-long-cap": (
+        "max_tokens_default_truncation",
+        {"default_max_tokens": 4096},
+        "lm_eval --model local-chat-completions --tasks aime24 --gen_kwargs max_gen_toks=4096\n"
+        "추론 모델 답변이 생각하는 도중에 끊겨요.",
+    ),
     "retold-startup-zh": (
         "kv_cache_too_small_at_startup",
         {"max_model_len": 32768, "kv_needed_gib": 8.0, "kv_available_gib": 3.12, "estimated_max_model_len": 12768},
