@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/cpu_step_breakdown.py                       # SmolLM2, batch 1, 8, 32, fp32 and bf16
     .venv/bin/python benchmarks/cpu_step_breakdown.py --batches 32 --dtypes bfloat16 --rounds 6
+    .venv/bin/python benchmarks/cpu_step_breakdown.py --quantization gguf --dtypes float32   # the Q4_1 codes kept
 
 Each batch holds B requests of --input-len prompt tokens that decode together. A round times --steps
 engine steps untimed (the step time), then as many with a timer around each part (the breakdown): the
@@ -127,7 +128,14 @@ def start_engine(model: str, dtype: str, batch: int, args, refused: bool):
     from kvtool.engine.runtime.llm import LLM
 
     with amx_refusal(refused):
-        llm = LLM(model, dtype=dtype, max_model_len=args.input_len + 512, max_num_seqs=batch, threads=args.threads)
+        llm = LLM(
+            model,
+            dtype=dtype,
+            quantization=args.quantization,
+            max_model_len=args.input_len + 512,
+            max_num_seqs=batch,
+            threads=args.threads,
+        )
     start_batch(llm.engine, batch, args.input_len, (3 * args.rounds + 1) * args.steps * 3)
     timed_steps(llm.engine, args.steps)
     return llm.engine
@@ -207,10 +215,12 @@ def main() -> None:
     parser.add_argument(
         "--baseline", action="store_true", help="bf16: also an engine refused AMX tiles, rounds alternating"
     )
+    parser.add_argument("--quantization", choices=["gguf"], help="keep a GGUF's codes quantized (smollm2: its Q4_1)")
     args = parser.parse_args()
-    from kvtool.engine.runtime.worker.loader import resolve_model_source
+    from kvtool.engine.runtime.worker.loader import resolve_model_source, smollm2_gguf
 
-    folder = str(resolve_model_source(args.model).folder)
+    gguf = args.quantization and args.model == "smollm2"
+    folder = str(smollm2_gguf() if gguf else resolve_model_source(args.model).folder)
     print(f"threads {args.threads or torch.get_num_threads()}, input {args.input_len} tokens, {args.rounds} rounds")
     print(HEADER, flush=True)
     for dtype in args.dtypes.split(","):

@@ -17,6 +17,10 @@ import time
 
 import numpy as np
 
+INSTALL_HINT = (
+    'pip install -e ".[bench-llamacpp]" (on a CPU with AMX, built without its AMX kernels: docs/benchmarks.md)'
+)
+
 
 def make_prompts(num: int, length: int, vocab: int, seed: int) -> list[list[int]]:
     rng = random.Random(seed)
@@ -54,7 +58,10 @@ class LlamaCpp:
     """llama.cpp's C API: one context with a sequence slot per stream, greedy sampling in numpy."""
 
     def __init__(self, gguf: str, max_streams: int, length: int, threads: int):
-        import llama_cpp
+        try:
+            import llama_cpp
+        except ImportError as err:  # llama_cpp itself, or one of its own imports (diskcache) after --no-deps
+            raise SystemExit(f"llama_cpp does not import ({err}): {INSTALL_HINT}") from None
 
         self.lib = llama_cpp
         self.quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)  # kept alive: C holds it

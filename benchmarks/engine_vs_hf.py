@@ -2,10 +2,16 @@
 
     .venv/bin/python benchmarks/engine_vs_hf.py                      # 64 requests, SmolLM2, bf16
     .venv/bin/python benchmarks/engine_vs_hf.py --hf-batch-sizes 8,16 --num-requests 32
+    .venv/bin/python benchmarks/engine_vs_hf.py --num-requests 32 --skip-hf --by-step-kind   # where the run goes
 
 Requests have random prompts (token ids) of 32-512 tokens and ask for 32-256 output tokens with
 ignore_eos. HF runs them in static batches (left padding, every batch generating to its longest
 request, only requested tokens counted) at each batch size given; the best one is the baseline.
+
+--by-step-kind times the engine's run by kind of step (prompt chunks only, chunks beside decodes, decodes
+only) and, within each, the parts benchmarks/step_timers.py times (a microsecond a call, so the run is a
+little slower than without): the linear layers, attention, the other kernels, the one-call C decode
+step, sampling, scheduling, outputs, and Python (the rest of the step).
 """
 
 import argparse
@@ -23,17 +29,53 @@ def make_requests(num: int, vocab: int, input_range, output_range, seed: int):
     ]
 
 
-def run_engine(model: str, dtype: str, requests, max_num_seqs: int) -> tuple[float, int]:
+def run_engine(model: str, dtype: str, requests, max_num_seqs: int, by_step_kind: bool = False):
+    """(seconds, output tokens, per kind of step its totals or None)."""
     from kvtool.engine.runtime.config import SamplingParams
     from kvtool.engine.runtime.llm import LLM
 
     llm = LLM(model, dtype=dtype, max_num_seqs=max_num_seqs, max_model_len=2048)
     llm.generate([[1, 2, 3]], SamplingParams(max_tokens=4), use_tqdm=False)  # warm-up
+    kinds = _step_kind_timers(llm.engine) if by_step_kind else None
     params = [SamplingParams(max_tokens=out, temperature=0.0, ignore_eos=True) for _, out in requests]
     start = time.perf_counter()
     outputs = llm.generate([prompt for prompt, _ in requests], params, use_tqdm=False)
     elapsed = time.perf_counter() - start
-    return elapsed, sum(len(o.outputs[0].token_ids) for o in outputs)
+    return elapsed, sum(len(o.outputs[0].token_ids) for o in outputs), kinds and kinds.totals
+
+
+def _step_kind_timers(engine):
+    from step_timers import PhaseTimers, StepKindTimers, wrap_classes, wrap_engine
+
+    timers = PhaseTimers()
+    wrap_classes(timers)
+    wrap_engine(timers, engine)
+    timers.on = True
+    return StepKindTimers(timers, engine)
+
+
+def render_step_kinds(totals: dict, elapsed: float) -> str:
+    """A markdown table: per kind of step, its steps, tokens, seconds (share of the run), ms a step, mean
+    threads, and each part's seconds (share of the kind's seconds)."""
+    from step_timers import PARTS
+
+    lines = [
+        "| step kind | steps | prompt tokens | decode rows | s (share of run) | ms/step | threads | "
+        + " | ".join(PARTS)
+        + " |",
+        "|---|" + "---:|" * (6 + len(PARTS)),
+    ]
+    for kind, t in totals.items():
+        if not t["steps"]:
+            continue
+        t["Python"] = t["seconds"] - sum(t[part] for part in PARTS[:-1])
+        head = (
+            f"| {kind} | {t['steps']:.0f} | {t['prefill tokens']:.0f} | {t['decode rows']:.0f} | "
+            f"{t['seconds']:.2f} ({t['seconds'] / elapsed:.0%}) | {t['seconds'] / t['steps'] * 1e3:.1f} | "
+            f"{t['thread-steps'] / t['steps']:.2f} |"
+        )
+        lines.append(head + "".join(f" {t[p]:.2f} ({t[p] / t['seconds']:.0%}) |" for p in PARTS))
+    return "\n".join(lines)
 
 
 def run_hf(folder: str, dtype: str, requests, batch_size: int) -> tuple[float, int]:
@@ -74,6 +116,7 @@ def main() -> None:
     parser.add_argument("--hf-batch-sizes", default="8,16,32")
     parser.add_argument("--max-num-seqs", type=int, default=64)
     parser.add_argument("--skip-hf", action="store_true")
+    parser.add_argument("--by-step-kind", action="store_true", help="time the engine's run by kind of step")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads for both (default: torch's)")
     args = parser.parse_args()
@@ -96,9 +139,11 @@ def main() -> None:
         f"{sum(o for _, o in requests)} output tokens, {args.dtype}, {torch.get_num_threads()} threads"
     )
 
-    elapsed, tokens = run_engine(folder, args.dtype, requests, args.max_num_seqs)
+    elapsed, tokens, kinds = run_engine(folder, args.dtype, requests, args.max_num_seqs, args.by_step_kind)
     engine_tps = tokens / elapsed
     print(f"engine: {tokens} tokens in {elapsed:.1f} s = {engine_tps:.1f} output tok/s")
+    if kinds:
+        print(render_step_kinds(kinds, elapsed))
     if args.skip_hf:
         return
     best = 0.0

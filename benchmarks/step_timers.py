@@ -65,3 +65,51 @@ def wrap_engine(timers: PhaseTimers, engine) -> None:
     timers.wrap(engine.scheduler, "update_from_output", "scheduling")
     timers.wrap(runner.input_batch, "prepare", "scheduling")
     timers.wrap(engine.output_processor, "process", "outputs")
+
+
+STEP_KINDS = ("prefill only", "mixed", "decode only")
+STEP_FIGURES = ("steps", "seconds", "prefill tokens", "decode rows", "thread-steps")
+
+
+def step_kind(scheduled) -> str:
+    """A scheduled step's kind: prompt chunks alone, prompt chunks beside decodes, or decodes alone."""
+    if scheduled.num_decodes == len(scheduled.seqs):
+        return "decode only"
+    return "mixed" if scheduled.num_decodes else "prefill only"
+
+
+class StepKindTimers:
+    """Wraps an engine's step: per kind of step, its count, seconds, prompt tokens, decode rows, threads
+    and the seconds of each part the PhaseTimers time (`timers.on` must be set for those)."""
+
+    def __init__(self, timers: PhaseTimers, engine):
+        import torch
+
+        self.totals = {kind: defaultdict(float) for kind in STEP_KINDS}
+        self._kind, self._scheduled = None, None
+        step, schedule = engine.step, engine.scheduler.schedule
+
+        def noted_schedule():
+            self._scheduled = schedule()
+            return self._scheduled
+
+        def timed_step():
+            before, start = dict(timers.seconds), time.perf_counter()
+            outputs = step()
+            elapsed = time.perf_counter() - start
+            if self._scheduled is not None and self._scheduled.seqs:
+                self._add(self._scheduled, elapsed, torch.get_num_threads())
+                for part, seconds in timers.seconds.items():
+                    self.totals[step_kind(self._scheduled)][part] += seconds - before.get(part, 0.0)
+            self._scheduled = None
+            return outputs
+
+        engine.scheduler.schedule, engine.step = noted_schedule, timed_step
+
+    def _add(self, scheduled, elapsed: float, threads: int) -> None:
+        totals = self.totals[step_kind(scheduled)]
+        totals["steps"] += 1
+        totals["seconds"] += elapsed
+        totals["decode rows"] += scheduled.num_decodes
+        totals["prefill tokens"] += sum(scheduled.num_new_tokens) - scheduled.num_decodes
+        totals["thread-steps"] += threads

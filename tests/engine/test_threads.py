@@ -98,3 +98,18 @@ def test_the_team_follows_the_cpu_time_others_take(restore_threads, monkeypatch)
         clock[0] = now
         assert team.update() == expected and torch.get_num_threads() == expected
     # others took none of the 4 CPUs, then two, one, and 3.2
+
+
+def test_niced_processes_time_counts_only_for_a_niced_engine():
+    from kvtool.engine.runtime.worker.cpu_threads import busy_ticks
+
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat = [
+        "cpu  900 800 60 5000 0 0 0 0 0 0",
+        "cpu0 400 0 30 2500 0 0 0 0 0 0",
+        "cpu1 500 800 30 2500 7 1 2 3 0 0",
+        "intr 12345",
+    ]
+    assert busy_ticks(stat, {0, 1}, count_nice=False) == 400 + 30 + 500 + 30 + 1 + 2 + 3
+    assert busy_ticks(stat, {0, 1}, count_nice=True) == 966 + 800
+    assert busy_ticks(stat, {0}, count_nice=True) == 430
