@@ -82,7 +82,9 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("requests_finished_length", "float"): (),
     _q("requests_finished_stop", "float"): (),
     _q("requests_finished_abort", "float"): (),
-    _q("model", "str"): ("model", "model_path", "model_name_or_path", "pretrained", "model_name"),
+    _q("model", "str"): (
+        "model", "model_path", "model_name_or_path", "pretrained", "model_name", "model_url",  # production-stack's modelURL
+    ),
     _q("served_model_name", "str"): ("served_model_name",),
     _q("dtype", "str"): ("dtype", "torch_dtype"),
     _q("enforce_eager", "bool"): ("enforce_eager",),
