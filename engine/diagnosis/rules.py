@@ -30,7 +30,7 @@ from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 REFUSAL = re.compile(
     r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
     r"smaller than|not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|"
-    r"超过|超出|过长|不足|小于|大于|低于|报错|崩溃|crash\w*|dies|died|"
+    r"超过|超出|过长|不足|小于|大于|低于|报错|崩溃|失败|只有|crash\w*|dies|died|"
     r"won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|"
     # Japanese, Korean, Spanish, Portuguese, German, Russian, French
     r"起動しない|超え|エラー|실패|초과|에러|오류|supera|excede|mayor que|maior que|menor que|no arranca|não inicia|"

@@ -212,4 +212,6 @@ MEMORY_AFTER = {
     "total_gib": words(r"total|VRAM|of (?:GPU )?memory|显存|в сумме|insgesamt|en total|no total"),
 }
 # the words that may follow a number of another kind and name it, beside the quantity's own ("a 16k context")
-AFTER_WORDS = {"max_model_len": words("|".join(_PROSE[MAX_MODEL_LEN]) + r"|(?:token )?context\b|ctx\b")}
+# "a 16k context", "一个 32768 长度的请求" (a request as long as the context: V1's start-up check, retold)
+_LENGTH_AFTER = r"|(?:token )?context\b|ctx\b|长度的请求|長さの(?:リクエスト|要求)|길이의 요청|length request"
+AFTER_WORDS = {"max_model_len": words("|".join(_PROSE[MAX_MODEL_LEN]) + _LENGTH_AFTER)}
