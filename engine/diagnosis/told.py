@@ -18,6 +18,7 @@ import re
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.measured import default_utilization
 from kvtool.engine.diagnosis.memory_model import log_spec
 
 ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's template, system prompt and history
@@ -56,19 +57,30 @@ def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
 
 
 def held_retold(facts: Facts, context: LogContext) -> Observation | None:
-    utilization = context.gpu_memory_utilization
-    if not context.free_below_told or not utilization or context.server_up:
+    if not context.free_below_told or context.server_up:
         return None
+    utilization = default_utilization(context)  # the check runs at vLLM's default where the paste states none
     numbers = {"gpu_memory_utilization": utilization}
-    used, total = facts.largest("gpu_used_gib"), facts.largest("total_gib")
-    if used is not None and total is not None:  # nvidia-smi's use of the GPU before vLLM starts: others'
-        free = round(total.value - used.value, 2)
-        if free >= utilization * total.value:
+    if (in_use := _in_use(facts)) is not None:  # the GPU's use before vLLM starts (nvidia-smi, DCGM): others'
+        used, total = in_use
+        free = round(total - used, 2)
+        if free >= utilization * total:
             return None
-        numbers |= {"free_gib": free, "total_gib": total.value, "requested_gib": round(utilization * total.value, 2)}
-        numbers["other_process_gib"] = used.value
+        numbers |= {"free_gib": free, "total_gib": total, "requested_gib": round(utilization * total, 2)}
+        numbers["other_process_gib"] = used
     numbers |= _others(facts)
     return _told(context.free_below_told, "gpu_memory_held_by_others", "startup", numbers)
+
+
+def _in_use(facts: Facts) -> tuple[float, float] | None:
+    """What the GPU has in use and its total: nvidia-smi's used of total, or a DCGM exporter's framebuffer used and
+    free (the whole card is their sum: its total states the card's name, not what CUDA sees)."""
+    if (used := facts.largest("gpu_used_gib")) is None:
+        return None
+    if free := [fact for fact in facts.of("free_gib", (KEYED,)) if fact.line == used.line or fact.unit == "MiB"]:
+        return used.value, round(used.value + free[0].value, 2)
+    total = facts.largest("total_gib")
+    return (used.value, total.value) if total is not None else None
 
 
 def shared_card(facts: Facts, context: LogContext) -> Observation | None:

@@ -37,16 +37,22 @@ _NO_BLOCKS = re.compile(
     re.IGNORECASE,
 )
 _BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッシュブロック", "블록", "блок", "blocs")
+_ON_DEVICE = r"(?:free|available) memory on (?:the )?device"  # the check's own words, quoted in another language
+_ERROR = r"(?:error|エラー|错|錯|erreur|Fehler|ошибк|에러|오류)"
 # vLLM's "Free memory on device ... is less than desired GPU memory utilization" retold: free memory, and less
 # than the utilization asked, in several languages
 _FREE_BELOW = re.compile(
     r"(?:free|available|livre|libre|disponible|frei|verfügbar|可用|空闲|剩余|여유|空き|свободн\w*).{0,64}"
     r"(?:less than|below|lower than|smaller than|menor que|menos que|inferior|weniger als|kleiner als|niedriger als|"
     r"小于|低于|不足|보다 적|より少な|меньше).{0,48}"
-    r"(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани|утилизаци)",
+    r"(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани|утилизаци)|"
+    # the check's own words quoted inside prose of another language ("ValueError sur la « free memory on device »")
+    rf"{_ERROR}.{{0,40}}{_ON_DEVICE}|{_ON_DEVICE}.{{0,40}}{_ERROR}|"  # V1 prints the phrase at every start, too
+    r"(?:free|available) memory\W.{0,48}\bvs\.? desired",  # "free memory 18.91/79.18 GiB vs desired 0.9"
     re.IGNORECASE,
 )
-_FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
+_FREE_GATES = ("on device", "on the device", "desired",
+               "less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
                "小于", "低于", "不足", "보다 적", "より少な", "меньше")  # fmt: skip
 # a harness's score far below another backend's (what answers cut at its default cap look like)
 _SCORE_DROP = re.compile(

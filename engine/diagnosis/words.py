@@ -86,7 +86,10 @@ _PROSE = {
         + _COUNTED,
         r"只(?:输出|生成)了?",
     ),
-    UTILIZATION: (r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|\butil\b", r"显存利用率|利用率|使用率の上限"),
+    UTILIZATION: (
+        r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|\butil\b|vs\.? desired",  # the start-up check's, retold
+        r"显存利用率|利用率|使用率の上限",
+    ),
     _q("cpu_kv_cache_usage_percent", "percent"): (r"CPU KV cache usage",),
     KV_USAGE: (
         r"(?:KV[ -]?)?cache(?: usage| utili[sz]ation| use| occupancy| is| was| at| reached| hits?| full)*(?: of)?",
@@ -160,7 +163,7 @@ _GATES = {
                       "プロンプト", "입력", "프롬프트", "entrada", "eingabe", "промпт", "вход", "mensaje", "mensagem",
                       "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
-    "gpu_memory_utilization": ("util", "利用率", "使用率"),
+    "gpu_memory_utilization": ("util", "desired", "利用率", "使用率"),
     "cpu_kv_cache_usage_percent": ("cpu",),
     "kv_cache_usage_percent": ("cache", "kv", "caché", "кэш"),
     "prefix_cache_hit_rate_percent": ("hit rate",),
