@@ -95,7 +95,8 @@ TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided 
         "startup",
         "emory",  # "CUDA out of memory. Tried to allocate", or "OutOfMemoryError: Tried to allocate" as quoted
         compile_(
-            rf"(?:{_DEVICE} out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
+            rf"(?:(?:{_DEVICE} out of memory\.|OutOfMemoryError:) |OutOfMemoryError\b[^\n]{{0,80}}?\b)"
+            rf"Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
         ),
         extras=_OOM_EXTRAS,
     ),

@@ -44,7 +44,14 @@ _SERVING_TOLD = re.compile(
     r"|(?:은|는|이|가) (?:괜찮|문제 ?없|잘 ?되)\w*데.{0,60}(?:면|니까)"
     r"|(?:は|なら)(?:大丈夫|問題(?:ない|なく|ありません)|平気)\w{0,6}(?:が|けど|けれど)[、,]?.{0,60}(?:と|ば|たら)"
     r"|短.{0,6}(?:没问题|没事|正常|可以)[，,].{0,30}(?:就|一)"
-    r"|\b(?:los|las) \w+ cort[oa]s (?:funcionan|van bien)|\bkurze \w+ (?:gehen|funktionieren|laufen)",
+    r"|\b(?:los|las) \w+ cort[oa]s (?:funcionan|van bien)|\bkurze \w+ (?:gehen|funktionieren|laufen)"
+    # "on short texts all is fine", "works fine with text, but", "На коротких текстах всё ок", "funciona bem com"
+    r"|\bon short \w+,? (?:all is|everything is|it is|it's|it works?) ?(?:fine|ok|okay|well)?"
+    r"|\bworks? (?:fine|ok|well) (?:with|for|on) (?:short|small|text)|\bна коротк\w* \w+ (?:вс[её] )?(?:ок|норм|хорош)"
+    r"|\bfunciona bem com \w+,? mas|\bfunciona bien con \w+,? pero"
+    # a failure that recurs through the day: the server ran between ("twice a day", "duas vezes por dia")
+    r"|\b(?:once|twice|\w+ times) (?:a|per) (?:day|hour)|vezes por (?:dia|hora)|veces (?:al|por) día|"
+    r"mal (?:am|pro) Tag|раз\w* в (?:день|сутки|час)|每天.{0,4}次",
     re.IGNORECASE,
 )
 _SERVING_GATES = (
@@ -52,6 +59,7 @@ _SERVING_GATES = (
     "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영", "runs", "run ", "processed", "generated", "scored",
     "了", "nach", "después", "depois", "건", "개", "件", "first", "short", "small", "video", "перв", "коротк", "짧은",
     "처음", "正常", "괜찮", "없는데", "되는데", "大丈夫", "問題", "平気", "没问题", "没事", "可以", "cort", "kurze",
+    "works", "funciona", "на коротк", "once", "twice", "times", "vezes", "veces", "mal ", "раз", "每天",
 )  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")

@@ -78,6 +78,8 @@ _PROSE = {
         r"输入(?:有|为|是|约|大约|大概|达到)+|输入 ?token ?数?(?:约|大约|为|是|有)*|入力(?:が|は)(?:約|およそ)?"
         r"|입력(?:이|은)(?: 약| 대략)?",
         r"(?:mon |ma )?(?:message|requête|entrée) (?:fait|a|contient|compte)(?: environ| à peu près)?",
+        # the inputs that failed, by their length: "documents of 32768 tokens", "на документах по 32768 токенов"
+        r"(?:documents?|texts?) of(?: about| around)?|(?:документ|текст)\w* (?:по|из|длиной)(?: около)?",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
@@ -161,7 +163,8 @@ _GATES = {
                    "longitud", "ausgabe", "comprimento", "длин", "길이"),
     "prompt_tokens": ("prompt", "input", "num_tokens", "message", "request", "document", "输入", "提示", "入力",
                       "プロンプト", "입력", "프롬프트", "entrada", "eingabe", "промпт", "вход", "mensaje", "mensagem",
-                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée"),
+                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée",
+                      "text", "документ", "текст"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
     "gpu_memory_utilization": ("util", "desired", "利用率", "使用率"),
     "cpu_kv_cache_usage_percent": ("cpu",),
@@ -217,4 +220,8 @@ MEMORY_AFTER = {
 # the words that may follow a number of another kind and name it, beside the quantity's own ("a 16k context")
 # "a 16k context", "一个 32768 长度的请求" (a request as long as the context: V1's start-up check, retold)
 _LENGTH_AFTER = r"|(?:token )?context\b|ctx\b|长度的请求|長さの(?:リクエスト|要求)|길이의 요청|length request"
-AFTER_WORDS = {"max_model_len": words("|".join(_PROSE[MAX_MODEL_LEN]) + _LENGTH_AFTER)}
+AFTER_WORDS = {
+    "max_model_len": words("|".join(_PROSE[MAX_MODEL_LEN]) + _LENGTH_AFTER),
+    # "32768-token documents", "8k-token prompts"
+    "prompt_tokens": words("|".join(_PROSE[PROMPT_TOKENS]) + r"|-?tokens? (?:documents?|prompts?|inputs?|texts?)\b"),
+}
