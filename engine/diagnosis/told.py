@@ -9,8 +9,9 @@ prose). Each rule is stated in one sentence in docs/diagnose.md:
   total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
   so is that refusal told alone, and two launches on one card whose utilizations add up to more than 1;
 - pydantic's "validation error for SchedulerConfig" with its detail cut off (or retold: "something about
-  SchedulerConfig", "max_num_batched_tokens меньше max_model_len"), where the launch sets a step budget
-  below max_model_len without chunked prefill, is batched_tokens_lt_model_len (the check that refuses it).
+  SchedulerConfig", "max_num_batched_tokens меньше max_model_len"), or a launch told not to start that turns chunked
+  prefill off, where the launch sets a step budget below max_model_len without chunked prefill, is
+  batched_tokens_lt_model_len (the check that refuses it).
 """
 
 import re
@@ -116,6 +117,8 @@ def step_retold(facts: Facts, context: LogContext) -> Observation | None:
     step budget alone (named with what the paste states)."""
     batched = context.max_num_batched_tokens
     refused = context.scheduler_refused or context.step_below_told
+    # chunked prefill turned off beside a smaller step budget is the refusal, in a launch told not to start
+    refused = refused or (context.down_told and context.enable_chunked_prefill is False)
     if not refused or not batched or context.enable_chunked_prefill is True:
         return None
     spec = None if context.max_model_len else log_spec(context.model, context.served_model_name)

@@ -91,6 +91,16 @@ _UP_TOLD = re.compile(
 )
 _UP_GATES = ("fine", "normal", "ok", "without", "is up", "server up", "服务", "普通に", "正常に", "成功", "정상적으로",
              "잘 ", "arranca", "funciona", "startet", "läuft", "нормально", "без ошибок")  # fmt: skip
+# a launch told not to start ("no longer starts", "ya no arranca", 起動しない, 起不来, не запускается)
+_DOWN_TOLD = re.compile(
+    r"\b(?:no longer|doesn'?t|does not|won'?t|will not|fails? to|can'?t|cannot) (?:start|launch|boot|come up)|"
+    r"\b(?:ya )?no (?:arranca|inicia)|\bnão (?:inicia|sobe)|startet(?: \w+)? nicht|ne démarre (?:pas|plus)|"
+    r"не (?:запускается|стартует)|起動しない|起動しなく|起動でき(?:ない|ません)|启动不了|起不来|启动失败|"
+    r"실행되지 않|시작되지 않",
+    re.I,
+)
+_DOWN_GATES = ("start", "launch", "boot", "come up", "arranca", "inicia", "sobe", "démarre", "запуска", "стартует",
+               "起動", "启动", "起不来", "되지 않")  # fmt: skip
 # a request refused for a limit that is no length and no memory: images or videos per prompt, a LoRA's rank, tools
 _OTHER_LIMIT = re.compile(
     r"At most \d+ (?:image|video|audio)\(?s?\)? may be provided|limit[_-]mm[_-]per[_-]prompt|max[_-]lora[_-]rank|"
@@ -106,6 +116,7 @@ _RETOLD = (
     ("preemption_told", _PREEMPTED, _PREEMPTED_GATES),
     ("step_below_told", _STEP_BELOW, _STEP_GATES),
     ("up_told", _UP_TOLD, _UP_GATES),
+    ("down_told", _DOWN_TOLD, _DOWN_GATES),
     ("other_limit_refused", _OTHER_LIMIT, _OTHER_GATES),
 )
 
