@@ -12,6 +12,7 @@ from kvtool.engine.diagnosis import (
     explain_runtime,
     explain_startup,
     explain_truncation,
+    told,
     wordings,
 )
 from kvtool.engine.diagnosis.context import LogContext
@@ -24,6 +25,8 @@ from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.rules import client_literals, guessed, rule_observations, vetoed
 from kvtool.engine.diagnosis.settings import with_settings
 from kvtool.engine.diagnosis.startup import with_failure
+
+ALL_NOTES = NOTES | told.NOTES  # an observation's detail: the note its finding carries
 
 EXPLAINERS = {
     "request_too_long": explain_length.request_too_long,
@@ -76,8 +79,8 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
-        if obs.detail in NOTES:
-            finding.notes.append(NOTES[obs.detail])
+        if obs.detail in ALL_NOTES:
+            finding.notes.append(ALL_NOTES[obs.detail])
         finding = graph_budget(finding, context, memory)
         with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)

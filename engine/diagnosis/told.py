@@ -3,7 +3,8 @@ words, beside a sign that the failure happened whose message is missing or retol
 prose). Each rule is stated in one sentence in docs/diagnose.md:
 - a request refused while the prompt the paste states, alone or with max_tokens, is more than the launch's
   max_model_len is request_too_long (vLLM checks prompt + max_tokens against the context, not the prompt alone);
-  so is one whose max_tokens (a chat UI's "Max Tokens", num_predict) leaves less than a quarter of the context;
+  so is one whose max_tokens (a chat UI's "Max Tokens", num_predict) leaves less than a quarter of the context,
+  and one refused with no error text only once the conversation grew or a long document came (a likely cause);
 - "no memory for the cache blocks" told in any words, at a start-up that did not come up, is no_cache_blocks;
 - free memory told to be below the utilization asked, where nvidia-smi shows what the GPU already has in use and
   total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
@@ -26,6 +27,12 @@ ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's
 DEVICES = re.compile(r"CUDA_VISIBLE_DEVICES=['\"]?([\d,]+)")
 LAUNCH = re.compile(r"vllm serve|api_server|--model\b")  # a line that launches a server
 CAP_AT_CONTEXT = "output cap near the context"  # an observation's detail: no prompt is stated
+GREW = "refused once it grew"  # an observation's detail: no refusal text, the growth told
+NOTES = {
+    GREW: "The paste does not show vLLM's refusal, only a request refused once the conversation grew or a long "
+    "document came: a prompt past max_model_len is the likely cause, not a quoted one. The server's log at DEBUG, or "
+    "the response body, shows the prompt's length."
+}
 
 
 def request_over_context(facts: Facts, context: LogContext) -> Observation | None:
@@ -47,6 +54,16 @@ def request_over_context(facts: Facts, context: LogContext) -> Observation | Non
         numbers = {"max_tokens": asked.value, "completion_tokens": asked.value, "max_model_len": limit}
         return _told(context.request_refused, "request_too_long", "request", numbers, CAP_AT_CONTEXT)
     return None
+
+
+def outgrew_context(facts: Facts, context: LogContext) -> Observation | None:
+    """A request refused with no error text (an access log's 400, a chat UI's generic error) only once the
+    conversation grew or a long document came, where the launch set max_model_len: the prompt outgrew the context.
+    A likely cause, not a quoted one (GREW); a refusal of another kind, or a first short message, is not this."""
+    limit = context.max_model_len
+    if not context.request_refused or not context.grew_told or not limit or context.other_limit_refused:
+        return None
+    return _told(context.request_refused, "request_too_long", "request", {"max_model_len": limit}, GREW)
 
 
 def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
@@ -173,6 +190,7 @@ def _told(line: str, category: str, stage: str, numbers: dict, detail: str | Non
 
 RULES = (
     ("request_too_long", request_over_context),
+    ("request_too_long", outgrew_context),
     ("no_cache_blocks", no_blocks_retold),
     ("gpu_memory_held_by_others", held_retold),
     ("gpu_memory_held_by_others", shared_card),

@@ -101,13 +101,31 @@ _DOWN_TOLD = re.compile(
 )
 _DOWN_GATES = ("start", "launch", "boot", "come up", "arranca", "inicia", "sobe", "démarre", "запуска", "стартует",
                "起動", "启动", "起不来", "되지 않")  # fmt: skip
+# a request that fails only once the conversation grows or a long document comes: the prompt outgrew something
+_GREW_TOLD = re.compile(
+    r"\b(?:once|when|as|after) (?:the |a |my )?(?:conversation|chat|history|context|thread)s? (?:grows?|gets? long)|"
+    r"\b(?:attach|upload|paste|send|add)\w* (?:a |the |an? )?(?:very )?(?:long|large|big)(?:er)? "
+    r"(?:pdf|document|doc|file|text)|\bafter (?:a few|several|many|\d+) (?:turns|messages|rounds)\b|"
+    r"\blange[sn]? (?:Dokument|PDF|Gespräch|Chat)|(?:Chat|Gespräch|Verlauf) (?:länger wird|wächst)|"
+    r"\bdocumento (?:largo|longo)|conversaci[óo]n (?:crece|se alarga)|conversa (?:cresce|fica longa)|"
+    r"\blong document|document long|conversation s'allonge|"
+    r"对话(?:一)?变长|对话轮数(?:多|一多)|长文档|长文本|会話が長く|長い(?:文書|ドキュメント|PDF)|履歴が長く|"
+    r"대화가 길어|긴 (?:문서|PDF)|длинн\w* (?:документ|диалог|разговор|PDF)",
+    re.I,
+)
+_GREW_GATES = ("conversation", "chat", "history", "context", "thread", "long", "large", "big", "turns", "messages",
+               "rounds", "lange", "verlauf", "gespräch", "documento", "conversa", "变长", "对话", "长文", "長く",
+               "長い", "길어", "긴 ", "длинн")  # fmt: skip
 # a request refused for a limit that is no length and no memory: images or videos per prompt, a LoRA's rank, tools
 _OTHER_LIMIT = re.compile(
     r"At most \d+ (?:image|video|audio)\(?s?\)? may be provided|limit[_-]mm[_-]per[_-]prompt|max[_-]lora[_-]rank|"
-    r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires",
+    r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires|"
+    # a request refused for what it is, not its length: a model not served, a tool's schema, a response format
+    r"does not exist|model_not_found|Invalid tool|tool schema|json_schema|response_format",
     re.I,
 )
-_OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice")
+_OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice", "does not exist",
+                "model_not_found", "tool", "schema", "response_format")  # fmt: skip
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
 _RETOLD = (
     ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
@@ -117,6 +135,7 @@ _RETOLD = (
     ("step_below_told", _STEP_BELOW, _STEP_GATES),
     ("up_told", _UP_TOLD, _UP_GATES),
     ("down_told", _DOWN_TOLD, _DOWN_GATES),
+    ("grew_told", _GREW_TOLD, _GREW_GATES),
     ("other_limit_refused", _OTHER_LIMIT, _OTHER_GATES),
 )
 
