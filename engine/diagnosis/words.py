@@ -158,7 +158,7 @@ _GATES = {
     "estimated_max_model_len": ("estimated", "估计", "推定", "estimad", "geschätzt", "추정", "оценк"),
     "benchmark_total_tokens": ("total",),
     "max_model_len": ("len", "concurrency", "上下文", "长度", "コンテキスト", "最大", "컨텍스트", "최대", "context",
-                      "kontext", "контекст", "contexte"),
+                      "kontext", "контекст", "contexte", "長さ", "길이"),
     "max_tokens": ("token", "completion", "输出", "トークン", "토큰", "токен", "length", "标记", "標記", "輸出",
                    "longitud", "ausgabe", "comprimento", "длин", "길이"),
     "prompt_tokens": ("prompt", "input", "num_tokens", "message", "request", "document", "输入", "提示", "入力",
@@ -210,6 +210,7 @@ MEMORY_AFTER = {
     "kv_needed_gib": words(
         r"(?:of |de )?(?:KV[ -]cache|caché KV|KV ?缓存) "
         r"(?:(?:is |would be )?(?:needed|required)|(?=for |to hold |para ))"
+        r"|の ?KV ?キャッシュ(?:が|を)?必要|의 ?KV ?캐시가 필요"  # "4 GiB の KV キャッシュが必要"
     ),
     "free_gib": words(_FREE + r"|しか|뿐|밖에"),  # "3.1 GiB しかない", "2.5 GiB뿐": only that much
     # "8 GiB 必要", "6 GiB가 필요한데", "16 GiB needed"

@@ -105,6 +105,12 @@ CASES = {
         {"max_model_len": 65536, "kv_needed_gib": 8.0, "kv_available_gib": 2.5},
         "启动失败：可用的 KV cache 只有 2.5 GiB，而 65536 长度的请求需要 8 GiB 的 KV cache。",
     ),
+    "retold-zh-order-ja": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 4.0, "kv_available_gib": 1.5},
+        "起動時のエラーを要約すると、32768 長さのリクエストには 4 GiB の KV キャッシュが必要だが、使えるのは 1.5 GiB しかない、"
+        "というものでした。",
+    ),
     "oom-prose-en": (
         "cuda_oom_runtime",
         {"tried_to_allocate_gib": 18.56, "free_gib": 6.02, "prompt_tokens": 32768},
@@ -223,6 +229,11 @@ LOOK_ALIKES = {
     # a launch that does not start, its step budget as large as the context
     "budget-not-below": "LLM(model='m', max_model_len=8192, max_num_batched_tokens=8192, enable_chunked_prefill=False)"
     " no longer starts: CUDA error: an illegal memory access was encountered",
+    # the quoted check beside DCGM samples that leave enough free for the utilization asked
+    "held-dcgm-enough": "vllm serve m --gpu-memory-utilization 0.2 fails with an error about free memory on device.\n"
+    + DCGM,
+    # a KV line that holds the model's own context, the start-up failing for another reason
+    "startup-default-fits": 'modelURL: "mistralai/Mistral-7B-Instruct-v0.3"\n' + KV_LINE.format(kv="9.60") + FAILED,
     # most requests stopped by themselves
     "slot16-stopped": SLOT_METRICS.replace(
         'finished_reason="stop",model_name="m"}} 0.0', 'finished_reason="stop",model_name="m"}} 1800.0'
