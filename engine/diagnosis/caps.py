@@ -3,8 +3,9 @@ finish_reason "length", by a trainer's share of clipped completions, or told in 
 cap is, the surest first:
 - vLLM's own default, 16 tokens (/v1/completions, SamplingParams), where an answer stopped at 16, or a cut is told
   and a request shows max_tokens=16 (a setting that did not reach vLLM);
-- a round cap vLLM's metrics show every answer stopped at: most requests finished by length, and its histogram of
-  generated tokens averages that cap per request (16 is vLLM's own default);
+- a round cap vLLM's metrics show the answers stopped at: most requests finished by length, and its histogram of
+  generated tokens sums to that cap for each of those, plus at most the cap for each of the rest (16 is vLLM's own
+  default);
 - the model's generation_config.json (vLLM's "Using default ... sampling params from model: {'max_tokens': N}",
   a hard cap on 0.8 - 0.15), where an answer stopped at N whatever the request asked;
 - a client's, harness's or trainer's own default (clients.py), where the paste shows it in use without another
@@ -94,16 +95,18 @@ def _vllm_default(facts, context, completions, asked, stopped) -> Observation | 
 
 
 def _average_at_cap(facts, context, completions, asked, stopped) -> Observation | None:
-    """vLLM's metrics alone: most requests finished by length, and its histogram of generated tokens averages a
-    round cap per request (16: its own default, for a client that sends none): every answer stopped there."""
+    """vLLM's metrics alone: most requests finished by length, and its histogram of generated tokens says they
+    stopped at a round cap (16: its own default, for a client that sends none): the sum is what those cut generated
+    at the cap, plus no more than the cap for each of the rest."""
     total, counted = facts.largest("generation_tokens_sum"), facts.largest("generation_requests")
     if not mostly_by_length(facts) or total is None or not counted or asked:
         return None
-    average = total.value / counted.value
-    if average not in ROUND_CAPS:
+    # those cut generated the cap each, the rest no more: cut x cap <= sum <= counted x cap (one power of two fits)
+    cut = _finished(facts)["length"]
+    cap = next((cap for cap in sorted(ROUND_CAPS) if cut * cap <= total.value <= counted.value * cap), None)
+    if cap is None:
         return None
-    detail = SERVER_DEFAULT if average == DEFAULT_MAX_TOKENS else None
-    return _observation(total, int(average), detail, int(average))
+    return _observation(total, cap, SERVER_DEFAULT if cap == DEFAULT_MAX_TOKENS else None, cap)
 
 
 def _generation_config(facts, context, completions, asked, stopped) -> Observation | None:

@@ -106,6 +106,7 @@ _GREW_TOLD = re.compile(
     r"\b(?:once|when|as|after) (?:the |a |my )?(?:conversation|chat|history|context|thread)s? (?:grows?|gets? long)|"
     r"\b(?:attach|upload|paste|send|add)\w* (?:a |the |an? )?(?:very )?(?:long|large|big)(?:er)? "
     r"(?:pdf|document|doc|file|text)|\bafter (?:a few|several|many|\d+) (?:turns|messages|rounds)\b|"
+    r"\b(?:with|for|on) (?:very )?long(?:er)? (?:pdfs?|documents?|conversations?|chats?)\b|"
     r"\blange[sn]? (?:Dokument|PDF|Gespräch|Chat)|(?:Chat|Gespräch|Verlauf) (?:länger wird|wächst)|"
     r"\bdocumento (?:largo|longo)|conversaci[óo]n (?:crece|se alarga)|conversa (?:cresce|fica longa)|"
     r"\blong document|document long|conversation s'allonge|"

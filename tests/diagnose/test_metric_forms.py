@@ -132,6 +132,12 @@ CASES = {
         "Sep 02 14:11:07 gpu1 systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE\n"
         "Sep 02 14:11:17 gpu1 systemd[1]: vllm.service: Scheduled restart job, restart counter is at 3.\n",
     ),
+    "oom-prose-logprobs": (
+        "cuda_oom_runtime",
+        {"tried_to_allocate_gib": 9.28},
+        "We score documents with prompt_logprobs=1 through vllm serve; for the longest ones the engine dies with "
+        "torch.OutOfMemoryError (Tried to allocate 9.28 GiB).",
+    ),
     "oom-prose-restart-en": (
         "cuda_oom_runtime",
         {"tried_to_allocate_gib": 2.0},
@@ -155,6 +161,14 @@ CASES = {
         "Gestartet mit --max-model-len 8192, weil der volle Kontext nicht startet. Bei kurzen Chats geht alles, "
         "aber sobald ich ein langes Dokument anhänge, kommt nur ein allgemeiner Fehler im Chat. Im Log:\n"
         '"POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
+    ),
+    "silent400-access-log": (
+        "request_too_long",
+        {"max_model_len": 16384},
+        "services:\n  vllm:\n    command: --model Qwen/Qwen2.5-14B-Instruct --max-model-len 16384\n"
+        "Our RAG app shows a generic error, but only with long PDFs. docker logs vllm:\n"
+        'vllm-1  | INFO:     10.0.0.7:41234 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+        'vllm-1  | INFO:     10.0.0.7:41250 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request\n',
     ),
     "silent400-zh": (
         "request_too_long",
@@ -201,6 +215,15 @@ CASES = {
         '| vllm:request_success_total{finished_reason="length"} | 920 |\n'
         '| vllm:request_success_total{finished_reason="stop"} | 0 |\n'
         "| vllm:request_generation_tokens_sum | 14720 |\n| vllm:request_generation_tokens_count | 920 |\n",
+    ),
+    "slot16-some-stopped": (
+        "max_tokens_default_truncation",
+        {"default_max_tokens": 16},
+        "OpenAILike(model='qwen', api_base='http://gpu:8000/v1') for the summaries; they are all a few words long.\n"
+        'vllm:request_success_total{finished_reason="length",model_name="qwen"} 1750.0\n'
+        'vllm:request_success_total{finished_reason="stop",model_name="qwen"} 93.0\n'
+        'vllm:request_generation_tokens_sum{model_name="qwen"} 29011.0\n'
+        'vllm:request_generation_tokens_count{model_name="qwen"} 1843.0\n',
     ),
     "slot16-zh": (
         "max_tokens_default_truncation",
