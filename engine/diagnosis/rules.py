@@ -143,6 +143,8 @@ def memory_held_elsewhere(facts: Facts, context: LogContext) -> Observation | No
             requested = next((f.value for f in facts if f.line == first.line and f.quantity == "requested_gib"), None)
             numbers = {"free_gib": free, "total_gib": total, "gpu_memory_utilization": utilization}
             numbers["requested_gib"] = requested or round(utilization * total, 2)
+            if (used := facts.largest("gpu_used_gib")) is not None:  # what nvidia-smi or DCGM shows others hold
+                numbers["other_process_gib"] = used.value
             return _observation("gpu_memory_held_by_others", "startup", numbers, first)
     return None
 

@@ -34,7 +34,7 @@ SLOT_METRICS = (
 CASES = {
     "held-fr-dcgm": (
         "gpu_memory_held_by_others",
-        {"gpu_memory_utilization": 0.9, "free_gib": 18.9091796875},
+        {"gpu_memory_utilization": 0.9, "free_gib": 18.91, "total_gib": 79.18, "other_process_gib": 60.2695},
         "Sur le nœud 7, vllm serve Qwen/Qwen2.5-32B-Instruct-AWQ --gpu-memory-utilization 0.9 s'arrête avec une "
         "ValueError sur la « free memory on device » au démarrage. L'exporteur DCGM montre pour ce GPU :\n" + DCGM,
     ),
@@ -46,7 +46,13 @@ CASES = {
     ),
     "held-en-retold": (
         "gpu_memory_held_by_others",
-        {"free_gib": 18.91, "total_gib": 79.18, "gpu_memory_utilization": 0.9, "requested_gib": 71.26},
+        {
+            "free_gib": 18.91,
+            "total_gib": 79.18,
+            "gpu_memory_utilization": 0.9,
+            "requested_gib": 71.26,
+            "other_process_gib": 60.2695,
+        },
         "The pod dies at start-up, roughly 'free memory 18.91/79.18 GiB vs desired 0.9 (71.26 GiB)'. DCGM says:\n"
         + DCGM,
     ),
