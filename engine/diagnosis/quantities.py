@@ -86,8 +86,11 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("generation_tokens_sum", "float"): ("request_generation_tokens_sum",),
     _q("generation_requests", "float"): ("request_generation_tokens_count",),
     _q("max_tokens_histogram", "float"): (),
-    # production-stack's Helm values name it modelURL
-    _q("model", "str"): ("model", "model_path", "model_name_or_path", "pretrained", "model_name", "model_url"),
+    # production-stack's Helm values name it modelURL; KServe's Hugging Face runtime model_id (its model_name is
+    # the served name)
+    _q("model", "str"): (
+        "model", "model_path", "model_name_or_path", "pretrained", "model_name", "model_url", "model_id",
+    ),
     _q("served_model_name", "str"): ("served_model_name",),
     _q("dtype", "str"): ("dtype", "torch_dtype"),
     _q("enforce_eager", "bool"): ("enforce_eager",),

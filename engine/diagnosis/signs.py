@@ -84,7 +84,9 @@ _UNLIMITED_GATES = (
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
-    r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
+    r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model"""
+    # a container's command as a list (`["vllm", "serve", "m"]`), the image's entrypoint given the model alone
+    r"""|\bvllm['"],\s*['"]serve['"],|vllm-openai:[\w.-]+[ \t]+(?=\w)(?![\w.-]+:(?:\s|$)))\s*['"]?([\w./:@-]+[\w])"""
 )
 _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
 # vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
@@ -186,7 +188,7 @@ def _read_model(line: str, facts: dict) -> bool | None:
     found = None
     if match := _GPU_NAME.search(line):
         facts["gpu_name"], found = match.group(0), True
-    if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
+    if ("model" in line or "serve" in line or "vllm-openai:" in line) and (match := _MODEL.search(line)):
         facts["model"], found = match.group(1), True
     if "version" in line and (match := _VERSION.search(line)):
         facts["version"], found = match.group(1), True

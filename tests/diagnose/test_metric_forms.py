@@ -95,6 +95,26 @@ CASES = {
         "    gpuMemoryUtilization: 0.5\n    enablePrefixCaching: true\n"
         "起動に失敗して再起動を繰り返します。\n" + KV_LINE.format(kv="3.00") + FAILED,
     ),
+    "startup-default-k8s-command": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_available_gib": 2.31},
+        'containers:\n  - name: vllm\n    command: ["vllm", "serve", "mistralai/Mistral-7B-Instruct-v0.3", '
+        '"--gpu-memory-utilization", "0.5"]\n' + KV_LINE.format(kv="2.31") + FAILED,
+    ),
+    "startup-default-kserve-hf": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_available_gib": 2.31},
+        "spec:\n  predictor:\n    model:\n      modelFormat:\n        name: huggingface\n      args:\n"
+        "        - --model_name=mistral\n        - --model_id=mistralai/Mistral-7B-Instruct-v0.3\n"
+        + KV_LINE.format(kv="2.31")
+        + FAILED,
+    ),
+    "startup-default-docker-ru": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 131072, "kv_available_gib": 9.6, "kv_needed_gib": 16.0},
+        "docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.10.1 meta-llama/Llama-3.1-8B-Instruct\n"
+        "Контейнер падает при запуске, последние строки:\n" + KV_LINE.format(kv="9.60") + FAILED,
+    ),
     "retold-zh-order-5gib": (
         "kv_cache_too_small_at_startup",
         {"max_model_len": 32768, "kv_needed_gib": 5.0, "kv_available_gib": 1.98, "estimated_max_model_len": 12976},
