@@ -48,7 +48,8 @@ _SERVING_TOLD = re.compile(
     # "on short texts all is fine", "works fine with text, but", "На коротких текстах всё ок", "funciona bem com"
     r"|\bon short \w+,? (?:all is|everything is|it is|it's|it works?) ?(?:fine|ok|okay|well)?"
     r"|\bworks? (?:fine|ok|well) (?:with|for|on) (?:short|small|text)|\bна коротк\w* \w+ (?:вс[её] )?(?:ок|норм|хорош)"
-    r"|\bfunciona bem com \w+,? mas|\bfunciona bien con \w+,? pero"
+    r"|\bfunciona bem com \w+,? mas|\bfunciona bien con \w+,? pero|\bmit kurzen \w+ (?:läuft|geht|klappt|funktioniert)"
+    r"|\b\w+ cort[oa]s,? (?:todo )?(?:va|van|funciona\w*|anda\w*) bien|\b\w+ courts?,? (?:tout va bien|ça marche)"
     # a failure that recurs through the day: the server ran between ("twice a day", "duas vezes por dia")
     r"|\b(?:once|twice|\w+ times) (?:a|per) (?:day|hour)|vezes por (?:dia|hora)|veces (?:al|por) día|"
     r"mal (?:am|pro) Tag|раз\w* в (?:день|сутки|час)|每天.{0,4}次"
@@ -61,7 +62,7 @@ _SERVING_GATES = (
     "了", "nach", "después", "depois", "건", "개", "件", "first", "short", "small", "video", "перв", "коротк", "짧은",
     "처음", "正常", "괜찮", "없는데", "되는데", "大丈夫", "問題", "平気", "没问题", "没事", "可以", "cort", "kurze",
     "works", "funciona", "на коротк", "once", "twice", "times", "vezes", "veces", "mal ", "раз", "每天",
-    "prompt_logprobs",
+    "prompt_logprobs", "mit kurzen", "court",
 )  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")

@@ -79,7 +79,8 @@ _PROSE = {
         r"|입력(?:이|은)(?: 약| 대략)?",
         r"(?:mon |ma )?(?:message|requête|entrée) (?:fait|a|contient|compte)(?: environ| à peu près)?",
         # the inputs that failed, by their length: "documents of 32768 tokens", "на документах по 32768 токенов"
-        r"(?:documents?|texts?) of(?: about| around)?|(?:документ|текст)\w* (?:по|из|длиной)(?: около)?",
+        r"(?:documents?|texts?) of(?: about| around)?|(?:документ|текст)\w* (?:по|из|длиной)(?: около)?|"
+        r"(?:Dokument|Text)\w* (?:mit|von)(?: etwa| rund)?|document(?:o|s|os)? (?:de|con)(?: unos| cerca de| environ)?",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
@@ -164,7 +165,7 @@ _GATES = {
     "prompt_tokens": ("prompt", "input", "num_tokens", "message", "request", "document", "输入", "提示", "入力",
                       "プロンプト", "입력", "프롬프트", "entrada", "eingabe", "промпт", "вход", "mensaje", "mensagem",
                       "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée",
-                      "text", "документ", "текст"),
+                      "text", "документ", "текст", "dokument"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
     "gpu_memory_utilization": ("util", "desired", "利用率", "使用率"),
     "cpu_kv_cache_usage_percent": ("cpu",),

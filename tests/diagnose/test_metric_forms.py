@@ -158,6 +158,30 @@ CASES = {
         "Sep 02 14:11:07 gpu1 systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE\n"
         "Sep 02 14:11:17 gpu1 systemd[1]: vllm.service: Scheduled restart job, restart counter is at 3.\n",
     ),
+    "oom-prose-retold-oom": (
+        "cuda_oom_runtime",
+        {"tried_to_allocate_gib": 18.56, "free_gib": 6.02, "prompt_tokens": 32768},
+        "We get CUDA OOM (tried to allocate 18.56 GiB, 6.02 GiB free) only when sending 32k-token documents; short "
+        "prompts are fine.",
+    ),
+    "oom-prose-de": (
+        "cuda_oom_runtime",
+        {"tried_to_allocate_gib": 18.56, "prompt_tokens": 32768},
+        "Mit kurzen Texten läuft alles, bei Dokumenten mit 32768 Tokens stürzt die Engine ab: torch.OutOfMemoryError: "
+        "CUDA out of memory. Tried to allocate 18.56 GiB",
+    ),
+    "oom-prose-es": (
+        "cuda_oom_runtime",
+        {"tried_to_allocate_gib": 18.56, "prompt_tokens": 32768},
+        "Con textos cortos todo va bien, con documentos de 32768 tokens el motor se cae: torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 18.56 GiB",
+    ),
+    "oom-prose-fr": (
+        "cuda_oom_runtime",
+        {"tried_to_allocate_gib": 18.56, "prompt_tokens": 32768},
+        "Avec des textes courts tout va bien, avec des documents de 32768 tokens le moteur plante : "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.56 GiB",
+    ),
     "oom-prose-logprobs": (
         "cuda_oom_runtime",
         {"tried_to_allocate_gib": 9.28},
