@@ -211,6 +211,8 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
         if available and needed > (available := next(iter(available.values()))):
             numbers = {"kv_needed_gib": needed, "kv_available_gib": available}
             numbers |= _in_line(facts, first, "max_model_len") | _in_line(facts, first, "estimated_max_model_len")
+            if "max_model_len" in stated:  # the length the size was told for
+                numbers["max_model_len"] = stated["max_model_len"].value
             return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
     for first, stated in _refusals(facts, "kv_cache_tokens", "max_model_len"):
         tokens, limit = stated["kv_cache_tokens"].value, stated["max_model_len"].value
@@ -225,10 +227,12 @@ def _kv_requested(facts: Facts) -> list[tuple[Fact, dict[str, Fact]]]:
     free-memory refusal): the KV cache one max_model_len request needs ("max seq len 32768 需要 8.0 GiB 的 KV
     cache", "KVキャッシュが 8 GiB 必要")."""
     found = []
-    for first, stated in _refusals(facts, "requested_gib", "max_model_len"):
-        line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]
-        if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in line:
-            found.append((first, {"kv_needed_gib": stated["requested_gib"]}))
+    # the request it sizes is one of max_model_len tokens, however its length is named ("для запроса длиной 32768")
+    for length in ("max_model_len", "prompt_tokens"):
+        for first, stated in _refusals(facts, "requested_gib", length):
+            line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]
+            if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in line:
+                found.append((first, {"kv_needed_gib": stated["requested_gib"], "max_model_len": stated[length]}))
     return found
 
 

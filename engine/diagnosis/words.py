@@ -144,7 +144,7 @@ _MEMORY = {
     _q("kv_available_gib", _GIB): (r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存",),
     _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重|重み|가중치",),
     _q("requested_gib", _GIB): (
-        r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?|要求的?|需要|必要|필요",
+        r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?|要求的?|需要|请求(?:需)?要|必要|필요",
         r"necesit\w*|requerid\w*|solicitad\w*|benötigt|erforderlich|angefordert|verlangt|требует\w*|нужн\w*|necessári\w*",
     ),
     _q("this_process_gib", _GIB): (r"(?:this process|vLLM) (?:has|holds|uses)|" + _IN_USE,),
@@ -185,7 +185,7 @@ _GATES = {
     "kv_needed_gib": ("kv cache", "kv缓存", "kv 缓存", "キャッシュ", "캐시"),
     "kv_available_gib": ("kv", "缓存"),
     "weights_gib": ("weight", "loading", "权重", "重み", "가중치"),
-    "requested_gib": ("request", "requir", "desired", "ask", "need", "要求", "需要", "必要", "필요", "necesit",
+    "requested_gib": ("request", "请求", "requir", "desired", "ask", "need", "要求", "需要", "必要", "필요", "necesit",
                       "requerid", "solicitad", "benötigt", "erforderlich", "angefordert", "verlangt", "требует", "нужн",
                       "necessári"),
     "this_process_gib": ("process", "vllm", "in use", "used", "占用", "使用中", "사용", "uso", "usad", "ocupad",

@@ -137,6 +137,22 @@ CASES = {
         "起動時のエラーを要約すると、32768 長さのリクエストには 4 GiB の KV キャッシュが必要だが、使えるのは 1.5 GiB しかない、"
         "というものでした。",
     ),
+    "retold-zh-order-ru": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 8.0, "kv_available_gib": 3.12, "estimated_max_model_len": 12768},
+        "Ошибка при запуске: для запроса длиной 32768 нужно 8 GiB KV-кэша, а доступно только 3.12 GiB, оценка "
+        "максимальной длины 12768.",
+    ),
+    "retold-zh-order-left": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 5.0, "kv_available_gib": 1.98, "estimated_max_model_len": 12976},
+        "启动时报错：KV cache 只剩 1.98 GiB 可用，但 32768 长度的请求要 5 GiB，估计最大模型长度是 12976。",
+    ),
+    "retold-zh-order-ko": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 8.0, "kv_available_gib": 3.12},
+        "시작할 때 에러: 32768 길이의 요청에는 8 GiB 의 KV 캐시가 필요하지만 사용 가능한 것은 3.12 GiB 뿐이라고 합니다.",
+    ),
     "oom-prose-en": (
         "cuda_oom_runtime",
         {"tried_to_allocate_gib": 18.56, "free_gib": 6.02, "prompt_tokens": 32768},
