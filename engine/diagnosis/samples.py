@@ -2,7 +2,7 @@
 exporter's), parsed by prometheus_client's text parser: vLLM counts finished requests by how they finished
 (`vllm:request_success_total{finished_reason="length"} 1319`), which reads as a count per finish reason; its
 histogram of generated tokens gives their sum and the requests counted; DCGM gives a GPU's framebuffer in use and
-free, in MiB (`DCGM_FI_DEV_FB_USED{gpu="3",...} 61716`)."""
+free, in MiB (`DCGM_FI_DEV_FB_USED{gpu="3",...} 61716`), nvidia_gpu_exporter its memory in bytes."""
 
 import re
 from collections.abc import Iterator
@@ -21,6 +21,10 @@ METRICS = {
     "DCGM_FI_DEV_FB_USED": ("gpu_used_gib", "MiB"),
     "DCGM_FI_DEV_FB_FREE": ("free_gib", "MiB"),
     "DCGM_FI_DEV_FB_TOTAL": ("total_gib", "MiB"),
+    # nvidia_gpu_exporter's, from nvidia-smi's query, in bytes
+    "nvidia_smi_memory_used_bytes": ("gpu_used_gib", "bytes"),
+    "nvidia_smi_memory_free_bytes": ("free_gib", "bytes"),
+    "nvidia_smi_memory_total_bytes": ("total_gib", "bytes"),
     "vllm:request_generation_tokens_sum": ("generation_tokens_sum", None),
     "vllm:request_generation_tokens_count": ("generation_requests", None),
     "vllm:request_params_max_tokens_bucket": ("max_tokens_histogram", None),  # a bucket's count, no max_tokens

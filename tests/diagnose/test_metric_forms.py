@@ -62,6 +62,15 @@ CASES = {
         "在 Jupyter 里第二次运行 LLM(model='Qwen/Qwen2.5-7B-Instruct') 时，启动报 free memory on device 的 ValueError。\n"
         + COMPUTE_APPS,
     ),
+    "held-exporter-bytes-de": (
+        "gpu_memory_held_by_others",
+        {"gpu_memory_utilization": 0.9, "other_process_gib": 60.2724},
+        "vllm serve m --gpu-memory-utilization 0.9 bricht beim Start mit einem Fehler zur free memory on device ab. "
+        "Unser Exporter:\n"
+        'nvidia_smi_memory_used_bytes{uuid="GPU-1"} 6.4717e+10\n'
+        'nvidia_smi_memory_free_bytes{uuid="GPU-1"} 2.0303e+10\n'
+        'nvidia_smi_memory_total_bytes{uuid="GPU-1"} 8.5020e+10\n',
+    ),
     "startup-default-helm": (
         "kv_cache_too_small_at_startup",
         {"max_model_len": 32768, "kv_available_gib": 2.31, "kv_needed_gib": 4.0},
