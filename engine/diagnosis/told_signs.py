@@ -122,11 +122,13 @@ _OTHER_LIMIT = re.compile(
     r"At most \d+ (?:image|video|audio)\(?s?\)? may be provided|limit[_-]mm[_-]per[_-]prompt|max[_-]lora[_-]rank|"
     r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires|"
     # a request refused for what it is, not its length: a model not served, a tool's schema, a response format
-    r"does not exist|model_not_found|Invalid tool|tool schema|json_schema|response_format",
+    r"does not exist|model_not_found|Invalid tool|tool schema|json_schema|response_format|"
+    r"validation error for (?:Chat)?CompletionRequest|Extra inputs are not permitted",  # the request's own fields
     re.I,
 )
 _OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice", "does not exist",
-                "model_not_found", "tool", "schema", "response_format")  # fmt: skip
+                "model_not_found", "tool", "schema", "response_format", "completionrequest",
+                "extra inputs")  # fmt: skip
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
 _RETOLD = (
     ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),

@@ -316,6 +316,10 @@ LOOK_ALIKES = {
     "silent400-schema": "vllm serve m --max-model-len 16384\nOnce the conversation grows the UI fails; the log has "
     "\"POST /v1/chat/completions HTTP/1.1\" 400 Bad Request and the body says: Invalid tool schema: 'parameters' must "
     "be an object",
+    # a request's own field refused (pydantic), after a few turns
+    "silent400-validation": "--max-model-len 16384. After a few turns the chat fails: openai.BadRequestError: Error code:"
+    " 400 - {'error': {'message': \"1 validation error for ChatCompletionRequest\\nmessages.0.user.name\\n  Extra "
+    "inputs are not permitted [type=extra_forbidden, input_value='bob', input_type=str]\"}}",
     # a model not found
     "silent400-model": "--max-model-len 8192. When a long document is attached the UI errors; the body says "
     "The model `gpt-4o` does not exist. 404 Not Found",
