@@ -27,6 +27,7 @@ ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's
 DEVICES = re.compile(r"CUDA_VISIBLE_DEVICES=['\"]?([\d,]+)")
 LAUNCH = re.compile(r"vllm serve|api_server|--model\b")  # a line that launches a server
 CAP_AT_CONTEXT = "output cap near the context"  # an observation's detail: no prompt is stated
+EXPORTER_UNITS = ("MiB", "bytes")  # the units of an exporter's samples of free memory (DCGM, nvidia_gpu_exporter)
 GREW = "refused once it grew"  # an observation's detail: no refusal text, the growth told
 NOTES = {
     GREW: "The paste does not show vLLM's refusal, only a request refused once the conversation grew or a long "
@@ -95,7 +96,7 @@ def _in_use(facts: Facts) -> tuple[float, float] | None:
     free (the whole card is their sum: its total states the card's name, not what CUDA sees)."""
     if (used := facts.largest("gpu_used_gib")) is None:
         return None
-    if free := [fact for fact in facts.of("free_gib", (KEYED,)) if fact.line == used.line or fact.unit == "MiB"]:
+    if free := [fact for fact in facts.of("free_gib", (KEYED,)) if fact.unit in EXPORTER_UNITS]:
         return used.value, round(used.value + free[0].value, 2)
     total = facts.largest("total_gib")
     return (used.value, total.value) if total is not None else None
