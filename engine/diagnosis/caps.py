@@ -3,6 +3,9 @@ finish_reason "length", by a trainer's share of clipped completions, or told in 
 cap is, the surest first:
 - vLLM's own default, 16 tokens (/v1/completions, SamplingParams), where an answer stopped at 16, or a cut is told
   and a request shows max_tokens=16 (a setting that did not reach vLLM);
+- a round cap vLLM's metrics show the answers stopped at: most requests finished by length, and its histogram of
+  generated tokens sums to that cap for each of those, plus at most the cap for each of the rest (16 is vLLM's own
+  default);
 - the model's generation_config.json (vLLM's "Using default ... sampling params from model: {'max_tokens': N}",
   a hard cap on 0.8 - 0.15), where an answer stopped at N whatever the request asked;
 - a client's, harness's or trainer's own default (clients.py), where the paste shows it in use without another
@@ -45,7 +48,8 @@ def default_cap(facts: Facts, context: LogContext) -> Observation | None:
         return None
     asked = {fact.value for fact in facts.of("max_tokens", (KEYED,))}
     completions = facts.of("completion_tokens")
-    for cap in (_vllm_default, _generation_config, _clipped_cap, _client_default, _round_cap, _stated_cap):
+    caps = (_vllm_default, _average_at_cap, _generation_config, _clipped_cap, _client_default, _round_cap, _stated_cap)
+    for cap in caps:
         if (found := cap(facts, context, completions, asked, stopped)) is not None:
             return found
     return None
@@ -88,6 +92,21 @@ def _vllm_default(facts, context, completions, asked, stopped) -> Observation | 
         sent = next(fact for fact in facts.of("max_tokens", (KEYED,)) if fact.value == DEFAULT_MAX_TOKENS)
         return _observation(sent, DEFAULT_MAX_TOKENS, None)
     return None
+
+
+def _average_at_cap(facts, context, completions, asked, stopped) -> Observation | None:
+    """vLLM's metrics alone: most requests finished by length, and its histogram of generated tokens says they
+    stopped at a round cap (16: its own default, for a client that sends none): the sum is what those cut generated
+    at the cap, plus no more than the cap for each of the rest."""
+    total, counted = facts.largest("generation_tokens_sum"), facts.largest("generation_requests")
+    if not mostly_by_length(facts) or total is None or not counted or asked:
+        return None
+    # those cut generated the cap each, the rest no more: cut x cap <= sum <= counted x cap (one power of two fits)
+    cut = _finished(facts)["length"]
+    cap = next((cap for cap in sorted(ROUND_CAPS) if cut * cap <= total.value <= counted.value * cap), None)
+    if cap is None:
+        return None
+    return _observation(total, cap, SERVER_DEFAULT if cap == DEFAULT_MAX_TOKENS else None, cap)
 
 
 def _generation_config(facts, context, completions, asked, stopped) -> Observation | None:

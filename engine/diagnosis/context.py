@@ -82,6 +82,8 @@ class LogContext:
     preemption_told: str | None = None  # the line that quotes vLLM's preemption warning loosely
     step_below_told: str | None = None  # the line that retells SchedulerConfig's refusal of the step budget
     up_told: str | None = None  # the line that tells the server started and serves ("it starts fine", 服务起来了)
+    grew_told: str | None = None  # the line that tells it fails once a conversation grows or a long document comes
+    down_told: str | None = None  # the line that tells a launch does not start ("no longer starts", 起動しない)
     other_limit_refused: str | None = None  # a refusal for a limit of another kind: images per prompt, LoRA rank
     score_drop_told: str | None = None  # the line that tells a harness's score far below another backend's
     cut_told: str | None = None  # the line that says an answer was cut short (cut_words.answer_cut)

@@ -12,6 +12,7 @@ from kvtool.engine.diagnosis import (
     explain_runtime,
     explain_startup,
     explain_truncation,
+    told,
     wordings,
 )
 from kvtool.engine.diagnosis.context import LogContext
@@ -24,6 +25,8 @@ from kvtool.engine.diagnosis.memory_model import MemoryModel
 from kvtool.engine.diagnosis.rules import client_literals, guessed, rule_observations, vetoed
 from kvtool.engine.diagnosis.settings import with_settings
 from kvtool.engine.diagnosis.startup import with_failure
+
+ALL_NOTES = NOTES | told.NOTES  # an observation's detail: the note its finding carries
 
 EXPLAINERS = {
     "request_too_long": explain_length.request_too_long,
@@ -76,8 +79,8 @@ def explain(observations: list[Observation], context: LogContext, memory: Memory
             continue
         if obs.count > 1:
             finding.numbers["occurrences"] = obs.count
-        if obs.detail in NOTES:
-            finding.notes.append(NOTES[obs.detail])
+        if obs.detail in ALL_NOTES:
+            finding.notes.append(ALL_NOTES[obs.detail])
         finding = graph_budget(finding, context, memory)
         with_settings(finding, context)
         finding.sources = _sources(finding.numbers, obs)
@@ -125,7 +128,8 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
         ]
     if context.num_gpu_blocks == 0:  # no block at all: vLLM's check says there is no memory for the cache
         return [_inferred("no_cache_blocks", {"num_gpu_blocks": 0}, context, "num_gpu_blocks")]
-    tokens, source = _kv_cache_tokens(context, memory)
+    limit = context.max_model_len or _own_length(context, memory)
+    tokens, source = _kv_cache_tokens(context, memory, limit)
     failed = categories & MEMORY_AND_LENGTH_CATEGORIES  # the paste shows what failed: no estimate needed
     if tokens is None and not failed and (planned := launch_could_not_start(context, memory)) is not None:
         return [planned]
@@ -133,15 +137,15 @@ def inferred_observations(seen: list[Observation], context: LogContext, memory: 
         return [after]
     # the length check vLLM runs once the cache is sized failed, whatever max_model_len was
     failed_check = context.cache_check_failed and source == "num_gpu_blocks"
-    if tokens is None or not (failed_check or context.max_model_len and tokens < context.max_model_len):
+    if tokens is None or not (failed_check or limit and tokens < limit):
         return []
     numbers = {"kv_cache_tokens": tokens}
-    if context.max_model_len:
-        numbers["max_model_len"] = context.max_model_len
+    if limit:
+        numbers["max_model_len"] = limit
     if source == "num_gpu_blocks":
         numbers.update(num_gpu_blocks=context.num_gpu_blocks, block_size=memory.block_size)
     if source == "available_kv_gib":  # the KV memory the log printed, in tokens of the model's KV bytes per token
-        needed = memory.needed_gib(context.max_model_len)
+        needed = memory.needed_gib(limit)
         numbers.update(kv_available_gib=context.available_kv_gib, kv_needed_gib=needed)
         numbers |= {"weights_gib": context.weights_gib} if context.weights_gib else {}
     return [_inferred("kv_cache_too_small_at_startup", numbers, context, source)]
@@ -152,13 +156,21 @@ def _inferred(category: str, numbers: dict, context: LogContext, source: str) ->
     return Observation(category, "startup", numbers, line, (0, len(line)))
 
 
-def _kv_cache_tokens(context: LogContext, memory: MemoryModel) -> tuple[int | None, str]:
+def _own_length(context: LogContext, memory: MemoryModel) -> int | None:
+    """The model's own context, which vLLM serves where no --max-model-len is given: the length its check after the
+    KV cache line holds a start-up to."""
+    if not context.startup_failed or not context.available_kv_gib or memory.spec is None:
+        return None
+    return memory.spec.derived_max_model_len
+
+
+def _kv_cache_tokens(context: LogContext, memory: MemoryModel, limit: int | None) -> tuple[int | None, str]:
     if context.num_gpu_blocks is not None:
         return memory.kv_tokens(context.num_gpu_blocks), "num_gpu_blocks"
     if context.kv_cache_tokens is not None:
         return context.kv_cache_tokens, "kv_cache_tokens"
     if context.max_concurrency is not None and context.max_model_len:
         return int(context.max_concurrency * context.max_model_len), "max_concurrency"
-    if context.startup_failed and context.available_kv_gib and context.max_model_len:  # the refusal itself is cut off
-        return memory.max_len_for(context.available_kv_gib, limit=context.max_model_len), "available_kv_gib"
+    if context.startup_failed and context.available_kv_gib and limit:  # the refusal itself is cut off
+        return memory.max_len_for(context.available_kv_gib, limit=limit), "available_kv_gib"
     return None, ""

@@ -41,8 +41,8 @@ GATE = re.compile(
     r"max|len|tok|util|block|seq|batch|size|usage|cache|running|waiting|pending|swapped|free|total|memory|"
     r"GiB|GB|MiB|\dG\b|%|ms\b|TPOT|TTFT|ITL|parallel|tp|pp|finish|reason|prompt|completion|concurren|preempt|context|"
     r"""weights|capacity|dtype|n_ctx|num_|predict|gen_toks|out_len|eager|chunked|estimated|clipped|pretrained|"""
-    r"""model(?:_\w+)?['"]?\s*[=:]|-model\b|"""
-    r"priority|fraction|"
+    r"""model(?:_\w+|URL)?['"]?\s*[=:]|-model\b|"""
+    r"priority|fraction|DCGM_FI_DEV_FB|"
     r"显存|上下文|长度|并发|缓存|利用率|截断|输出|抢占|コンテキスト|トークン|キャッシュ|同時|並列|メモリ|空き|"
     r"컨텍스트|토큰|캐시|동시|메모리|여유|контекст|токен|кэш|памят|свободн|одновременн|kontext|speicher|frei|"
     r"gleichzeitig|contexto|caché|memoria|memória|libre|dispon|concurr|concorr|ejecución|execução|espera",

@@ -111,6 +111,8 @@ def keyed(text: str) -> Iterator[Reading]:
         between = text[key.start() + len(name) : match.start(value_group)]
         if quantity.kind in ("str", "bool") and not (re.search("[-_]", name) or re.search("[=:]", between)):
             continue  # a name or a switch only where a flag or a key states it, not after a word of prose
+        if match.group("key_unit") and "[" in between and not re.search("[=:]", between):
+            continue  # a CSV header's column (`used_memory [MiB]`) before a row's first cell, not its value
         unit = match.group("unit") or match.group("key_unit") or named_unit
         value = convert(quantity, match.group(value_group), unit)
         if value is not None:

@@ -82,7 +82,15 @@ _ALIASES: dict[Quantity, tuple[str, ...]] = {
     _q("requests_finished_length", "float"): (),
     _q("requests_finished_stop", "float"): (),
     _q("requests_finished_abort", "float"): (),
-    _q("model", "str"): ("model", "model_path", "model_name_or_path", "pretrained", "model_name"),
+    # vLLM's histogram of tokens generated per request: their sum, and the requests it counted
+    _q("generation_tokens_sum", "float"): ("request_generation_tokens_sum",),
+    _q("generation_requests", "float"): ("request_generation_tokens_count",),
+    _q("max_tokens_histogram", "float"): (),
+    # production-stack's Helm values name it modelURL; KServe's Hugging Face runtime model_id (its model_name is
+    # the served name)
+    _q("model", "str"): (
+        "model", "model_path", "model_name_or_path", "pretrained", "model_name", "model_url", "model_id",
+    ),
     _q("served_model_name", "str"): ("served_model_name",),
     _q("dtype", "str"): ("dtype", "torch_dtype"),
     _q("enforce_eager", "bool"): ("enforce_eager",),

@@ -95,7 +95,8 @@ TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided 
         "startup",
         "emory",  # "CUDA out of memory. Tried to allocate", or "OutOfMemoryError: Tried to allocate" as quoted
         compile_(
-            rf"(?:{_DEVICE} out of memory\.|OutOfMemoryError:) Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
+            rf"(?:(?:{_DEVICE} out of memory\.|OutOfMemoryError:) |OutOfMemoryError\b[^\n]{{0,80}}?\b)"
+            rf"Tried to allocate (?P<tried_to_allocate_gib>{SIZE})"
         ),
         extras=_OOM_EXTRAS,
     ),
@@ -105,6 +106,12 @@ TORCH_OOM = [  # the device's text, not vLLM's: start-up or run time is decided 
         "allocate",
         compile_(rf"Tried to allocate (?P<tried_to_allocate_gib>{SIZE})\.? (?:GPU|NPU) \d+ has a total capaci?ty"),
         extras=_OOM_EXTRAS,
+    ),
+    Pattern(  # retold in prose: "CUDA OOM (tried to allocate 18.56 GiB, 6.02 GiB free)"
+        "cuda_oom",
+        "startup",
+        "allocate",
+        compile_(rf"\bOOM\b[^\n]{{0,80}}?\b[Tt]ried to allocate (?P<tried_to_allocate_gib>{SIZE})"),
     ),
     Pattern("cuda_oom", "startup", "emory", compile_(_BARE_OOM)),
     Pattern("cuda_oom", "startup", "_OUT_OF_MEMORY", compile_(r"CUDA_ERROR_OUT_OF_MEMORY")),

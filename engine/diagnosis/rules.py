@@ -30,7 +30,7 @@ from kvtool.engine.sizing.defaults import KV_CACHE_PRESSURE_PERCENT
 REFUSAL = re.compile(
     r"error|exceed|too (?:long|large|big|small)|longer than|larger than|greater than|more than|less than|below|"
     r"smaller than|not enough|cannot|can't|reduce|however|too many|warning|refus|reject|fail|<|>|"
-    r"超过|超出|过长|不足|小于|大于|低于|报错|崩溃|crash\w*|dies|died|"
+    r"超过|超出|过长|不足|小于|大于|低于|报错|崩溃|失败|只有|crash\w*|dies|died|"
     r"won'?t (?:start|come up|load|run)|will not|unable|does(?:n'?t| not) (?:start|fit)|but only|"
     # Japanese, Korean, Spanish, Portuguese, German, Russian, French
     r"起動しない|超え|エラー|실패|초과|에러|오류|supera|excede|mayor que|maior que|menor que|no arranca|não inicia|"
@@ -143,6 +143,8 @@ def memory_held_elsewhere(facts: Facts, context: LogContext) -> Observation | No
             requested = next((f.value for f in facts if f.line == first.line and f.quantity == "requested_gib"), None)
             numbers = {"free_gib": free, "total_gib": total, "gpu_memory_utilization": utilization}
             numbers["requested_gib"] = requested or round(utilization * total, 2)
+            if (used := facts.largest("gpu_used_gib")) is not None:  # what nvidia-smi or DCGM shows others hold
+                numbers["other_process_gib"] = used.value
             return _observation("gpu_memory_held_by_others", "startup", numbers, first)
     return None
 
@@ -209,6 +211,8 @@ def kv_cache_short(facts: Facts, context: LogContext) -> Observation | None:
         if available and needed > (available := next(iter(available.values()))):
             numbers = {"kv_needed_gib": needed, "kv_available_gib": available}
             numbers |= _in_line(facts, first, "max_model_len") | _in_line(facts, first, "estimated_max_model_len")
+            if "max_model_len" in stated:  # the length the size was told for
+                numbers["max_model_len"] = stated["max_model_len"].value
             return _observation("kv_cache_too_small_at_startup", "startup", numbers, first)
     for first, stated in _refusals(facts, "kv_cache_tokens", "max_model_len"):
         tokens, limit = stated["kv_cache_tokens"].value, stated["max_model_len"].value
@@ -223,10 +227,12 @@ def _kv_requested(facts: Facts) -> list[tuple[Fact, dict[str, Fact]]]:
     free-memory refusal): the KV cache one max_model_len request needs ("max seq len 32768 需要 8.0 GiB 的 KV
     cache", "KVキャッシュが 8 GiB 必要")."""
     found = []
-    for first, stated in _refusals(facts, "requested_gib", "max_model_len"):
-        line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]
-        if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in line:
-            found.append((first, {"kv_needed_gib": stated["requested_gib"]}))
+    # the request it sizes is one of max_model_len tokens, however its length is named ("для запроса длиной 32768")
+    for length in ("max_model_len", "prompt_tokens"):
+        for first, stated in _refusals(facts, "requested_gib", length):
+            line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]
+            if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in line:
+                found.append((first, {"kv_needed_gib": stated["requested_gib"], "max_model_len": stated[length]}))
     return found
 
 

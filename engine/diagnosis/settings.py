@@ -20,6 +20,8 @@ SETTINGS = {
 CONTEXT_NAMES = {"kv_available_gib": "available_kv_gib"}
 # what the requests of a load ask for (a sampling call's arguments, a client's settings)
 LOAD_REQUESTS = ("max_tokens", "n")
+# what an out-of-memory error retold in prose states beside the size it tried to allocate
+TOLD_OOM = ("free_gib", "prompt_tokens")
 # the load a runtime failure happened under: the last the paste states before it
 LOAD = ("num_running", "num_waiting", "kv_cache_usage_percent")
 
@@ -32,6 +34,10 @@ def with_settings(finding: Finding, context: LogContext) -> None:
         if name not in numbers and (value := _setting(name, context)) is not None:
             catalog = name == "total_gpu_gib" and context.total_gpu_source == "catalog"
             numbers.put(name, value, ESTIMATED if catalog else MEASURED)
+    if finding.category in ("cuda_oom_runtime", "cuda_oom_startup"):
+        for name in TOLD_OOM:  # a message retold in prose: what it said the GPU had free, the prompt that failed
+            if name not in numbers and (fact := context.facts.setting(name)) is not None:
+                numbers.put(name, fact.value, MEASURED)
     if finding.category == "cuda_oom_runtime":
         for name in LOAD:
             if name not in numbers and (found := context.facts.of(name)):

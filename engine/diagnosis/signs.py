@@ -44,7 +44,16 @@ _SERVING_TOLD = re.compile(
     r"|(?:은|는|이|가) (?:괜찮|문제 ?없|잘 ?되)\w*데.{0,60}(?:면|니까)"
     r"|(?:は|なら)(?:大丈夫|問題(?:ない|なく|ありません)|平気)\w{0,6}(?:が|けど|けれど)[、,]?.{0,60}(?:と|ば|たら)"
     r"|短.{0,6}(?:没问题|没事|正常|可以)[，,].{0,30}(?:就|一)"
-    r"|\b(?:los|las) \w+ cort[oa]s (?:funcionan|van bien)|\bkurze \w+ (?:gehen|funktionieren|laufen)",
+    r"|\b(?:los|las) \w+ cort[oa]s (?:funcionan|van bien)|\bkurze \w+ (?:gehen|funktionieren|laufen)"
+    # "on short texts all is fine", "works fine with text, but", "На коротких текстах всё ок", "funciona bem com"
+    r"|\bon short \w+,? (?:all is|everything is|it is|it's|it works?) ?(?:fine|ok|okay|well)?"
+    r"|\bworks? (?:fine|ok|well) (?:with|for|on) (?:short|small|text)|\bна коротк\w* \w+ (?:вс[её] )?(?:ок|норм|хорош)"
+    r"|\bfunciona bem com \w+,? mas|\bfunciona bien con \w+,? pero|\bmit kurzen \w+ (?:läuft|geht|klappt|funktioniert)"
+    r"|\b\w+ cort[oa]s,? (?:todo )?(?:va|van|funciona\w*|anda\w*) bien|\b\w+ courts?,? (?:tout va bien|ça marche)"
+    # a failure that recurs through the day: the server ran between ("twice a day", "duas vezes por dia")
+    r"|\b(?:once|twice|\w+ times) (?:a|per) (?:day|hour)|vezes por (?:dia|hora)|veces (?:al|por) día|"
+    r"mal (?:am|pro) Tag|раз\w* в (?:день|сутки|час)|每天.{0,4}次"
+    r"|\bprompt_logprobs\b",  # a request's parameter: requests come only once the server serves
     re.IGNORECASE,
 )
 _SERVING_GATES = (
@@ -52,6 +61,8 @@ _SERVING_GATES = (
     "нагрузк", "produção", "charge", "負荷", "本番", "부하", "운영", "runs", "run ", "processed", "generated", "scored",
     "了", "nach", "después", "depois", "건", "개", "件", "first", "short", "small", "video", "перв", "коротк", "짧은",
     "처음", "正常", "괜찮", "없는데", "되는데", "大丈夫", "問題", "平気", "没问题", "没事", "可以", "cort", "kurze",
+    "works", "funciona", "на коротк", "once", "twice", "times", "vezes", "veces", "mal ", "раз", "每天",
+    "prompt_logprobs", "mit kurzen", "court",
 )  # fmt: skip
 # devices whose GPU shares the system's memory: NVIDIA GB10 (DGX Spark), Jetson, AMD's APUs (Strix Halo, Ryzen AI)
 _UNIFIED = re.compile(r"GB10\b|DGX Spark|Jetson|AGX Thor|Strix Halo|gfx115[01]|Ryzen AI|AI Max|unified memory|统一内存")
@@ -74,7 +85,9 @@ _UNLIMITED_GATES = (
 # the OpenAI server's log of a request it took (its chat or completion id), which passed its length check first
 _ACCEPTED = re.compile(r"(?:Added|Received) request (?:chat)?cmpl-")
 _MODEL = re.compile(
-    r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model)\s*['"]?([\w./:@-]+[\w])"""
+    r"""(?:vllm serve|--model[= ]|\bmodel=|['"]model['"]: |Starting to load model"""
+    # a container's command as a list (`["vllm", "serve", "m"]`), the image's entrypoint given the model alone
+    r"""|\bvllm['"],\s*['"]serve['"],|vllm-openai:[\w.-]+[ \t]+(?=\w)(?![\w.-]+:(?:\s|$)))\s*['"]?([\w./:@-]+[\w])"""
 )
 _VERSION = re.compile(r"vLLM (?:API server )?version (\d+\.\d+[\w.+]*)")
 # vLLM's advice on its CUDA graph line (0.18 - 0.19), which the start-up reader does not keep
@@ -176,7 +189,7 @@ def _read_model(line: str, facts: dict) -> bool | None:
     found = None
     if match := _GPU_NAME.search(line):
         facts["gpu_name"], found = match.group(0), True
-    if ("model" in line or "serve " in line) and (match := _MODEL.search(line)):
+    if ("model" in line or "serve" in line or "vllm-openai:" in line) and (match := _MODEL.search(line)):
         facts["model"], found = match.group(1), True
     if "version" in line and (match := _VERSION.search(line)):
         facts["version"], found = match.group(1), True

@@ -3,14 +3,16 @@ words, beside a sign that the failure happened whose message is missing or retol
 prose). Each rule is stated in one sentence in docs/diagnose.md:
 - a request refused while the prompt the paste states, alone or with max_tokens, is more than the launch's
   max_model_len is request_too_long (vLLM checks prompt + max_tokens against the context, not the prompt alone);
-  so is one whose max_tokens (a chat UI's "Max Tokens", num_predict) leaves less than a quarter of the context;
+  so is one whose max_tokens (a chat UI's "Max Tokens", num_predict) leaves less than a quarter of the context,
+  and one refused with no error text only once the conversation grew or a long document came (a likely cause);
 - "no memory for the cache blocks" told in any words, at a start-up that did not come up, is no_cache_blocks;
 - free memory told to be below the utilization asked, where nvidia-smi shows what the GPU already has in use and
   total - used < utilization x total, is gpu_memory_held_by_others (what is in use before vLLM starts is others');
   so is that refusal told alone, and two launches on one card whose utilizations add up to more than 1;
 - pydantic's "validation error for SchedulerConfig" with its detail cut off (or retold: "something about
-  SchedulerConfig", "max_num_batched_tokens меньше max_model_len"), where the launch sets a step budget
-  below max_model_len without chunked prefill, is batched_tokens_lt_model_len (the check that refuses it).
+  SchedulerConfig", "max_num_batched_tokens меньше max_model_len"), or a launch told not to start that turns chunked
+  prefill off, where the launch sets a step budget below max_model_len without chunked prefill, is
+  batched_tokens_lt_model_len (the check that refuses it).
 """
 
 import re
@@ -18,12 +20,20 @@ import re
 from kvtool.engine.diagnosis.context import LogContext
 from kvtool.engine.diagnosis.facts import KEYED, WORDED, Fact, Facts
 from kvtool.engine.diagnosis.findings import Observation, evidence_window
+from kvtool.engine.diagnosis.measured import default_utilization
 from kvtool.engine.diagnosis.memory_model import log_spec
 
 ROOM_SHARE = 4  # a cap that leaves less than a quarter of the context: a chat's template, system prompt and history
 DEVICES = re.compile(r"CUDA_VISIBLE_DEVICES=['\"]?([\d,]+)")
 LAUNCH = re.compile(r"vllm serve|api_server|--model\b")  # a line that launches a server
 CAP_AT_CONTEXT = "output cap near the context"  # an observation's detail: no prompt is stated
+EXPORTER_UNITS = ("MiB", "bytes")  # the units of an exporter's samples of free memory (DCGM, nvidia_gpu_exporter)
+GREW = "refused once it grew"  # an observation's detail: no refusal text, the growth told
+NOTES = {
+    GREW: "The paste does not show vLLM's refusal, only a request refused once the conversation grew or a long "
+    "document came: a prompt past max_model_len is the likely cause, not a quoted one. The server's log at DEBUG, or "
+    "the response body, shows the prompt's length."
+}
 
 
 def request_over_context(facts: Facts, context: LogContext) -> Observation | None:
@@ -47,6 +57,16 @@ def request_over_context(facts: Facts, context: LogContext) -> Observation | Non
     return None
 
 
+def outgrew_context(facts: Facts, context: LogContext) -> Observation | None:
+    """A request refused with no error text (an access log's 400, a chat UI's generic error) only once the
+    conversation grew or a long document came, where the launch set max_model_len: the prompt outgrew the context.
+    A likely cause, not a quoted one (GREW); a refusal of another kind, or a first short message, is not this."""
+    limit = context.max_model_len
+    if not context.request_refused or not context.grew_told or not limit or context.other_limit_refused:
+        return None
+    return _told(context.request_refused, "request_too_long", "request", {"max_model_len": limit}, GREW)
+
+
 def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
     if not context.no_blocks_told or context.server_up:
         return None
@@ -56,19 +76,30 @@ def no_blocks_retold(facts: Facts, context: LogContext) -> Observation | None:
 
 
 def held_retold(facts: Facts, context: LogContext) -> Observation | None:
-    utilization = context.gpu_memory_utilization
-    if not context.free_below_told or not utilization or context.server_up:
+    if not context.free_below_told or context.server_up:
         return None
+    utilization = default_utilization(context)  # the check runs at vLLM's default where the paste states none
     numbers = {"gpu_memory_utilization": utilization}
-    used, total = facts.largest("gpu_used_gib"), facts.largest("total_gib")
-    if used is not None and total is not None:  # nvidia-smi's use of the GPU before vLLM starts: others'
-        free = round(total.value - used.value, 2)
-        if free >= utilization * total.value:
+    if (in_use := _in_use(facts)) is not None:  # the GPU's use before vLLM starts (nvidia-smi, DCGM): others'
+        used, total = in_use
+        free = round(total - used, 2)
+        if free >= utilization * total:
             return None
-        numbers |= {"free_gib": free, "total_gib": total.value, "requested_gib": round(utilization * total.value, 2)}
-        numbers["other_process_gib"] = used.value
+        numbers |= {"free_gib": free, "total_gib": total, "requested_gib": round(utilization * total, 2)}
+        numbers["other_process_gib"] = used
     numbers |= _others(facts)
     return _told(context.free_below_told, "gpu_memory_held_by_others", "startup", numbers)
+
+
+def _in_use(facts: Facts) -> tuple[float, float] | None:
+    """What the GPU has in use and its total: nvidia-smi's used of total, or a DCGM exporter's framebuffer used and
+    free (the whole card is their sum: its total states the card's name, not what CUDA sees)."""
+    if (used := facts.largest("gpu_used_gib")) is None:
+        return None
+    if free := [fact for fact in facts.of("free_gib", (KEYED,)) if fact.unit in EXPORTER_UNITS]:
+        return used.value, round(used.value + free[0].value, 2)
+    total = facts.largest("total_gib")
+    return (used.value, total.value) if total is not None else None
 
 
 def shared_card(facts: Facts, context: LogContext) -> Observation | None:
@@ -104,6 +135,8 @@ def step_retold(facts: Facts, context: LogContext) -> Observation | None:
     step budget alone (named with what the paste states)."""
     batched = context.max_num_batched_tokens
     refused = context.scheduler_refused or context.step_below_told
+    # chunked prefill turned off beside a smaller step budget is the refusal, in a launch told not to start
+    refused = refused or (context.down_told and context.enable_chunked_prefill is False)
     if not refused or not batched or context.enable_chunked_prefill is True:
         return None
     spec = None if context.max_model_len else log_spec(context.model, context.served_model_name)
@@ -158,6 +191,7 @@ def _told(line: str, category: str, stage: str, numbers: dict, detail: str | Non
 
 RULES = (
     ("request_too_long", request_over_context),
+    ("request_too_long", outgrew_context),
     ("no_cache_blocks", no_blocks_retold),
     ("gpu_memory_held_by_others", held_retold),
     ("gpu_memory_held_by_others", shared_card),

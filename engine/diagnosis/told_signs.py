@@ -37,16 +37,22 @@ _NO_BLOCKS = re.compile(
     re.IGNORECASE,
 )
 _BLOCK_GATES = ("block", "blöcke", "bloques", "blocos", "缓存块", "キャッシュブロック", "블록", "блок", "blocs")
+_ON_DEVICE = r"(?:free|available) memory on (?:the )?device"  # the check's own words, quoted in another language
+_ERROR = r"(?:error|エラー|错|錯|erreur|Fehler|ошибк|에러|오류)"
 # vLLM's "Free memory on device ... is less than desired GPU memory utilization" retold: free memory, and less
 # than the utilization asked, in several languages
 _FREE_BELOW = re.compile(
     r"(?:free|available|livre|libre|disponible|frei|verfügbar|可用|空闲|剩余|여유|空き|свободн\w*).{0,64}"
     r"(?:less than|below|lower than|smaller than|menor que|menos que|inferior|weniger als|kleiner als|niedriger als|"
     r"小于|低于|不足|보다 적|より少な|меньше).{0,48}"
-    r"(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани|утилизаци)",
+    r"(?:utili[sz]a\w*|Auslastung|利用率|사용률|使用率|использовани|утилизаци)|"
+    # the check's own words quoted inside prose of another language ("ValueError sur la « free memory on device »")
+    rf"{_ERROR}.{{0,40}}{_ON_DEVICE}|{_ON_DEVICE}.{{0,40}}{_ERROR}|"  # V1 prints the phrase at every start, too
+    r"(?:free|available) memory\W.{0,48}\bvs\.? desired",  # "free memory 18.91/79.18 GiB vs desired 0.9"
     re.IGNORECASE,
 )
-_FREE_GATES = ("less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
+_FREE_GATES = ("on device", "on the device", "desired",
+               "less", "below", "lower", "smaller", "menor", "menos", "inferior", "weniger", "kleiner", "niedriger",
                "小于", "低于", "不足", "보다 적", "より少な", "меньше")  # fmt: skip
 # a harness's score far below another backend's (what answers cut at its default cap look like)
 _SCORE_DROP = re.compile(
@@ -85,13 +91,44 @@ _UP_TOLD = re.compile(
 )
 _UP_GATES = ("fine", "normal", "ok", "without", "is up", "server up", "服务", "普通に", "正常に", "成功", "정상적으로",
              "잘 ", "arranca", "funciona", "startet", "läuft", "нормально", "без ошибок")  # fmt: skip
+# a launch told not to start ("no longer starts", "ya no arranca", 起動しない, 起不来, не запускается)
+_DOWN_TOLD = re.compile(
+    r"\b(?:no longer|doesn'?t|does not|won'?t|will not|fails? to|can'?t|cannot) (?:start|launch|boot|come up)|"
+    r"\b(?:ya )?no (?:arranca|inicia)|\bnão (?:inicia|sobe)|startet(?: \w+)? nicht|ne démarre (?:pas|plus)|"
+    r"не (?:запускается|стартует)|起動しない|起動しなく|起動でき(?:ない|ません)|启动不了|起不来|启动失败|"
+    r"실행되지 않|시작되지 않",
+    re.I,
+)
+_DOWN_GATES = ("start", "launch", "boot", "come up", "arranca", "inicia", "sobe", "démarre", "запуска", "стартует",
+               "起動", "启动", "起不来", "되지 않")  # fmt: skip
+# a request that fails only once the conversation grows or a long document comes: the prompt outgrew something
+_GREW_TOLD = re.compile(
+    r"\b(?:once|when|as|after) (?:the |a |my )?(?:conversation|chat|history|context|thread)s? (?:grows?|gets? long)|"
+    r"\b(?:attach|upload|paste|send|add)\w* (?:a |the |an? )?(?:very )?(?:long|large|big)(?:er)? "
+    r"(?:pdf|document|doc|file|text)|\bafter (?:a few|several|many|\d+) (?:turns|messages|rounds)\b|"
+    r"\b(?:with|for|on) (?:very )?long(?:er)? (?:pdfs?|documents?|conversations?|chats?)\b|"
+    r"\blange[sn]? (?:Dokument|PDF|Gespräch|Chat)|(?:Chat|Gespräch|Verlauf) (?:länger wird|wächst)|"
+    r"\bdocumento (?:largo|longo)|conversaci[óo]n (?:crece|se alarga)|conversa (?:cresce|fica longa)|"
+    r"\blong document|document long|conversation s'allonge|"
+    r"对话(?:一)?变长|对话轮数(?:多|一多)|长文档|长文本|会話が長く|長い(?:文書|ドキュメント|PDF)|履歴が長く|"
+    r"대화가 길어|긴 (?:문서|PDF)|длинн\w* (?:документ|диалог|разговор|PDF)",
+    re.I,
+)
+_GREW_GATES = ("conversation", "chat", "history", "context", "thread", "long", "large", "big", "turns", "messages",
+               "rounds", "lange", "verlauf", "gespräch", "documento", "conversa", "变长", "对话", "长文", "長く",
+               "長い", "길어", "긴 ", "длинн")  # fmt: skip
 # a request refused for a limit that is no length and no memory: images or videos per prompt, a LoRA's rank, tools
 _OTHER_LIMIT = re.compile(
     r"At most \d+ (?:image|video|audio)\(?s?\)? may be provided|limit[_-]mm[_-]per[_-]prompt|max[_-]lora[_-]rank|"
-    r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires",
+    r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires|"
+    # a request refused for what it is, not its length: a model not served, a tool's schema, a response format
+    r"does not exist|model_not_found|Invalid tool|tool schema|json_schema|response_format|"
+    r"validation error for (?:Chat)?CompletionRequest|Extra inputs are not permitted",  # the request's own fields
     re.I,
 )
-_OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice")
+_OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice", "does not exist",
+                "model_not_found", "tool", "schema", "response_format", "completionrequest",
+                "extra inputs")  # fmt: skip
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
 _RETOLD = (
     ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),
@@ -100,6 +137,8 @@ _RETOLD = (
     ("preemption_told", _PREEMPTED, _PREEMPTED_GATES),
     ("step_below_told", _STEP_BELOW, _STEP_GATES),
     ("up_told", _UP_TOLD, _UP_GATES),
+    ("down_told", _DOWN_TOLD, _DOWN_GATES),
+    ("grew_told", _GREW_TOLD, _GREW_GATES),
     ("other_limit_refused", _OTHER_LIMIT, _OTHER_GATES),
 )
 

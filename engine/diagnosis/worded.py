@@ -36,6 +36,7 @@ PAIR_WORDS = (
 )
 _ASSIGNED = re.compile(r"=['\"]?$")
 _PORT = re.compile(r"\w:$")
+LABEL_SET = re.compile(r'\{\s*\w+="[^"\n]*"(?:\s*,\s*\w+="[^"\n]*")*\s*,?\s*\}')  # a sample's labels
 # an HTTP status: `400 Bad Request`, `Error code: 400`, `HTTP 400`, `HTTP/1.1" 400`, `status 400`
 _STATUS_AFTER = re.compile(r"\s?" + STATUS_AFTER, re.I)
 _STATUS_BEFORE = re.compile(STATUS_BEFORE + r"\W{0,3}$", re.I)
@@ -64,9 +65,12 @@ def pairs(text: str) -> Iterator[Reading]:
 def worded(text: str) -> Iterator[Reading]:
     ends: dict[bool, list] = {}  # for sizes and for the rest: each quantity's words, where they end in the line
     lower = text.lower()
+    labels = [match.span() for match in LABEL_SET.finditer(text)] if '="' in text else []
     for match in NUMBER_WITH_UNIT.finditer(text):
         if _ASSIGNED.search(text, max(0, match.start() - 2), match.start()):
             continue  # the value of a key of its own (`engine="0"`), known or not
+        if any(start < match.start() < end for start, end in labels):
+            continue  # inside a Prometheus sample's labels (`modelName="NVIDIA H100 80GB HBM3"`): a name
         unit = match.group("unit")
         if unit is None and _PORT.search(text, max(0, match.start() - 2), match.start()):
             continue  # a port (`localhost:8000`, `"10.0.0.5:8000"`)

@@ -78,6 +78,9 @@ _PROSE = {
         r"输入(?:有|为|是|约|大约|大概|达到)+|输入 ?token ?数?(?:约|大约|为|是|有)*|入力(?:が|は)(?:約|およそ)?"
         r"|입력(?:이|은)(?: 약| 대략)?",
         r"(?:mon |ma )?(?:message|requête|entrée) (?:fait|a|contient|compte)(?: environ| à peu près)?",
+        # the inputs that failed, by their length: "documents of 32768 tokens", "на документах по 32768 токенов"
+        r"(?:documents?|texts?) of(?: about| around)?|(?:документ|текст)\w* (?:по|из|длиной)(?: около)?|"
+        r"(?:Dokument|Text)\w* (?:mit|von)(?: etwa| rund)?|document(?:o|s|os)? (?:de|con)(?: unos| cerca de| environ)?",
     ),
     COMPLETION_TOKENS: (
         r"completion[ _]tokens|output tokens|generated tokens",
@@ -86,7 +89,10 @@ _PROSE = {
         + _COUNTED,
         r"只(?:输出|生成)了?",
     ),
-    UTILIZATION: (r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|\butil\b", r"显存利用率|利用率|使用率の上限"),
+    UTILIZATION: (
+        r"utili[sz]ation(?: of| is| at| to)?|gpu[ _-]?util|\butil\b|vs\.? desired",  # the start-up check's, retold
+        r"显存利用率|利用率|使用率の上限",
+    ),
     _q("cpu_kv_cache_usage_percent", "percent"): (r"CPU KV cache usage",),
     KV_USAGE: (
         r"(?:KV[ -]?)?cache(?: usage| utili[sz]ation| use| occupancy| is| was| at| reached| hits?| full)*(?: of)?",
@@ -138,7 +144,7 @@ _MEMORY = {
     _q("kv_available_gib", _GIB): (r"(?:available )?KV cache (?:memory|size)|kv_cache_size|KV ?缓存",),
     _q("weights_gib", _GIB): (r"weights?(?: take| took| of)?|model loading took|权重|重み|가중치",),
     _q("requested_gib", _GIB): (
-        r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?|要求的?|需要|必要|필요",
+        r"request(?:ed|s)?|requir(?:ed|es)|desired|asks? for|needs?|要求的?|需要|请求(?:需)?要|必要|필요",
         r"necesit\w*|requerid\w*|solicitad\w*|benötigt|erforderlich|angefordert|verlangt|требует\w*|нужн\w*|necessári\w*",
     ),
     _q("this_process_gib", _GIB): (r"(?:this process|vLLM) (?:has|holds|uses)|" + _IN_USE,),
@@ -153,14 +159,15 @@ _GATES = {
     "estimated_max_model_len": ("estimated", "估计", "推定", "estimad", "geschätzt", "추정", "оценк"),
     "benchmark_total_tokens": ("total",),
     "max_model_len": ("len", "concurrency", "上下文", "长度", "コンテキスト", "最大", "컨텍스트", "최대", "context",
-                      "kontext", "контекст", "contexte"),
+                      "kontext", "контекст", "contexte", "長さ", "길이"),
     "max_tokens": ("token", "completion", "输出", "トークン", "토큰", "токен", "length", "标记", "標記", "輸出",
                    "longitud", "ausgabe", "comprimento", "длин", "길이"),
     "prompt_tokens": ("prompt", "input", "num_tokens", "message", "request", "document", "输入", "提示", "入力",
                       "プロンプト", "입력", "프롬프트", "entrada", "eingabe", "промпт", "вход", "mensaje", "mensagem",
-                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée"),
+                      "petición", "solicitud", "nachricht", "anfrage", "сообщени", "запрос", "requête", "entrée",
+                      "text", "документ", "текст", "dokument"),
     "completion_tokens": ("token", "only", "just", "stop", "cut", "truncat", "after", "只"),
-    "gpu_memory_utilization": ("util", "利用率", "使用率"),
+    "gpu_memory_utilization": ("util", "desired", "利用率", "使用率"),
     "cpu_kv_cache_usage_percent": ("cpu",),
     "kv_cache_usage_percent": ("cache", "kv", "caché", "кэш"),
     "prefix_cache_hit_rate_percent": ("hit rate",),
@@ -178,7 +185,7 @@ _GATES = {
     "kv_needed_gib": ("kv cache", "kv缓存", "kv 缓存", "キャッシュ", "캐시"),
     "kv_available_gib": ("kv", "缓存"),
     "weights_gib": ("weight", "loading", "权重", "重み", "가중치"),
-    "requested_gib": ("request", "requir", "desired", "ask", "need", "要求", "需要", "必要", "필요", "necesit",
+    "requested_gib": ("request", "请求", "requir", "desired", "ask", "need", "要求", "需要", "必要", "필요", "necesit",
                       "requerid", "solicitad", "benötigt", "erforderlich", "angefordert", "verlangt", "требует", "нужн",
                       "necessári"),
     "this_process_gib": ("process", "vllm", "in use", "used", "占用", "使用中", "사용", "uso", "usad", "ocupad",
@@ -204,6 +211,7 @@ MEMORY_AFTER = {
     "kv_needed_gib": words(
         r"(?:of |de )?(?:KV[ -]cache|caché KV|KV ?缓存) "
         r"(?:(?:is |would be )?(?:needed|required)|(?=for |to hold |para ))"
+        r"|の ?KV ?キャッシュ(?:が|を)?必要|의 ?KV ?캐시가 필요"  # "4 GiB の KV キャッシュが必要"
     ),
     "free_gib": words(_FREE + r"|しか|뿐|밖에"),  # "3.1 GiB しかない", "2.5 GiB뿐": only that much
     # "8 GiB 必要", "6 GiB가 필요한데", "16 GiB needed"
@@ -212,4 +220,10 @@ MEMORY_AFTER = {
     "total_gib": words(r"total|VRAM|of (?:GPU )?memory|显存|в сумме|insgesamt|en total|no total"),
 }
 # the words that may follow a number of another kind and name it, beside the quantity's own ("a 16k context")
-AFTER_WORDS = {"max_model_len": words("|".join(_PROSE[MAX_MODEL_LEN]) + r"|(?:token )?context\b|ctx\b")}
+# "a 16k context", "一个 32768 长度的请求" (a request as long as the context: V1's start-up check, retold)
+_LENGTH_AFTER = r"|(?:token )?context\b|ctx\b|长度的请求|長さの(?:リクエスト|要求)|길이의 요청|length request"
+AFTER_WORDS = {
+    "max_model_len": words("|".join(_PROSE[MAX_MODEL_LEN]) + _LENGTH_AFTER),
+    # "32768-token documents", "8k-token prompts"
+    "prompt_tokens": words("|".join(_PROSE[PROMPT_TOKENS]) + r"|-?tokens? (?:documents?|prompts?|inputs?|texts?)\b"),
+}
