@@ -123,12 +123,16 @@ _OTHER_LIMIT = re.compile(
     r"LoRA rank \d+ is greater|max[_-]loras?\b.{0,40}exceed|too many tools|auto\W+tool choice requires|"
     # a request refused for what it is, not its length: a model not served, a tool's schema, a response format
     r"does not exist|model_not_found|Invalid tool|tool schema|json_schema|response_format|"
-    r"validation error for (?:Chat)?CompletionRequest|Extra inputs are not permitted",  # the request's own fields
+    r"validation error for (?:Chat)?CompletionRequest|Extra inputs are not permitted|"  # the request's own fields
+    # a proxy or gateway in front refused it (body size, rate), or vLLM never answered: vLLM did not see the request
+    r"Request Entity Too Large|Payload Too Large|client_max_body_size|Too Many Requests|rate limit|"
+    r"Bad Gateway|Gateway Time-?out",
     re.I,
 )
 _OTHER_GATES = ("at most", "mm_per_prompt", "mm-per-prompt", "lora", "tools", "tool choice", "does not exist",
                 "model_not_found", "tool", "schema", "response_format", "completionrequest",
-                "extra inputs")  # fmt: skip
+                "extra inputs", "too large", "client_max_body_size", "too many requests", "rate limit",
+                "gateway")  # fmt: skip
 # vLLM's start-up refusals retold in words: LogContext's field for the line that tells it
 _RETOLD = (
     ("no_blocks_told", _NO_BLOCKS, _BLOCK_GATES),

@@ -323,6 +323,13 @@ LOOK_ALIKES = {
     # a model not found
     "silent400-model": "--max-model-len 8192. When a long document is attached the UI errors; the body says "
     "The model `gpt-4o` does not exist. 404 Not Found",
+    # a proxy in front refused the long document's body before vLLM saw it
+    "silent400-proxy-413": "vllm serve m --max-model-len 131072 behind ingress-nginx. Long documents fail, short ones "
+    "work: openai.APIStatusError: Error code: 413 - <html><title>413 Request Entity Too Large</title> nginx/1.25.3",
+    "silent400-proxy-429": "--max-model-len 32768 behind our API gateway. Once the conversation grows past a few "
+    "turns, requests fail with HTTP 429 Too Many Requests from Kong; vLLM's log shows nothing.",
+    "silent400-proxy-502": "vllm serve m --max-model-len 16384. 长文档上传后对话就报错，短的没问题：HTTP 502 Bad Gateway，"
+    "vLLM 日志里没有这个请求。",
     # DCGM samples beside a server that runs fine
     "dcgm-running": "The server runs fine, just checking memory:\n" + DCGM,
     # chunked prefill on
