@@ -45,6 +45,7 @@ NOT_STARTED = re.compile(
     re.IGNORECASE,
 )
 KV_WORDS = re.compile(r"KV[ -]?(?:cache|缓存|キャッシュ|캐시|кэш)|caché KV|cache KV", re.IGNORECASE)
+SENTENCE_END = re.compile(r"[。！？!?]|\.\s")  # where one sentence of a paragraph ends ("0.9" is none)
 SAME_CAUSE = {"kv_cache_near_full": "preemption"}  # a wording of the same cause as a rule's
 LOAD = ("num_running", "num_waiting", "concurrency", "tpot_ms", "ttft_ms")  # what a KV pressure finding tells
 
@@ -230,10 +231,18 @@ def _kv_requested(facts: Facts) -> list[tuple[Fact, dict[str, Fact]]]:
     # the request it sizes is one of max_model_len tokens, however its length is named ("для запроса длиной 32768")
     for length in ("max_model_len", "prompt_tokens"):
         for first, stated in _refusals(facts, "requested_gib", length):
-            line = [fact.quantity for fact in facts.in_lines(first.line, first.line)]
-            if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in line:
+            size = stated["requested_gib"]  # a launch's flags earlier in the paragraph are not its sentence
+            near = [fact.quantity for fact in facts.in_lines(size.line, size.line) if _near(fact, size)]
+            if KV_WORDS.search(first.evidence) and "gpu_memory_utilization" not in near:
                 found.append((first, {"kv_needed_gib": stated["requested_gib"], "max_model_len": stated[length]}))
     return found
+
+
+def _near(fact: Fact, other: Fact) -> bool:
+    """Whether two facts of one line are told in one sentence: a short paste's lines are joined into one, and a
+    utilization told a sentence later is not the free-memory refusal's."""
+    start, end = sorted((fact.span[0], other.span[0]))
+    return not SENTENCE_END.search(fact.evidence, start, end)
 
 
 def lengths_tried(facts: Facts, context: LogContext) -> Observation | None:

@@ -135,6 +135,39 @@ CASES = {
         {"max_model_len": 32768, "kv_needed_gib": 8.0, "kv_available_gib": 3.12, "estimated_max_model_len": 12768},
         "报错大意是 max seq len 32768 需要 8.0 GiB 的 KV cache，但可用的只有 3.12 GiB，估计最大长度是 12768。",
     ),
+    # the utilization told a sentence later, in a paste short enough to be read as one paragraph
+    "retold-zh-order-util-later": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 6.0, "kv_available_gib": 2.2},
+        "报错说 max seq len 32768 需要 6.0 GiB 的 KV cache，但可用的只有 2.2 GiB。\n"
+        "卡是 24G 的，为什么不够？gpu-memory-utilization 已经是 0.9 了。",
+    ),
+    "retold-zh-order-util-later-ja": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 65536, "kv_needed_gib": 8.0, "kv_available_gib": 3.0},
+        "65536 長さのリクエストには 8 GiB の KV キャッシュが必要だが、3.0 GiB しかないと言われました。\n"
+        "gpu-memory-utilization は 0.92 にしています。",
+    ),
+    "retold-zh-order-util-later-en": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 4.0, "kv_available_gib": 1.5},
+        "vllm serve fails at start-up: a max seq len 32768 request needs 4 GiB of KV cache and only 1.5 GiB is "
+        "available. "
+        "My gpu-memory-utilization is 0.95 already.",
+    ),
+    # the launch's flags, utilization among them, a sentence before the refusal in one paragraph
+    "retold-zh-order-util-earlier": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 32768, "kv_needed_gib": 5.0, "kv_available_gib": 1.98},
+        "两张卡 --tensor-parallel-size 2 --max-model-len 32768 --gpu-memory-utilization 0.95，启动到最后就退出了。\n"
+        "报错大意是：要服务一个 32768 长度的请求需要 5.00 GiB 的 KV cache，但是可用的只有 1.98 GiB。",
+    ),
+    "retold-zh-order-util-earlier-en": (
+        "kv_cache_too_small_at_startup",
+        {"max_model_len": 65536, "kv_needed_gib": 8.0, "kv_available_gib": 2.5},
+        "Launched with --max-model-len 65536 --gpu-memory-utilization 0.93 on one L40S. It fails at start-up: "
+        "a max seq len 65536 request needs 8 GiB of KV cache but only 2.5 GiB is available.",
+    ),
     "retold-zh-order-avail-first": (
         "kv_cache_too_small_at_startup",
         {"max_model_len": 65536, "kv_needed_gib": 8.0, "kv_available_gib": 2.5},
