@@ -17,7 +17,7 @@
 #include "quantize_rows.h"
 
 /* MIN_ROWS: from how many rows the tiles beat quant_linear.c's VNNI loop (docs/engine.md) */
-enum { GROUP = QUANT_GROUP, TILE_ROWS = 16, TILE_COLS = 16, QUADS = GROUP / 4, MIN_ROWS = 5 };
+enum { GROUP = QUANT_GROUP, TILE_ROWS = 16, TILE_COLS = 16, QUADS = GROUP / 4, MIN_ROWS = 6 };
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -95,38 +95,43 @@ INLINE void add_group(__m512 *acc, const int32_t *sums, const Block *b, const Ro
     }
 }
 
-/* out rows r0 .. r0 + 15 (those below `rows`), columns j0 .. j0 + 15: one x tile per group against the block */
-static void row_tile(const Rows *x, const Block *b, int64_t r0, int64_t rows, int64_t k, int64_t n, int64_t j0,
-                     float *out) {
+/* the int32 sums of x tile xt with the block's groups g and g + 1 (where g + 1 < groups) into sums[0], sums[1] */
+INLINE void pair_sums(const int8_t *xt, const Block *b, int64_t k, int64_t g, int32_t (*sums)[TILE_ROWS * TILE_COLS]) {
     int64_t groups = k / GROUP;
-    int32_t sums[2][TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));
-    __m512 acc[TILE_ROWS];
-    for (int r = 0; r < TILE_ROWS; r++) acc[r] = _mm512_setzero_ps();
-    const int8_t *xt = x->qx + r0 * k;
-    int64_t g = 0;
-    for (; g + 1 < groups; g += 2) {  /* two groups in flight: the second's tile work overlaps the first's sums */
-        _tile_zero(0);
+    _tile_zero(0);
+    _tile_loadd(2, xt + g * GROUP, k);
+    _tile_loadd(4, b->tiles + g * QUADS * TILE_COLS, TILE_COLS * 4);
+    _tile_dpbssd(0, 2, 4);
+    if (g + 1 < groups) {
         _tile_zero(1);
-        _tile_loadd(2, xt + g * GROUP, k);
-        _tile_loadd(4, b->tiles + g * QUADS * TILE_COLS, TILE_COLS * 4);
-        _tile_dpbssd(0, 2, 4);
         _tile_loadd(3, xt + (g + 1) * GROUP, k);
         _tile_loadd(5, b->tiles + (g + 1) * QUADS * TILE_COLS, TILE_COLS * 4);
         _tile_dpbssd(1, 3, 5);
-        _tile_stored(0, sums[0], TILE_COLS * 4);
         _tile_stored(1, sums[1], TILE_COLS * 4);
-        add_group(acc, sums[0], b, x, r0, g, groups);
-        add_group(acc, sums[1], b, x, r0, g + 1, groups);
     }
-    if (g < groups) {
-        _tile_zero(0);
-        _tile_loadd(2, xt + g * GROUP, k);
-        _tile_loadd(4, b->tiles + g * QUADS * TILE_COLS, TILE_COLS * 4);
-        _tile_dpbssd(0, 2, 4);
-        _tile_stored(0, sums[0], TILE_COLS * 4);
-        add_group(acc, sums[0], b, x, r0, g, groups);
+    _tile_stored(0, sums[0], TILE_COLS * 4);
+}
+
+/* out rows r0 .. r0 + 15 (those below `rows`), columns j0 .. j0 + 15: one x tile per group against the block.
+ * The tiles of each pair of groups are stored one pair ahead of the vector work that scales them, so that
+ * the vector loads do not wait on the tile stores just issued. */
+static void row_tile(const Rows *x, const Block *b, int64_t r0, int64_t rows, int64_t k, int64_t n, int64_t j0,
+                     float *out) {
+    int64_t groups = k / GROUP;
+    int32_t sums[2][2][TILE_ROWS * TILE_COLS] __attribute__((aligned(64)));  /* [pair parity][group of pair] */
+    __m512 acc[TILE_ROWS];
+    #pragma GCC unroll 16
+    for (int r = 0; r < TILE_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    const int8_t *xt = x->qx + r0 * k;
+    pair_sums(xt, b, k, 0, sums[0]);
+    for (int64_t g = 0; g < groups; g += 2) {
+        if (g + 2 < groups) pair_sums(xt, b, k, g + 2, sums[(g / 2 + 1) % 2]);
+        add_group(acc, sums[(g / 2) % 2][0], b, x, r0, g, groups);
+        if (g + 1 < groups) add_group(acc, sums[(g / 2) % 2][1], b, x, r0, g + 1, groups);
     }
-    for (int64_t r = 0; r < TILE_ROWS && r0 + r < rows; r++) _mm512_storeu_ps(out + (r0 + r) * n + j0, acc[r]);
+    #pragma GCC unroll 16  /* whole, so that acc stays in registers */
+    for (int r = 0; r < TILE_ROWS; r++)
+        if (r0 + r < rows) _mm512_storeu_ps(out + (r0 + r) * n + j0, acc[r]);
 }
 
 static void free_rows(Rows *x) {

@@ -27,7 +27,7 @@ def within_fp32_rounding(expected):
 
 
 @needs_tiles
-@pytest.mark.parametrize("rows", [5, 16, 17, 33, 64, 128])  # the first row count on tiles, whole and partial tiles
+@pytest.mark.parametrize("rows", [6, 16, 17, 33, 64, 128])  # the first row count on tiles, whole and partial tiles
 @pytest.mark.parametrize("n,k", [(96, 320), (48, 352), (576, 1536)])  # 10 and 11 groups (pairs and a last one)
 @pytest.mark.parametrize("bits,with_mins", [(4, True), (4, False), (8, False), (8, True)])
 def test_kernel_matches_reference(rows, n, k, bits, with_mins):
@@ -38,7 +38,7 @@ def test_kernel_matches_reference(rows, n, k, bits, with_mins):
     torch.testing.assert_close(got, expected, **within_fp32_rounding(expected))
 
 
-@pytest.mark.parametrize("rows,n", [(1, 96), (4, 96), (33, 40)])  # below the tiles' rows; a width of 2.5 blocks
+@pytest.mark.parametrize("rows,n", [(1, 96), (5, 96), (33, 40)])  # below the tiles' rows; a width of 2.5 blocks
 def test_what_tiles_do_not_take_is_quant_linear_itself(rows, n):
     x, *weight = case(rows, n, 320, 4, True, rows)
     assert torch.equal(cpu_amx.quant_amx_linear(x, *weight, 4), cpu_ops.quant_linear(x, *weight, 4))
