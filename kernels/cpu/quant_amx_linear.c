@@ -20,26 +20,17 @@
 enum { GROUP = QUANT_GROUP, TILE_ROWS = 16, TILE_COLS = 16, QUADS = GROUP / 4, MIN_ROWS = 6 };
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__)
-#include <immintrin.h>
 #include <omp.h>
+
+#include "tile_config.h"
 
 int32_t kvtool_quant_amx_linear_built(void) { return MIN_ROWS; }
 
 /* tiles 0-1: int32 sums of two groups, 2-3: their x tiles (16 rows by 32 codes), 4-5: their weight tiles */
-typedef struct __attribute__((packed)) {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} TileConfig;
-
 static void configure_tiles(void) {
-    TileConfig c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 2; t++) c.rows[t] = TILE_ROWS, c.colsb[t] = TILE_COLS * 4;
-    for (int t = 2; t < 4; t++) c.rows[t] = TILE_ROWS, c.colsb[t] = GROUP;
-    for (int t = 4; t < 6; t++) c.rows[t] = QUADS, c.colsb[t] = TILE_COLS * 4;
-    _tile_loadconfig(&c);
+    static const uint8_t rows[6] = {TILE_ROWS, TILE_ROWS, TILE_ROWS, TILE_ROWS, QUADS, QUADS};
+    static const uint16_t colsb[6] = {TILE_COLS * 4, TILE_COLS * 4, GROUP, GROUP, TILE_COLS * 4, TILE_COLS * 4};
+    load_tile_config(6, rows, colsb);
 }
 
 /* x quantized, padded with zero rows to whole tiles: codes [rows, k], scales and code sums [rows, groups] */
