@@ -12,6 +12,7 @@ QuantLinear on quant_linear.c's VNNI loop.
 import ctypes
 import functools
 import logging
+import os
 import platform
 
 import torch
@@ -71,6 +72,13 @@ def amx_linear(x, tiles, n, bias=None):
     )
     raise_if_out_of_memory(status, "amx_linear", rows)
     return out
+
+
+def quant_tiles_chosen() -> bool:
+    """KVTOOL_QUANT_TILES=1 puts QuantLinear on quant_amx_linear where it is granted. Off by default: its fp32
+    sums differ from quant_linear.c's in the last bits, so a sequence's tokens would depend on whether its
+    batch had enough rows for the tiles (a prompt alone or beside another, as the server tests check)."""
+    return os.environ.get("KVTOOL_QUANT_TILES", "0") == "1" and quant_amx_rows() > 0
 
 
 def quant_amx_rows() -> int:

@@ -45,8 +45,10 @@ def test_what_tiles_do_not_take_is_quant_linear_itself(rows, n):
 
 
 @needs_tiles
-def test_quant_linear_module_runs_on_tiles_from_their_rows(monkeypatch):
+def test_quant_linear_module_runs_on_tiles_from_their_rows_when_chosen(monkeypatch):
     x, codes, scales, mins = case(cpu_ops.QUANT_KERNEL_WINS_UP_TO, 96, 320, 4, True, 7)
+    assert not QuantLinear(reference.unpack_codes(codes, 4), scales, mins, 4).on_tiles  # the default
+    monkeypatch.setenv("KVTOOL_QUANT_TILES", "1")
     layer = QuantLinear(reference.unpack_codes(codes, 4), scales, mins, 4)
     assert layer.on_tiles and not layer.in_panels
     calls, original = [], cpu_amx.quant_amx_linear
@@ -57,8 +59,9 @@ def test_quant_linear_module_runs_on_tiles_from_their_rows(monkeypatch):
     assert calls == [1, 32, len(x)]
 
 
-def test_a_refused_permission_keeps_quant_linear(amx_refused):
-    assert cpu_amx.quant_amx_rows() == 0
+def test_a_refused_permission_keeps_quant_linear(amx_refused, monkeypatch):
+    monkeypatch.setenv("KVTOOL_QUANT_TILES", "1")
+    assert cpu_amx.quant_amx_rows() == 0 and not cpu_amx.quant_tiles_chosen()
     x, codes, scales, mins = case(32, 96, 320, 8, False, 9)
     assert not QuantLinear(reference.unpack_codes(codes, 8), scales, mins, 8).on_tiles
     assert torch.equal(
