@@ -144,7 +144,8 @@ def start_engine(model: str, dtype: str, batch: int, args, refused: bool):
 def measure(model: str, dtype: str, batch: int, args) -> dict:
     """Per variant (the engine as it starts, and with --baseline where it applies, one refused AMX tiles), the
     medians over rounds of each figure and of each round's step over its floor; rounds alternate variants."""
-    variants = {"": False} | ({"AMX refused": True} if args.baseline and dtype == "bfloat16" else {})
+    on_tiles = dtype == "bfloat16" or args.quantization == "gguf"  # bf16 weights, or codes in int8
+    variants = {"": False} | ({"AMX refused": True} if args.baseline and on_tiles else {})
     timers = PhaseTimers()
     wrap_classes(timers)
     engines = {label: start_engine(model, dtype, batch, args, refused) for label, refused in variants.items()}
@@ -213,7 +214,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="rounds of floors, steps and timed steps")
     parser.add_argument("--threads", type=int, default=None, help="engine threads (default: the CPUs it may use)")
     parser.add_argument(
-        "--baseline", action="store_true", help="bf16: also an engine refused AMX tiles, rounds alternating"
+        "--baseline",
+        action="store_true",
+        help="bf16 or GGUF codes (with KVTOOL_QUANT_TILES=1): also an engine refused AMX tiles, rounds alternating",
     )
     parser.add_argument("--quantization", choices=["gguf"], help="keep a GGUF's codes quantized (smollm2: its Q4_1)")
     args = parser.parse_args()

@@ -1,22 +1,25 @@
-"""bf16 linear layers on AMX tiles (cpu/amx_linear.c), where the CPU has them and the kernel allows them.
+"""Linear layers on AMX tiles where the CPU has them and the kernel allows them: bf16 weights (cpu/amx_linear.c)
+and GGUF-style codes in int8 (cpu/quant_amx_linear.c).
 
 Linux hands a process AMX's 8 KiB of tile state only when asked: until a thread of the process has called
 arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), the first tile instruction kills it with SIGILL (as a
 llama.cpp built with its AMX kernels dies on such a CPU). The permission is the process's, asked for once
 here before any kernel of kvtool's own touches a tile; a kernel that refuses it (an older kernel, a sandbox
-that filters the call) leaves PackedLinear on the GEMM library's packed weight, which asks for itself.
+that filters the call) leaves PackedLinear on the GEMM library's packed weight, which asks for itself, and
+QuantLinear on quant_linear.c's VNNI loop.
 """
 
 import ctypes
 import functools
 import logging
+import os
 import platform
 
 import torch
 
 from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import cpu_flags, load_library
-from kvtool.kernels.cpu_ops import _covered, _ptr, raise_if_out_of_memory
+from kvtool.kernels.cpu_ops import _covered, _ptr, _quant_covered, quant_linear, raise_if_out_of_memory
 
 logger = logging.getLogger("kvtool.kernels")
 
@@ -33,13 +36,14 @@ def request_amx_permission(feature: int = XFEATURE_XTILEDATA) -> int:
 
 
 @functools.cache
-def amx_permitted() -> bool:
-    """Whether this process may run tile instructions: the CPU has AMX bf16 and the kernel granted the state."""
-    if platform.machine() != "x86_64" or "amx_bf16" not in cpu_flags():
+def amx_permitted(kind: str = "amx_bf16") -> bool:
+    """Whether this process may run tile instructions of `kind` ("amx_bf16", "amx_int8"): the CPU has them and
+    the kernel granted the tile state."""
+    if platform.machine() != "x86_64" or kind not in cpu_flags():
         return False
     errno = request_amx_permission()
     if errno:
-        logger.info("the kernel refused AMX tile state (errno %d); bf16 linear layers stay on oneDNN", errno)
+        logger.info("the kernel refused AMX tile state (errno %d); linear layers stay on the kernels without", errno)
     return errno == 0
 
 
@@ -67,4 +71,36 @@ def amx_linear(x, tiles, n, bias=None):
         _ptr(x), _ptr(tiles), _ptr(bias), _ptr(out), rows, x.shape[1], n, torch.get_num_threads()
     )
     raise_if_out_of_memory(status, "amx_linear", rows)
+    return out
+
+
+def quant_tiles_chosen() -> bool:
+    """KVTOOL_QUANT_TILES=1 puts QuantLinear on quant_amx_linear where it is granted. Off by default: its fp32
+    sums differ from quant_linear.c's in the last bits, so a sequence's tokens would depend on whether its
+    batch had enough rows for the tiles (a prompt alone or beside another, as the server tests check)."""
+    return os.environ.get("KVTOOL_QUANT_TILES", "0") == "1" and quant_amx_rows() > 0
+
+
+def quant_amx_rows() -> int:
+    """From how many rows QuantLinear runs on quant_amx_linear here: 0 without the built kernel or the permission."""
+    rows = _built_quant_rows()
+    return rows if rows and amx_permitted("amx_int8") else 0
+
+
+@functools.cache
+def _built_quant_rows() -> int:
+    library = load_library()
+    return 0 if library is None else library.kvtool_quant_amx_linear_built()
+
+
+def quant_amx_linear(x, codes, scales, mins, bits):
+    """cpu_ops.quant_linear on int8 tiles from quant_amx_rows() rows (its contract: reference.quant_linear);
+    below them, or where the tiles are not granted, cpu_ops.quant_linear itself."""
+    if not (_quant_covered(x) and 0 < quant_amx_rows() <= len(x)):
+        return quant_linear(x, codes, scales, mins, bits)
+    x = x.float().contiguous()
+    out = torch.empty(len(x), codes.shape[0], dtype=torch.float32)
+    args = (_ptr(codes), _ptr(scales), _ptr(mins), bits, torch.get_num_threads())
+    status = load_library().kvtool_quant_amx_linear(_ptr(x), _ptr(out), len(x), x.shape[1], codes.shape[0], *args)
+    raise_if_out_of_memory(status, "quant_amx_linear", len(x))
     return out

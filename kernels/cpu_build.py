@@ -38,6 +38,8 @@ SIGNATURES = {
     "kvtool_decode_step": [_ptr],
     "kvtool_amx_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32],
     "kvtool_amx_linear_built": [],
+    "kvtool_quant_amx_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
+    "kvtool_quant_amx_linear_built": [],
     "kvtool_flush_denormals": [_i32],
 }
 RETURNS = {
@@ -52,6 +54,8 @@ RETURNS = {
         "kvtool_decode_step",
         "kvtool_amx_linear",
         "kvtool_amx_linear_built",
+        "kvtool_quant_amx_linear",
+        "kvtool_quant_amx_linear_built",
     )
 }
 
@@ -67,6 +71,7 @@ SOURCES = (
     "decode_step.c",
     "denormals.c",
     "amx_linear.c",
+    "quant_amx_linear.c",
 )
 # Reassociation lets the compiler vectorize reductions; unlike -ffast-math it keeps inf and NaN
 # semantics and does not switch the process to flush-to-zero.

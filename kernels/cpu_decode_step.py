@@ -23,7 +23,7 @@ __all__ = ["DECODE_HEAD_DIM_MULTIPLE", "DTYPE_CODES", "Layer", "Step", "fusable"
 
 _p, _i64, _i32, _f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float
 LINEAR_NAMES = ("qkv", "o", "gate_up", "down")
-PLAIN, PANELS, AMX_TILES = 0, 1, 2  # Linear.panels in cpu/decode_step.c: how a dense weight is laid out
+PLAIN, PANELS, AMX_TILES = 0, 1, 2  # Linear.panels in cpu/decode_step.c: how a weight is laid out or multiplied
 
 
 class Linear(ctypes.Structure):
@@ -86,7 +86,8 @@ def row_limit(linear) -> int:
 def linear_struct(linear) -> Linear:
     if isinstance(linear, QuantLinear):
         parts = (linear.codes, linear.bias, linear.scales, linear.mins)
-        return Linear(*(address(t) for t in parts), linear.bits, int(linear.in_panels))
+        layout = PANELS if linear.in_panels else AMX_TILES if linear.on_tiles else PLAIN
+        return Linear(*(address(t) for t in parts), linear.bits, layout)
     if linear.amx_tiles is not None:
         return Linear(address(linear.amx_tiles), address(linear.bias), None, None, 0, AMX_TILES)
     if linear.panels is not None:

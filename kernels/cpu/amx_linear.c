@@ -20,23 +20,16 @@
 enum { TILE_ROWS = 16, TILE_K = 32, TILE_COLS = 16, MAX_ROWS = 64, AHEAD = 8 };
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#include "tile_config.h"
 #include "vectors.h"
 
 int32_t kvtool_amx_linear_built(void) { return MAX_ROWS; }
 
-/* tiles 0-3: the fp32 sums of up to 4 row tiles, 4: an x tile, 5: a W tile */
-typedef struct __attribute__((packed)) {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} TileConfig;
-
+/* tiles 0-3: the fp32 sums of up to 4 row tiles, 4: an x tile, 5: a W tile; each 16 rows of 64 bytes */
 static void configure_tiles(void) {
-    TileConfig c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 6; t++) c.rows[t] = TILE_ROWS, c.colsb[t] = 64;
-    _tile_loadconfig(&c);
+    static const uint8_t rows[6] = {16, 16, 16, 16, 16, 16};
+    static const uint16_t colsb[6] = {64, 64, 64, 64, 64, 64};
+    load_tile_config(6, rows, colsb);
 }
 
 /* the 16 x 16 fp32 sums of row tile r into sums, for the column block whose tiles start at w */

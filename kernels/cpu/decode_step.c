@@ -14,11 +14,11 @@
 #include "layer_ops.h"
 #include "paged_decode.h"
 
-enum { PLAIN = 0, PANELS = 1, AMX_TILES = 2 };  /* Linear.panels: how a dense weight is laid out */
+enum { PLAIN = 0, PANELS = 1, AMX_TILES = 2 };  /* Linear.panels: how a weight is laid out or multiplied */
 
 /* a weight [n, k] in the step's dtype, plain, packed in column panels or in AMX tiles, or (scales set)
- * codes with fp32 scales and mins (or NULL), row by row for quant_linear.c or (panels 1) in column panels
- * for quant_panel_linear.c */
+ * codes with fp32 scales and mins (or NULL), row by row for quant_linear.c (panels 2: on AMX-INT8 tiles from
+ * a few rows, quant_amx_linear.c) or (panels 1) in column panels for quant_panel_linear.c */
 typedef struct {
     const void *weight, *bias;                    /* bias [n] or NULL */
     const float *scales, *mins;
@@ -65,9 +65,10 @@ static int32_t linear(const Step *s, const Linear *l, const void *x, void *out, 
         return STATUS_OK;
     }
     float *y = out;
-    int32_t bits = (int32_t)l->bits, status =
-        l->panels ? kvtool_quant_panel_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, s->num_threads)
-                  : kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, s->num_threads);
+    int32_t bits = (int32_t)l->bits, threads = s->num_threads, status =
+        l->panels == PANELS      ? kvtool_quant_panel_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads)
+        : l->panels == AMX_TILES ? kvtool_quant_amx_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads)
+                                 : kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads);
     if (l->bias)
         for (int64_t i = 0; i < s->rows * n; i++) y[i] += ((const float *)l->bias)[i % n];
     return status;
