@@ -8,9 +8,7 @@ a step budget below the context in a launch that no longer starts; answers cut a
 by its metrics. Beside them, the look-alikes each mechanism must leave alone."""
 
 import pytest
-
-from kvtool.engine.diagnosis import diagnose_text
-from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
+from diagnose_form_checks import check_cause_and_numbers, check_no_memory_or_length_cause, written_in_three_forms
 
 DCGM = (
     'DCGM_FI_DEV_FB_USED{gpu="3",UUID="GPU-5b1e",device="nvidia3",modelName="NVIDIA H100 80GB HBM3",'
@@ -389,20 +387,16 @@ LOOK_ALIKES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_report_told_in_this_form_gets_its_cause_and_numbers(name):
-    category, numbers, text = CASES[name]
-    findings = diagnose_text(text).findings
-    assert [f.category for f in findings][:1] == [category], name
-    assert {key: findings[0].numbers.get(key) for key in numbers} == pytest.approx(numbers, rel=2e-3)
+    check_cause_and_numbers(name, CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(LOOK_ALIKES))
 def test_a_look_alike_gets_no_memory_or_length_cause(name):
-    found = {f.category for f in diagnose_text(LOOK_ALIKES[name]).findings}
-    assert not found & MEMORY_AND_LENGTH_CATEGORIES, name
+    check_no_memory_or_length_cause(name, LOOK_ALIKES[name])
 
 
 KINDS = ("held", "startup-default", "retold-zh-order", "oom-prose", "silent400", "budget", "slot16")
 
 
 def test_every_kind_is_written_in_three_forms():
-    assert all(sum(name.startswith(kind + "-") for name in CASES) >= 3 for kind in KINDS)
+    assert written_in_three_forms(CASES, KINDS)

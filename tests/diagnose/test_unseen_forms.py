@@ -8,9 +8,9 @@ preemption quoted loosely or shown by a benchmark sweep; SchedulerConfig's refus
 them, the look-alikes each mechanism must leave alone."""
 
 import pytest
+from diagnose_form_checks import check_cause_and_numbers, check_no_memory_or_length_cause, written_in_three_forms
 
 from kvtool.engine.diagnosis import diagnose_text
-from kvtool.engine.diagnosis.findings import MEMORY_AND_LENGTH_CATEGORIES
 
 CASES = {
     "request-aiohttp-compose": (
@@ -244,16 +244,12 @@ LOOK_ALIKES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_report_told_in_this_form_gets_its_cause_and_numbers(name):
-    category, numbers, text = CASES[name]
-    findings = diagnose_text(text).findings
-    assert [f.category for f in findings][:1] == [category], name
-    assert {key: findings[0].numbers.get(key) for key in numbers} == numbers
+    check_cause_and_numbers(name, CASES[name])
 
 
 @pytest.mark.parametrize("name", sorted(LOOK_ALIKES))
 def test_a_look_alike_gets_no_memory_or_length_cause(name):
-    found = {f.category for f in diagnose_text(LOOK_ALIKES[name]).findings}
-    assert not found & MEMORY_AND_LENGTH_CATEGORIES, name
+    check_no_memory_or_length_cause(name, LOOK_ALIKES[name])
 
 
 KINDS = ("request", "cut-log", "cut-trainer", "cut-client", "kv-after-line", "kv-lengths-tried", "held",
@@ -261,7 +257,7 @@ KINDS = ("request", "cut-log", "cut-trainer", "cut-client", "kv-after-line", "kv
 
 
 def test_every_kind_is_written_in_three_forms():
-    assert all(sum(name.startswith(kind + "-") for name in CASES) >= 3 for kind in KINDS)
+    assert written_in_three_forms(CASES, KINDS)
 
 
 def test_a_start_up_that_failed_after_its_kv_line_says_it_is_the_likely_cause():
