@@ -59,7 +59,7 @@ def _stated(comparison: Comparison) -> str:
     )
 
 
-@pytest.mark.parametrize("row_id", _cases())
+@pytest.mark.parametrize("row_id", list(_cases()))
 def test_measured_run(row_id):
     results = comparisons(row_id)
     misses = [_stated(c) for c in results if abs(c.error) > TOLERANCE[c.figure]]
