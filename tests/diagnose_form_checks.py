@@ -1,5 +1,6 @@
-"""The checks every file of report forms makes: a report told in a form gets its cause and numbers, a look-alike gets
-no memory or length cause, and each kind is written in three forms or more."""
+"""The checks test_unseen_forms.py, test_retold_forms.py and test_metric_forms.py share: a report told in a form
+gets its cause and numbers, a look-alike gets no memory or length cause, and each kind is written in three forms or
+more. (The older forms files keep their own checks.)"""
 
 import pytest
 
