@@ -216,7 +216,7 @@ def main() -> None:
     parser.add_argument(
         "--baseline",
         action="store_true",
-        help="bf16 or GGUF codes (with KVTOOL_QUANT_TILES=1): also an engine refused AMX tiles, rounds alternating",
+        help="bf16 or GGUF codes: also an engine refused AMX tiles, rounds alternating",
     )
     parser.add_argument("--quantization", choices=["gguf"], help="keep a GGUF's codes quantized (smollm2: its Q4_1)")
     args = parser.parse_args()

@@ -6,20 +6,19 @@ arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), the first tile instruction 
 llama.cpp built with its AMX kernels dies on such a CPU). The permission is the process's, asked for once
 here before any kernel of kvtool's own touches a tile; a kernel that refuses it (an older kernel, a sandbox
 that filters the call) leaves PackedLinear on the GEMM library's packed weight, which asks for itself, and
-QuantLinear on quant_linear.c's VNNI loop.
+QuantLinear on quant_panel_linear.c at every row count.
 """
 
 import ctypes
 import functools
 import logging
-import os
 import platform
 
 import torch
 
 from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import cpu_flags, load_library
-from kvtool.kernels.cpu_ops import _covered, _ptr, _quant_covered, quant_linear, raise_if_out_of_memory
+from kvtool.kernels.cpu_ops import _covered, _ptr, _quant_covered, quant_panel_linear, raise_if_out_of_memory
 
 logger = logging.getLogger("kvtool.kernels")
 
@@ -74,33 +73,26 @@ def amx_linear(x, tiles, n, bias=None):
     return out
 
 
-def quant_tiles_chosen() -> bool:
-    """KVTOOL_QUANT_TILES=1 puts QuantLinear on quant_amx_linear where it is granted. Off by default: its fp32
-    sums differ from quant_linear.c's in the last bits, so a sequence's tokens would depend on whether its
-    batch had enough rows for the tiles (a prompt alone or beside another, as the server tests check)."""
-    return os.environ.get("KVTOOL_QUANT_TILES", "0") == "1" and quant_amx_rows() > 0
-
-
-def quant_amx_rows() -> int:
-    """From how many rows QuantLinear runs on quant_amx_linear here: 0 without the built kernel or the permission."""
-    rows = _built_quant_rows()
-    return rows if rows and amx_permitted("amx_int8") else 0
+def quant_tiles_granted() -> bool:
+    """Whether QuantLinear's codes go to quant_amx_linear here: the kernel built with AMX-INT8 and the permission."""
+    return _quant_tiles_built() and amx_permitted("amx_int8")
 
 
 @functools.cache
-def _built_quant_rows() -> int:
+def _quant_tiles_built() -> bool:
     library = load_library()
-    return 0 if library is None else library.kvtool_quant_amx_linear_built()
+    return library is not None and library.kvtool_quant_amx_linear_built() > 0
 
 
-def quant_amx_linear(x, codes, scales, mins, bits):
-    """cpu_ops.quant_linear on int8 tiles from quant_amx_rows() rows (its contract: reference.quant_linear);
-    below them, or where the tiles are not granted, cpu_ops.quant_linear itself."""
-    if not (_quant_covered(x) and 0 < quant_amx_rows() <= len(x)):
-        return quant_linear(x, codes, scales, mins, bits)
+def quant_amx_linear(x, codes, scales, mins, bits, n):
+    """cpu_ops.quant_panel_linear on int8 tiles, from the few rows where they win (MIN_ROWS_* in
+    cpu/quant_amx_linear.c), with the same result bit for bit (its contract: reference.quant_panel_linear);
+    below them, or where the tiles are not granted, cpu_ops.quant_panel_linear itself."""
+    if not (_quant_covered(x) and quant_tiles_granted()):
+        return quant_panel_linear(x, codes, scales, mins, bits, n)
     x = x.float().contiguous()
-    out = torch.empty(len(x), codes.shape[0], dtype=torch.float32)
+    out = torch.empty(len(x), n, dtype=torch.float32)
     args = (_ptr(codes), _ptr(scales), _ptr(mins), bits, torch.get_num_threads())
-    status = load_library().kvtool_quant_amx_linear(_ptr(x), _ptr(out), len(x), x.shape[1], codes.shape[0], *args)
+    status = load_library().kvtool_quant_amx_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
     raise_if_out_of_memory(status, "quant_amx_linear", len(x))
     return out

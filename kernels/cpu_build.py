@@ -27,7 +27,6 @@ SIGNATURES = {
     "kvtool_rms_norm": [_ptr] * 5 + [_i64, _i64, ctypes.c_float, _i32, _i32],
     "kvtool_silu_and_mul": [_ptr, _ptr, _i64, _i64, _i32, _i32],
     "kvtool_rotary": [_ptr, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _i64, _i64, _i64, _i64, _i32, _i32],
-    "kvtool_quant_linear": [_ptr, _ptr, _i64, _i64, _i64, _ptr, _ptr, _ptr, _i32, _i32],
     "kvtool_small_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32, _i32],
     "kvtool_small_linear_vectorized": [],
     "kvtool_panel_linear": [_ptr] * 4 + [_i64, _i64, _i64, _i32, _i32],
@@ -50,7 +49,6 @@ RETURNS = {
         "kvtool_quant_panel_linear_vectorized",
         "kvtool_panel_linear",
         "kvtool_quant_panel_linear",
-        "kvtool_quant_linear",
         "kvtool_decode_step",
         "kvtool_amx_linear",
         "kvtool_amx_linear_built",
@@ -63,7 +61,6 @@ SOURCE_DIR = Path(__file__).parent / "cpu"
 SOURCES = (
     "paged_decode.c",
     "fused_ops.c",
-    "quant_linear.c",
     "small_linear.c",
     "panel_linear.c",
     "quant_panel_linear.c",

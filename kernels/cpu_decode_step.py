@@ -12,7 +12,6 @@ from kvtool.kernels.cpu_linear import PackedLinear
 from kvtool.kernels.cpu_ops import (
     DECODE_HEAD_DIM_MULTIPLE,
     DTYPE_CODES,
-    QUANT_KERNEL_WINS_UP_TO,
     SMALL_LINEAR_K_MULTIPLE,
     raise_if_out_of_memory,
 )
@@ -74,10 +73,9 @@ def fusable(linear, dtype: torch.dtype) -> bool:
 
 
 def row_limit(linear) -> int:
-    """Beyond these rows a QuantLinear dequantizes its whole weight for an fp32 matmul and a PackedLinear hands
-    them to oneDNN."""
-    if isinstance(linear, QuantLinear):  # quant_panel_linear takes any row count
-        return sys.maxsize if linear.in_panels else QUANT_KERNEL_WINS_UP_TO
+    """Beyond these rows a PackedLinear hands them to oneDNN; a QuantLinear's kernels take any row count."""
+    if isinstance(linear, QuantLinear):
+        return sys.maxsize
     if linear.amx_tiles is not None:
         return linear.amx_rows
     return linear.panel_rows if linear.panels is not None else linear.plain_rows
@@ -86,7 +84,7 @@ def row_limit(linear) -> int:
 def linear_struct(linear) -> Linear:
     if isinstance(linear, QuantLinear):
         parts = (linear.codes, linear.bias, linear.scales, linear.mins)
-        layout = PANELS if linear.in_panels else AMX_TILES if linear.on_tiles else PLAIN
+        layout = AMX_TILES if linear.on_tiles else PANELS
         return Linear(*(address(t) for t in parts), linear.bits, layout)
     if linear.amx_tiles is not None:
         return Linear(address(linear.amx_tiles), address(linear.bias), None, None, 0, AMX_TILES)

@@ -21,7 +21,6 @@ __all__ = [
     "rotary_embedding",
     "silu_and_mul",
     "fused_moe",
-    "quant_linear",
     "quant_panel_linear",
     "small_linear",
     "panel_linear",
@@ -39,9 +38,6 @@ SMALL_ROWS_KERNEL = {
     "no amx": ("panel_linear", {torch.float32: 8, torch.bfloat16: 4}),
 }
 SMALL_LINEAR_K_MULTIPLE = 16  # one AVX-512 vector of fp32
-# up to how many rows quant_linear's int8 kernel beats dequantizing the weight for the call and the GEMM
-# library's fp32 matmul (docs/engine.md): beyond, a prefill is bound by the kernel's per-group work
-QUANT_KERNEL_WINS_UP_TO = 128
 DECODE_HEAD_DIM_MULTIPLE = 16  # the C decode attention reads heads 16 elements at a time
 STATUS_NO_MEMORY = 1  # STATUS_NO_MEMORY in cpu/common.h
 NO_MEMORY = (
@@ -234,28 +230,6 @@ def rotary_embedding(positions, query, key, cos_sin_cache):
         torch.get_num_threads(),
     )
     return q_out, k_out
-
-
-def quant_linear(x, codes, scales, mins, bits):
-    """x [T, K] fp32 times a weight kept as GGUF-style codes (see reference.quant_linear)."""
-    if not _quant_covered(x):
-        return reference.quant_linear(x, codes, scales, mins, bits)
-    x = x.float().contiguous()
-    out = torch.empty(len(x), codes.shape[0], dtype=torch.float32)
-    status = compiled_library().kvtool_quant_linear(
-        _ptr(x),
-        _ptr(out),
-        len(x),
-        x.shape[1],
-        codes.shape[0],
-        _ptr(codes),
-        _ptr(scales),
-        _ptr(mins),
-        bits,
-        torch.get_num_threads(),
-    )
-    raise_if_out_of_memory(status, "quant_linear", len(x))
-    return out
 
 
 def quant_panel_linear(x, codes, scales, mins, bits, n):

@@ -341,7 +341,9 @@ GGUF_TYPE_UNSUPPORTED = "GGUF tensor {name} is {type}; --quantization gguf keeps
 GGUF_TYPE_UNSUPPORTED_FIX = "Serve it with dequantized weights: leave out --quantization gguf."
 GGUF_ARCH_UNKNOWN = "GGUF architecture {arch!r} is unknown to the gguf package."
 GGUF_QUANTIZED_NOTE = (
-    "GGUF weights kept quantized on the CPU: activations in float32, and by default the KV cache too, which then "
+    "GGUF weights kept quantized on the CPU: activations in float32 (rounded to int8 per group of 32 inside each "
+    "quantized matmul, as llama.cpp does; --dtype float32 dequantizes the weights for exact fp32 matmuls), "
+    "and by default the KV cache in float32 too, which then "
     "holds half the tokens of a 16-bit one (--kv-cache-dtype bfloat16 keeps K and V in 16 bits; --dtype bfloat16 "
     "dequantizes the weights instead)."
 )

@@ -5,8 +5,8 @@
  * buffers as the Python layers do (RMSNorm, qkv, rotary, the KV write, decode attention, o, RMSNorm,
  * gate_up, SiLU-and-mul, down), so its results are theirs bit for bit. A linear layer is a plain weight
  * (small_linear.c), a weight packed in column panels (panel_linear.c), bf16 AMX tiles (amx_linear.c) or
- * GGUF-style codes (quant_linear.c,
- * fp32 steps only). Given token ids, it also gathers their embeddings first; given a logits buffer, it ends
+ * GGUF-style codes in column panels (quant_panel_linear.c, or quant_amx_linear.c on AMX-INT8 tiles; fp32 steps
+ * only). Given token ids, it also gathers their embeddings first; given a logits buffer, it ends
  * with the final norm and the output layer, as compute_logits does. Contract:
  * engine/runtime/models/fused_decode.py.
  */
@@ -17,8 +17,8 @@
 enum { PLAIN = 0, PANELS = 1, AMX_TILES = 2 };  /* Linear.panels: how a weight is laid out or multiplied */
 
 /* a weight [n, k] in the step's dtype, plain, packed in column panels or in AMX tiles, or (scales set)
- * codes with fp32 scales and mins (or NULL), row by row for quant_linear.c (panels 2: on AMX-INT8 tiles from
- * a few rows, quant_amx_linear.c) or (panels 1) in column panels for quant_panel_linear.c */
+ * codes in column panels with fp32 scales and mins (or NULL), for quant_panel_linear.c (panels 1) or, from a few
+ * rows on AMX-INT8 tiles, quant_amx_linear.c (panels 2) */
 typedef struct {
     const void *weight, *bias;                    /* bias [n] or NULL */
     const float *scales, *mins;
@@ -66,9 +66,8 @@ static int32_t linear(const Step *s, const Linear *l, const void *x, void *out, 
     }
     float *y = out;
     int32_t bits = (int32_t)l->bits, threads = s->num_threads, status =
-        l->panels == PANELS      ? kvtool_quant_panel_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads)
-        : l->panels == AMX_TILES ? kvtool_quant_amx_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads)
-                                 : kvtool_quant_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads);
+        l->panels == AMX_TILES ? kvtool_quant_amx_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads)
+                               : kvtool_quant_panel_linear(x, y, s->rows, k, n, l->weight, l->scales, l->mins, bits, threads);
     if (l->bias)
         for (int64_t i = 0; i < s->rows * n; i++) y[i] += ((const float *)l->bias)[i % n];
     return status;

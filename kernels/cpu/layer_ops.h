@@ -21,8 +21,6 @@ int32_t kvtool_quant_panel_linear(const float *x, float *out, int64_t rows, int6
                                   int32_t num_threads);
 int32_t kvtool_amx_linear(const void *x, const void *tiles, const void *bias, void *out, int64_t rows, int64_t k,
                           int64_t n, int32_t num_threads);
-int32_t kvtool_quant_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n, const uint8_t *codes,
-                            const float *scales, const float *mins, int32_t bits, int32_t num_threads);
 int32_t kvtool_quant_amx_linear(const float *x, float *out, int64_t rows, int64_t k, int64_t n, const uint8_t *codes,
                                 const float *scales, const float *mins, int32_t bits, int32_t num_threads);
 void kvtool_store_kv(const void *key, const void *value, int64_t key_stride, int64_t value_stride, void *k_cache,

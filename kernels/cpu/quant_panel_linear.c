@@ -1,6 +1,6 @@
 /* Linear layer over GGUF-style codes kept in column panels: out = x W^T, at any row count.
  *
- * Same contract as `quant_panel_linear` in kernels/reference.py and the same arithmetic as quant_linear.c:
+ * Same contract as `quant_panel_linear` in kernels/reference.py and the same arithmetic as quant_amx_linear.c:
  * w = scale * code + min per group of QUANT_GROUP k-steps, x quantized to int8 per group
  * (quantize_rows.h), each group's dot product exact in integers and scaled once. The codes are laid out
  * in panel_linear.c's panels of PANEL output columns, k-major, LANE k-steps at a time: for each LANE

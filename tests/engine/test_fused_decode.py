@@ -150,12 +150,10 @@ def test_a_bf16_kv_cache_beside_fp32_activations_is_the_layers_bit_for_bit(tiny_
 @needs_kernels
 @pytest.mark.parametrize("rows", [1, 9, 65])
 def test_quantized_smollm2_step_is_the_layers_bit_for_bit(smollm2_quantized_llm, rows):
-    """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of up to as many rows as
-    the int8 kernel or (on AVX2) the codes in panels take run in one call, through the same kernel as the
-    layers."""
+    """Every linear layer kept quantized (Q4_1, the tied output layer Q8_0): steps of any row count run in one
+    call, through the same kernels as the layers (codes in panels, on AMX-INT8 tiles where granted)."""
     fused_decode = smollm2_quantized_llm.engine.model_runner.model.model.fused_decode
-    limit = sys.maxsize if cpu_ops.panel_linear_wins() else cpu_ops.QUANT_KERNEL_WINS_UP_TO
-    assert fused_decode is not None and fused_decode.max_rows == limit
+    assert fused_decode is not None and fused_decode.max_rows == sys.maxsize
     prompts = [list(range(200 + 11 * i, 208 + 11 * i)) for i in range(rows)]
     both = first_decode_both_ways(smollm2_quantized_llm, prompts)
     assert both.fused.shape == (rows, 576) and torch.equal(both.fused, both.layers)

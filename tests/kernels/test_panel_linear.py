@@ -82,7 +82,7 @@ def test_packed_linear_keeps_one_copy_as_panels_for_every_row_count(dtype, monke
     assert calls == [1, 4, 256, 257]
 
 
-@pytest.mark.parametrize("kernel", ["kvtool_panel_linear", "kvtool_quant_panel_linear", "kvtool_quant_linear"])
+@pytest.mark.parametrize("kernel", ["kvtool_panel_linear", "kvtool_quant_panel_linear", "kvtool_quant_amx_linear"])
 def test_a_kernel_that_cannot_allocate_its_scratch_says_so_and_writes_nothing(kernel):
     """2**50 rows: the scratch allocation fails before x is read; the status is what cpu_ops raises on."""
     library = cpu_ops.compiled_library()

@@ -1,5 +1,6 @@
-"""The quantized linear kernel against its torch reference, and the reference against the float matmul
-of the weights it stands for (the only difference: activations rounded to int8 per group of 32)."""
+"""The quantized linear kernel (codes in column panels) against its torch reference, and the reference against
+the float matmul of the weights it stands for (the only difference: activations rounded to int8 per group of
+32)."""
 
 import pytest
 import torch
@@ -16,36 +17,6 @@ def random_weight(n, k, bits, with_mins, g):
     scales = torch.rand(n, k // 32, generator=g) * 0.02
     mins = -torch.rand(n, k // 32, generator=g) * 0.1 if with_mins else None
     return codes, scales, mins
-
-
-@pytest.mark.parametrize("k", [256, 320, 352])  # 8, 10 and 11 groups of 32: blocks of 8 and the rest
-@pytest.mark.parametrize("rows", [1, 3, 8, 13])
-@pytest.mark.parametrize("bits,with_mins", [(4, True), (4, False), (8, False), (8, True)])
-def test_kernel_matches_reference(rows, bits, with_mins, k):
-    g = torch.Generator().manual_seed(rows * 10 + bits)
-    codes, scales, mins = random_weight(96, k, bits, with_mins, g)
-    packed = pack_codes(codes, bits)
-    x = torch.randn(rows, k, generator=g)
-    got = cpu_ops.quant_linear(x, packed, scales, mins, bits)
-    expected = reference.quant_linear(x, packed, scales, mins, bits)
-    # the same integer dot products; only the order of the fp32 sums of the groups differs
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
-
-
-@pytest.mark.parametrize("bits", [4, 8])
-@pytest.mark.parametrize("build", ["avx2_library", "portable_library"])
-def test_the_avx2_and_portable_builds_match_the_reference(build, bits, request):
-    """The library without AVX-512 (what an AVX2 machine runs) and without AVX2, on the same cases."""
-    library = request.getfixturevalue(build)
-    g = torch.Generator().manual_seed(20 + bits)
-    codes, scales, mins = random_weight(96, 352, bits, True, g)
-    packed, x = pack_codes(codes, bits), torch.randn(5, 352, generator=g)
-    out = torch.empty(5, 96)
-    library.kvtool_quant_linear(
-        x.data_ptr(), out.data_ptr(), 5, 352, 96, packed.data_ptr(), scales.data_ptr(), mins.data_ptr(), bits, 2
-    )
-    expected = reference.quant_linear(x, packed, scales, mins, bits)
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
 
 
 @pytest.mark.parametrize("bits", [4, 8])
@@ -73,32 +44,20 @@ def test_quant_linear_module_keeps_batch_shape_bias_and_dtype():
     torch.testing.assert_close(y.float().view(6, 40), expected, atol=2e-2, rtol=2e-2)
 
 
-def test_quant_linear_module_keeps_its_codes_in_panels_where_they_apply_and_quantizes_x_at_every_row_count(
-    monkeypatch,
-):
-    """On AVX2 CPUs without AVX-512 the codes live in panels only, for every row count; elsewhere they stay
-    row by row for the int8 kernel, and beyond its rows the whole weight is dequantized for a matmul."""
+def test_quant_linear_module_keeps_its_codes_in_panels_and_a_rows_output_does_not_depend_on_its_batch():
+    """Codes live in panels on every CPU, and every row count runs int8 kernels with one arithmetic (panels, or
+    AMX-INT8 tiles from a few rows): a row alone and the same row in a batch of 200 give the same bits."""
     g = torch.Generator().manual_seed(4)
     codes, scales, mins = random_weight(40, 64, 4, True, g)
     bias, packed = torch.randn(40, generator=g), pack_codes(codes, 4)
     layer = QuantLinear(codes, scales, mins, 4, bias)
-    in_panels = cpu_ops.panel_linear_wins()
-    assert layer.in_panels == in_panels and layer.codes.shape == ((3, 16, 32) if in_panels else (40, 32))
-    panel_rows = []
-    original = cpu_ops.quant_panel_linear
-    monkeypatch.setattr(cpu_ops, "quant_panel_linear", lambda x, *a: panel_rows.append(len(x)) or original(x, *a))
-    limit = cpu_ops.QUANT_KERNEL_WINS_UP_TO
-    x = torch.randn(limit + 1, 64, generator=g)
-    for rows in (1, 9, limit):
-        expected = reference.quant_linear(x[:rows], packed, scales, mins, 4) + bias
-        torch.testing.assert_close(layer(x[:rows]), expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
-    beyond = layer(x)
-    if in_panels:
-        expected = reference.quant_linear(x, packed, scales, mins, 4) + bias
-        torch.testing.assert_close(beyond, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
-    else:  # fp32 activations: within fp32 rounding of the dequantized matmul
-        torch.testing.assert_close(beyond, x @ reference.dequantize_codes(packed, scales, mins, 4).T + bias)
-    assert panel_rows == ([1, 9, limit, limit + 1] if in_panels else [])
+    assert layer.codes.shape == (3, 16, 32)
+    x = torch.randn(200, 64, generator=g)
+    whole = layer(x)
+    expected = reference.quant_linear(x, packed, scales, mins, 4) + bias
+    torch.testing.assert_close(whole, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
+    for rows in (1, 3, 5, 7, 8, 9, 17, 199):
+        assert torch.equal(layer(x[:rows]), whole[:rows]), rows
 
 
 def test_codes_in_panels_are_the_same_weights_16_columns_and_4_k_steps_at_a_time():
@@ -116,13 +75,14 @@ def test_codes_in_panels_are_the_same_weights_16_columns_and_4_k_steps_at_a_time
     assert torch.equal(panel_codes8[1, 3].view(torch.int8).view(16, 4)[:4], codes8[16:, 12:16].to(torch.int8))
 
 
+@pytest.mark.parametrize("k", [256, 320, 352])  # 8, 10 and 11 groups of 32
 @pytest.mark.parametrize("rows", [1, 7, 33])
 @pytest.mark.parametrize("n", [96, 40])  # whole panels, and a last one 8 wide
-@pytest.mark.parametrize("bits,with_mins", [(4, True), (8, False)])
-def test_codes_in_panels_give_the_int8_kernels_results(rows, n, bits, with_mins):
-    g = torch.Generator().manual_seed(rows + n + bits)
-    codes, scales, mins = random_weight(n, 320, bits, with_mins, g)
-    packed, x = pack_codes(codes, bits), torch.randn(rows, 320, generator=g)
+@pytest.mark.parametrize("bits,with_mins", [(4, True), (4, False), (8, False), (8, True)])
+def test_codes_in_panels_give_the_int8_kernels_results(rows, n, bits, with_mins, k):
+    g = torch.Generator().manual_seed(rows + n + bits + k)
+    codes, scales, mins = random_weight(n, k, bits, with_mins, g)
+    packed, x = pack_codes(codes, bits), torch.randn(rows, k, generator=g)
     panels = reference.pack_quant_panels(packed, scales, mins, bits)
     expected = reference.quant_linear(x, packed, scales, mins, bits)
     assert torch.equal(reference.quant_panel_linear(x, *panels, bits, n), expected)

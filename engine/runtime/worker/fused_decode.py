@@ -5,7 +5,7 @@ bit for bit; what goes away is the Python between the kernels (about half a batc
 for a plain Llama-family model on the CPU kernels whose linear layers are dense with column panels
 or plain weights kept, or kept quantized (GGUF, fp32), a KV cache in the model's dtype or bf16, one KV cache
 group, and a decode-only step of no more rows than the kernels take (`PackedLinear.panel_rows` or
-`plain_rows`, and `cpu_ops.QUANT_KERNEL_WINS_UP_TO` for codes outside panels); every other step runs the
+`plain_rows`; quantized codes at any row count); every other step runs the
 layers. Where every row is sampled and the output layer is one the C code computes, the same call also
 gathers the embeddings and ends with the final norm and the output layer (`logits`): after a step has
 streamed every weight, the Python of each torch op runs cold, so those three cost about 0.4 ms at batch 1
