@@ -18,7 +18,7 @@
 #include "quantize_rows.h"
 
 /* from how many rows the tiles beat quant_panel_linear.c (docs/engine.md): 4-bit codes are widened per call */
-enum { GROUP = QUANT_GROUP, TILE_ROWS = 16, QUADS = GROUP / 4, MIN_ROWS_4BIT = 8, MIN_ROWS_8BIT = 4 };
+enum { GROUP = QUANT_GROUP, TILE_ROWS = 16, QUADS = GROUP / 4, MIN_ROWS_4BIT = 10, MIN_ROWS_8BIT = 7 };
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__)
 #include <omp.h>

@@ -36,7 +36,10 @@ typedef struct {
     int64_t n, k, bits;
 } Panels;
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#include "quant_panel_linear_avx512.h"
+
+#elif defined(__AVX2__) && defined(__FMA__)
 
 /* one lane step of a tile's integer sums: rows < `rows` of xq (TILE lanes of LANE codes) times w0 (columns
  * 0-7) and w1 (8-15); 4-bit codes are unsigned and sum in int16, 8-bit ones signed, through their magnitude */

@@ -23,7 +23,7 @@ def case(rows, n, k, bits, with_mins, seed):
 
 
 @needs_tiles
-@pytest.mark.parametrize("rows", [4, 8, 16, 17, 33, 128, 300])  # the first row counts on tiles, whole and partial
+@pytest.mark.parametrize("rows", [7, 10, 16, 17, 33, 128, 300])  # the first row counts on tiles, whole and partial
 @pytest.mark.parametrize("n,k", [(96, 320), (40, 352), (576, 1536)])  # 10 and 11 groups; a last panel 8 wide
 @pytest.mark.parametrize("bits,with_mins", [(4, True), (4, False), (8, False), (8, True)])
 def test_kernel_gives_quant_panel_linears_bits(rows, n, k, bits, with_mins):
@@ -34,7 +34,7 @@ def test_kernel_gives_quant_panel_linears_bits(rows, n, k, bits, with_mins):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
 
 
-@pytest.mark.parametrize("rows,bits", [(1, 4), (7, 4), (3, 8)])  # below the tiles' rows
+@pytest.mark.parametrize("rows,bits", [(1, 4), (9, 4), (6, 8)])  # below the tiles' rows
 def test_what_tiles_do_not_take_is_quant_panel_linear_itself(rows, bits):
     x, *weight = case(rows, 40, 320, bits, True, rows)
     assert torch.equal(cpu_amx.quant_amx_linear(x, *weight, bits, 40), cpu_ops.quant_panel_linear(x, *weight, bits, 40))
