@@ -18,7 +18,14 @@ import torch
 
 from kvtool.kernels import reference
 from kvtool.kernels.cpu_build import cpu_flags, load_library
-from kvtool.kernels.cpu_ops import _covered, _ptr, _quant_covered, quant_panel_linear, raise_if_out_of_memory
+from kvtool.kernels.cpu_ops import (
+    _covered,
+    _ptr,
+    _quant_covered,
+    call_quant_kernel,
+    quant_panel_linear,
+    raise_if_out_of_memory,
+)
 
 logger = logging.getLogger("kvtool.kernels")
 
@@ -90,9 +97,6 @@ def quant_amx_linear(x, codes, scales, mins, bits, n):
     below them, or where the tiles are not granted, cpu_ops.quant_panel_linear itself."""
     if not (_quant_covered(x) and quant_tiles_granted()):
         return quant_panel_linear(x, codes, scales, mins, bits, n)
-    x = x.float().contiguous()
-    out = torch.empty(len(x), n, dtype=torch.float32)
-    args = (_ptr(codes), _ptr(scales), _ptr(mins), bits, torch.get_num_threads())
-    status = load_library().kvtool_quant_amx_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
-    raise_if_out_of_memory(status, "quant_amx_linear", len(x))
-    return out
+    return call_quant_kernel(
+        load_library().kvtool_quant_amx_linear, "quant_amx_linear", x, codes, scales, mins, bits, n
+    )

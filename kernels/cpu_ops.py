@@ -236,11 +236,18 @@ def quant_panel_linear(x, codes, scales, mins, bits, n):
     """x [T, K] fp32 times a weight [n, K] kept as codes in column panels (see reference.quant_panel_linear)."""
     if not _quant_covered(x):
         return reference.quant_panel_linear(x, codes, scales, mins, bits, n)
+    return call_quant_kernel(
+        compiled_library().kvtool_quant_panel_linear, "quant_panel_linear", x, codes, scales, mins, bits, n
+    )
+
+
+def call_quant_kernel(kernel, name: str, x, codes, scales, mins, bits, n):
+    """out [T, n] fp32 from a compiled kernel with quant_panel_linear's C signature (quant_panel_linear.c's, or
+    quant_amx_linear.c's on the same panels)."""
     x = x.float().contiguous()
     out = torch.empty(len(x), n, dtype=torch.float32)
     args = (_ptr(codes), _ptr(scales), _ptr(mins), bits, torch.get_num_threads())
-    status = compiled_library().kvtool_quant_panel_linear(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args)
-    raise_if_out_of_memory(status, "quant_panel_linear", len(x))
+    raise_if_out_of_memory(kernel(_ptr(x), _ptr(out), len(x), x.shape[1], n, *args), name, len(x))
     return out
 
 
