@@ -20,8 +20,9 @@ from kvtool.engine.diagnosis.shapes import digit_blind
 from kvtool.engine.diagnosis.values import MAX_NUMBER
 
 _UNITS_IN_GIB = {"bytes": 1 / (1 << 30), "KiB": 1 / (1 << 20), "MiB": 1 / 1024, "GiB": 1.0, "GB": 1.0, "TiB": 1024.0}
-_SIZE = re.compile(r"(-?[\d.]+) ?(bytes|KiB|MiB|GiB|GB|TiB)")
-SIZE = r"-?[\d.]+ ?(?:bytes|KiB|MiB|GiB|GB|TiB)"
+_SIZE_NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)"  # a digit at least: "." alone is no size
+_SIZE = re.compile(rf"({_SIZE_NUMBER}) ?(bytes|KiB|MiB|GiB|GB|TiB)")
+SIZE = rf"{_SIZE_NUMBER} ?(?:bytes|KiB|MiB|GiB|GB|TiB)"
 NUMBER = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
 TEXT = {
     "param": r"\w+",

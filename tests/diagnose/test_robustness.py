@@ -74,6 +74,15 @@ def test_random_text_built_from_message_fragments_never_raises(parts):
         finding.to_dict()
 
 
+def test_a_size_without_digits_is_no_size():
+    """'. GiB' once reached float() as a size (found by the fragments property test); the same line with digits
+    is still read."""
+    line = "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of {total} of which 1.5 GiB is free."
+    diagnose_text(line.format(total=". GiB"))
+    numbers = diagnose_text(line.format(total="23.5 GiB")).findings[0].numbers
+    assert numbers["total_gib"] == 23.5 and numbers["free_gib"] == 1.5
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=300), st.text(max_size=300))
 def test_a_real_message_inside_random_text_is_still_found(before, after):
