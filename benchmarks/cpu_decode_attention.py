@@ -64,10 +64,10 @@ def main() -> None:
     attention_ms = best_ms(attention, args.repeats)
     read_ms = best_ms(lambda: [f.sum() for f in flat], args.repeats)
     copy_ms = best_ms(lambda: [c.copy_(f) for c, f in zip(copies, flat)], args.repeats)
-    rate = read_bytes / attention_ms / 1e6
+    rate, read_rate = read_bytes / attention_ms / 1e6, cache_bytes / read_ms / 1e6
     print(f"{args.batch} sequences x {args.context} tokens, {args.cache_dtype} cache, {args.threads} threads")
     print(f"attention: {attention_ms:.1f} ms for {read_bytes / 1e6:.0f} MB of K and V = {rate:.1f} GB/s")
-    print(f"read-only pass: {cache_bytes / read_ms / 1e6:.1f} GB/s; attention at {rate * read_ms / cache_bytes * 1e6:.2f}x")
+    print(f"read-only pass: {read_rate:.1f} GB/s; attention at {rate / read_rate:.2f}x")
     print(f"copy: {2 * cache_bytes / copy_ms / 1e6:.1f} GB/s (read and write)")
 
 
