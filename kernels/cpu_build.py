@@ -3,7 +3,8 @@
 The library is built with the system C compiler for this very CPU (`-march=native`) and cached
 under $KVTOOL_CACHE_DIR/kernels (default ~/.cache/kvtool/kernels), keyed by the sources, the flags,
 the compiler and the CPU's feature flags. Without a compiler, or with KVTOOL_CPU_KERNELS=0, there is
-no library and the torch references do the work.
+no library and the torch references do the work. KVTOOL_CPU_MARCH names another -march (x86-64-v3: the
+AVX2 class's paths on a CPU with AVX-512 and AMX).
 """
 
 import ctypes
@@ -74,7 +75,6 @@ SOURCES = (
 # semantics and does not switch the process to flush-to-zero.
 FLAGS = [
     "-O3",
-    "-march=native",
     "-fno-math-errno",
     "-fassociative-math",
     "-fno-signed-zeros",
@@ -83,6 +83,11 @@ FLAGS = [
     "-shared",
     "-fPIC",
 ]
+
+
+def cpu_march() -> str:
+    """The -march the kernels are built for: KVTOOL_CPU_MARCH, else this CPU's own instruction sets."""
+    return os.environ.get("KVTOOL_CPU_MARCH") or "native"
 
 
 def cpu_kernels_enabled() -> bool:
@@ -126,7 +131,7 @@ def c_compiler() -> str | None:
 def build_library(compiler: str, folder: Path, extra_flags: tuple[str, ...] = ()) -> Path:
     """The shared library for this machine in `folder`, compiled unless an identical build is there.
     `extra_flags` (tests) can take instruction sets away, e.g. -mno-avx512f for the portable loops."""
-    flags = [*FLAGS, *extra_flags]
+    flags = [*FLAGS, f"-march={cpu_march()}", *extra_flags]
     target = folder / f"kvtool_cpu-{_build_key(compiler, flags)}.so"
     if not target.exists():
         folder.mkdir(parents=True, exist_ok=True)

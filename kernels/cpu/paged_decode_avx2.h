@@ -80,13 +80,15 @@ INLINE float softmax_row(float *s, int64_t ctx) {
 }
 
 /* out for one query head h of KV head kh: sum_t p[t] * v_t divided by the row sum (one head at a time keeps
- * the sums in registers; its KV head's rows are back from L2 for the next) */
+ * the sums in registers; its KV head's rows are back from L2 for the next). The group's heads take turns at
+ * asking for the next item's tokens, so that their requests spread over all of the group's passes. */
 INLINE void weigh_values(const DecodeArgs *a, const int64_t *rows, int64_t ctx, int64_t kh, int64_t h, const float *p,
-                         float sum, void *out, int cache_dtype, int chunks) {
-    int64_t d = a->head_dim;
+                         float sum, void *out, const Upcoming *next, int cache_dtype, int chunks) {
+    int64_t d = a->head_dim, group = a->num_heads / a->num_kv_heads;
     __m256 acc[chunks];
     for (int c = 0; c < chunks; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t t = 0; t < ctx; t++) {
+        if (t % group == h % group) prefetch_upcoming(a, next, t);
         int64_t base = (rows[t] + kh) * d;
         __m256 w = _mm256_set1_ps(p[t]);
         for (int c = 0; c < chunks; c++) acc[c] = _mm256_fmadd_ps(w, load8(a->v_cache, base + c * 8, cache_dtype), acc[c]);
@@ -100,7 +102,7 @@ INLINE void weigh_values(const DecodeArgs *a, const int64_t *rows, int64_t ctx, 
 
 /* one sequence's query heads of KV head kh over the tokens whose cache rows `rows` lists */
 INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
-                         int cache_dtype, int chunks) {
+                         const Upcoming *next, int cache_dtype, int chunks) {
     int64_t hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
     int64_t stride = (ctx + TILE - 1) / TILE * TILE;
     float *q = scratch, *k_tile = q + hq * d, *sums = k_tile + TILE * d, *s = sums + hq;
@@ -114,14 +116,15 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64
     for (int64_t g = 0; g < group; g++) sums[g] = softmax_row(s + g * stride, ctx);
     char *out = (char *)a->out + b * hq * d * element_size(a->dtype);
     for (int64_t g = 0; g < group; g++)
-        weigh_values(a, rows, ctx, kh, kh * group + g, s + g * stride, sums[g], out, cache_dtype, chunks);
+        weigh_values(a, rows, ctx, kh, kh * group + g, s + g * stride, sums[g], out, next, cache_dtype, chunks);
 }
 
 /* constant cache dtype and chunk count per call, so that the compiler unrolls the inner loops */
-static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch) {
+static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
+                         const Upcoming *next) {
     int chunks = (int)(a->head_dim / 8);
-    #define ATTEND(DT) (chunks == 8 ? attend_typed(a, b, kh, rows, ctx, scratch, DT, 8) : chunks == 16 ? \
-                        attend_typed(a, b, kh, rows, ctx, scratch, DT, 16) : attend_typed(a, b, kh, rows, ctx, scratch, DT, chunks))
+    #define ATTEND(DT) (chunks == 8 ? attend_typed(a, b, kh, rows, ctx, scratch, next, DT, 8) : chunks == 16 ? \
+                        attend_typed(a, b, kh, rows, ctx, scratch, next, DT, 16) : attend_typed(a, b, kh, rows, ctx, scratch, next, DT, chunks))
     if (a->cache_dtype == DTYPE_BF16) ATTEND(DTYPE_BF16);
     else ATTEND(DTYPE_F32);
     #undef ATTEND

@@ -99,11 +99,12 @@ INLINE float softmax_row(float *s, int64_t ctx) {
 
 /* out for the query heads of KV head kh: sum_t p[g][t] * v_t, divided by the row sums */
 INLINE void weigh_values(const DecodeArgs *a, const int64_t *rows, int64_t ctx, int64_t kh, const float *p,
-                         int64_t stride, const float *sums, void *out, int cache_dtype, int chunks) {
+                         int64_t stride, const float *sums, void *out, const Upcoming *next, int cache_dtype, int chunks) {
     int64_t group = a->num_heads / a->num_kv_heads, d = a->head_dim;
     __m512 acc[group * chunks];
     for (int64_t i = 0; i < group * chunks; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t t = 0; t < ctx; t++) {
+        prefetch_upcoming(a, next, t);
         int64_t base = (rows[t] + kh) * d;
         __m512 v[chunks];
         for (int c = 0; c < chunks; c++) v[c] = load16(a->v_cache, base + c * 16, cache_dtype);
@@ -121,7 +122,7 @@ INLINE void weigh_values(const DecodeArgs *a, const int64_t *rows, int64_t ctx, 
 
 /* one sequence's query heads of KV head kh over the tokens whose cache rows `rows` lists */
 INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
-                         int cache_dtype, int chunks) {
+                         const Upcoming *next, int cache_dtype, int chunks) {
     int64_t hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
     int64_t stride = (ctx + TILE - 1) / TILE * TILE;
     float *q = scratch, *k_tile = q + hq * d, *sums = k_tile + TILE * d, *s = sums + hq;
@@ -137,15 +138,16 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64
             score_tile(a, rows, kh, q, k_tile, t0, n, s, stride, cache_dtype, chunks);
     }
     for (int64_t g = 0; g < group; g++) sums[g] = softmax_row(s + g * stride, ctx);
-    weigh_values(a, rows, ctx, kh, s, stride, sums, (char *)a->out + b * hq * d * element_size(a->dtype), cache_dtype,
-                 chunks);
+    weigh_values(a, rows, ctx, kh, s, stride, sums, (char *)a->out + b * hq * d * element_size(a->dtype), next,
+                 cache_dtype, chunks);
 }
 
 /* constant cache dtype and chunk count per call, so that the compiler unrolls the inner loops */
-static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch) {
+static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
+                         const Upcoming *next) {
     int chunks = (int)(a->head_dim / 16);
-    #define ATTEND(DT) (chunks == 4 ? attend_typed(a, b, kh, rows, ctx, scratch, DT, 4) : chunks == 8 ? \
-                        attend_typed(a, b, kh, rows, ctx, scratch, DT, 8) : attend_typed(a, b, kh, rows, ctx, scratch, DT, chunks))
+    #define ATTEND(DT) (chunks == 4 ? attend_typed(a, b, kh, rows, ctx, scratch, next, DT, 4) : chunks == 8 ? \
+                        attend_typed(a, b, kh, rows, ctx, scratch, next, DT, 8) : attend_typed(a, b, kh, rows, ctx, scratch, next, DT, chunks))
     if (a->cache_dtype == DTYPE_BF16) ATTEND(DTYPE_BF16);
     else ATTEND(DTYPE_F32);
     #undef ATTEND

@@ -2,7 +2,8 @@
 
 /* one sequence's query heads of KV head kh over the tokens whose cache rows `rows` lists */
 INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
-                         int cache_dtype) {
+                         const Upcoming *next, int cache_dtype) {
+    (void)next;
     int64_t hq = a->num_heads, d = a->head_dim, group = hq / a->num_kv_heads;
     float *q = scratch, *acc = q + group * d, *s = acc + group * d;
     for (int64_t i = 0; i < group * d; i++) q[i] = load_scalar(a->query, (b * hq + kh * group) * d + i, a->dtype) * a->scale;
@@ -31,7 +32,8 @@ INLINE void attend_typed(const DecodeArgs *a, int64_t b, int64_t kh, const int64
     for (int64_t i = 0; i < group * d; i++) store_scalar(a->out, (b * hq + kh * group) * d + i, acc[i], a->dtype);
 }
 
-static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch) {
-    if (a->cache_dtype == DTYPE_BF16) attend_typed(a, b, kh, rows, ctx, scratch, DTYPE_BF16);
-    else attend_typed(a, b, kh, rows, ctx, scratch, DTYPE_F32);
+static void attend_group(const DecodeArgs *a, int64_t b, int64_t kh, const int64_t *rows, int64_t ctx, float *scratch,
+                         const Upcoming *next) {
+    if (a->cache_dtype == DTYPE_BF16) attend_typed(a, b, kh, rows, ctx, scratch, next, DTYPE_BF16);
+    else attend_typed(a, b, kh, rows, ctx, scratch, next, DTYPE_F32);
 }

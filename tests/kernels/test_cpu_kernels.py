@@ -255,6 +255,33 @@ def test_the_build_is_cached_per_source_and_flags(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch left behind
 
 
+@pytest.mark.skipif(not {"avx2", "fma"} <= cpu_build.cpu_flags(), reason="x86-64-v3 code needs a CPU with AVX2 and FMA")
+def test_kvtool_cpu_march_builds_the_avx2_class_paths(monkeypatch, tmp_path):
+    import ctypes
+
+    monkeypatch.delenv("KVTOOL_CPU_MARCH", raising=False)
+    native = cpu_build.build_library(cpu_build.c_compiler(), tmp_path)
+    monkeypatch.setenv("KVTOOL_CPU_MARCH", "x86-64-v3")
+    built = cpu_build.build_library(cpu_build.c_compiler(), tmp_path)
+    library = cpu_build.with_signatures(ctypes.CDLL(str(built)))
+    assert built != native  # its own cache entry: the flags are in the key
+    assert library.kvtool_panel_linear_vectorized() > 0 and library.kvtool_small_linear_vectorized() == 0
+    assert library.kvtool_amx_linear_built() == 0 and library.kvtool_quant_amx_linear_built() == 0
+
+
+def test_an_unknown_cpu_march_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("KVTOOL_CPU_MARCH", "no-such-cpu")
+    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
+    cpu_build.compiled_library.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
+            assert get_ops("cpu").backend == "torch"
+        assert "CPU kernels unavailable" in caplog.text and "no-such-cpu" in caplog.text
+    finally:
+        monkeypatch.undo()
+        cpu_build.compiled_library.cache_clear()
+
+
 def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("CC", "false")
     monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))

@@ -10,6 +10,7 @@ from kvtool.engine.sizing import messages
 pytestmark = pytest.mark.slow
 PLAIN_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
 HI = [{"role": "user", "content": "hi"}]
+TEXT_PART = {"type": "text", "text": "what is 1+1?"}
 TRUST = "--trust-request-chat-template"
 
 
@@ -26,14 +27,13 @@ def tokens(base_url: str, **body) -> httpx.Response:
 
 
 def test_a_custom_role_reaches_the_template_whatever_the_content_shape(kvtool_server):
+    shapes = [[{"role": "my-custom-role", "content": content}] for content in ("what is 1+1?", [TEXT_PART])]
+    prompt = tokens(kvtool_server, messages=shapes[0]).json()["tokens"]
+    assert tokens(kvtool_server, messages=shapes[1]).json()["tokens"] == prompt
     client = openai.OpenAI(base_url=f"{kvtool_server}/v1", api_key="unused", max_retries=0, timeout=120)
-    replies = [
-        client.chat.completions.create(
-            model="smollm2", messages=[{"role": "my-custom-role", "content": content}], temperature=0, max_tokens=8
-        )
-        for content in ("what is 1+1?", [{"type": "text", "text": "what is 1+1?"}])
-    ]
-    assert replies[0].choices[0].message.content == replies[1].choices[0].message.content
+    for chat in shapes:
+        reply = client.chat.completions.create(model="smollm2", messages=chat, temperature=0, max_tokens=8)
+        assert reply.usage.prompt_tokens == len(prompt) and reply.choices[0].finish_reason in ("stop", "length")
     custom = tokens(kvtool_server, messages=[{"role": "my-custom-role", "content": "hi"}], return_token_strs=True)
     assert "my" in "".join(custom.json()["token_strs"]) and custom.json()["count"] > 3
 
