@@ -4,7 +4,7 @@ The library is built with the system C compiler for this very CPU (`-march=nativ
 under $KVTOOL_CACHE_DIR/kernels (default ~/.cache/kvtool/kernels), keyed by the sources, the flags,
 the compiler and the CPU's feature flags. Without a compiler, or with KVTOOL_CPU_KERNELS=0, there is
 no library and the torch references do the work. KVTOOL_CPU_MARCH names another -march (x86-64-v3: the
-AVX2 class's paths on a CPU with AVX-512 and AMX).
+AVX2 class's paths on a CPU with AVX-512 and AMX); one that uses instructions this CPU lacks is refused.
 """
 
 import ctypes
@@ -85,6 +85,27 @@ FLAGS = [
 ]
 
 
+# An instruction set's macro as the compiler defines it for a -march, and its name in /proc/cpuinfo
+MARCH_FEATURES = {
+    "__AVX2__": "avx2",
+    "__FMA__": "fma",
+    "__F16C__": "f16c",
+    "__AVXVNNI__": "avx_vnni",
+    "__AVX512F__": "avx512f",
+    "__AVX512BW__": "avx512bw",
+    "__AVX512VNNI__": "avx512_vnni",
+    "__AVX512BF16__": "avx512_bf16",
+    "__AVX512FP16__": "avx512_fp16",
+    "__AMX_TILE__": "amx_tile",
+    "__AMX_INT8__": "amx_int8",
+    "__AMX_BF16__": "amx_bf16",
+}
+
+
+class MarchBeyondCpu(OSError):
+    """KVTOOL_CPU_MARCH names instructions this CPU lacks: the library would die of an illegal instruction."""
+
+
 def cpu_march() -> str:
     """The -march the kernels are built for: KVTOOL_CPU_MARCH, else this CPU's own instruction sets."""
     return os.environ.get("KVTOOL_CPU_MARCH") or "native"
@@ -134,6 +155,7 @@ def build_library(compiler: str, folder: Path, extra_flags: tuple[str, ...] = ()
     flags = [*FLAGS, f"-march={cpu_march()}", *extra_flags]
     target = folder / f"kvtool_cpu-{_build_key(compiler, flags)}.so"
     if not target.exists():
+        _check_march(compiler)
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=folder) as scratch:
             built = Path(scratch) / target.name
@@ -147,6 +169,26 @@ def build_library(compiler: str, folder: Path, extra_flags: tuple[str, ...] = ()
             )
             os.replace(built, target)  # atomic: a concurrent start sees no half-written file
     return target
+
+
+def _check_march(compiler: str) -> None:
+    """Raises MarchBeyondCpu where KVTOOL_CPU_MARCH lets the compiler use instructions this CPU lacks."""
+    if cpu_march() == "native":
+        return
+    missing = sorted(name for name in march_features(compiler, cpu_march()) if name not in cpu_flags())
+    if missing:
+        raise MarchBeyondCpu(
+            f"KVTOOL_CPU_MARCH={cpu_march()} uses {', '.join(missing)}, which this CPU lacks: "
+            "unset it, or name a target this CPU runs, such as x86-64-v3"
+        )
+
+
+def march_features(compiler: str, march: str) -> set[str]:
+    """The instruction sets of MARCH_FEATURES that `-march=march` lets the compiler use."""
+    command = [compiler, f"-march={march}", "-dM", "-E", "-x", "c", os.devnull]
+    macros = subprocess.run(command, check=True, capture_output=True, text=True, timeout=30).stdout
+    defined = {line.split()[1] for line in macros.splitlines() if line.startswith("#define ")}
+    return {name for macro, name in MARCH_FEATURES.items() if macro in defined}
 
 
 def _build_key(compiler: str, flags: list[str]) -> str:

@@ -282,6 +282,23 @@ def test_an_unknown_cpu_march_leaves_the_references_in_charge(monkeypatch, tmp_p
         cpu_build.compiled_library.cache_clear()
 
 
+@pytest.mark.skipif(not {"avx2", "fma"} <= cpu_build.cpu_flags(), reason="needs an x86 CPU with AVX2 and FMA")
+def test_a_cpu_march_beyond_the_cpu_is_refused_naming_what_it_lacks(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(cpu_build, "cpu_flags", lambda: frozenset({"avx2", "fma", "f16c"}))  # an AVX2 laptop
+    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KVTOOL_CPU_MARCH", "x86-64-v4")
+    cpu_build.compiled_library.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
+            assert get_ops("cpu").backend == "torch"  # not a library that dies of an illegal instruction
+        assert "KVTOOL_CPU_MARCH=x86-64-v4 uses avx512bw, avx512f, which this CPU lacks" in caplog.text
+        monkeypatch.setenv("KVTOOL_CPU_MARCH", "x86-64-v3")
+        assert cpu_build.build_library(cpu_build.c_compiler(), tmp_path).exists()
+    finally:
+        monkeypatch.undo()
+        cpu_build.compiled_library.cache_clear()
+
+
 def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("CC", "false")
     monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
