@@ -1,6 +1,7 @@
 """The C kernels of the CPU path against the torch references and token-by-token ground truth,
 the packed linear layers against nn.Linear, and the build's fallbacks."""
 
+import contextlib
 import logging
 
 import pytest
@@ -17,6 +18,21 @@ DTYPES = [torch.float32, torch.bfloat16]
 
 def tolerance(dtype):
     return {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+
+
+@contextlib.contextmanager
+def library_built_anew(monkeypatch, tmp_path, caplog):
+    """The kernels' library built anew in tmp_path under the variables the test set; yields the warnings that
+    get_ops logged, which must have left the references in charge. The session's library is back after."""
+    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
+    cpu_build.compiled_library.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
+            assert get_ops("cpu").backend == "torch"
+        yield caplog.text
+    finally:
+        monkeypatch.undo()
+        cpu_build.compiled_library.cache_clear()
 
 
 def test_get_ops_on_cpu_takes_the_c_kernels_and_the_references_for_the_rest():
@@ -271,45 +287,24 @@ def test_kvtool_cpu_march_builds_the_avx2_class_paths(monkeypatch, tmp_path):
 
 def test_an_unknown_cpu_march_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("KVTOOL_CPU_MARCH", "no-such-cpu")
-    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
-    cpu_build.compiled_library.cache_clear()
-    try:
-        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
-            assert get_ops("cpu").backend == "torch"
-        assert "CPU kernels unavailable" in caplog.text and "no-such-cpu" in caplog.text
-    finally:
-        monkeypatch.undo()
-        cpu_build.compiled_library.cache_clear()
+    with library_built_anew(monkeypatch, tmp_path, caplog) as warnings:
+        assert "CPU kernels unavailable" in warnings and "no-such-cpu" in warnings
 
 
 @pytest.mark.skipif(not {"avx2", "fma"} <= cpu_build.cpu_flags(), reason="needs an x86 CPU with AVX2 and FMA")
 def test_a_cpu_march_beyond_the_cpu_is_refused_naming_what_it_lacks(monkeypatch, tmp_path, caplog):
     monkeypatch.setattr(cpu_build, "cpu_flags", lambda: frozenset({"avx2", "fma", "f16c"}))  # an AVX2 laptop
-    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("KVTOOL_CPU_MARCH", "x86-64-v4")
-    cpu_build.compiled_library.cache_clear()
-    try:
-        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
-            assert get_ops("cpu").backend == "torch"  # not a library that dies of an illegal instruction
-        assert "KVTOOL_CPU_MARCH=x86-64-v4 uses avx512bw, avx512f, which this CPU lacks" in caplog.text
+    with library_built_anew(monkeypatch, tmp_path, caplog) as warnings:  # not one that dies of an illegal instruction
+        assert "KVTOOL_CPU_MARCH=x86-64-v4 uses avx512bw, avx512f, which this CPU lacks" in warnings
         monkeypatch.setenv("KVTOOL_CPU_MARCH", "x86-64-v3")
         assert cpu_build.build_library(cpu_build.c_compiler(), tmp_path).exists()
-    finally:
-        monkeypatch.undo()
-        cpu_build.compiled_library.cache_clear()
 
 
 def test_a_failing_compiler_leaves_the_references_in_charge(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("CC", "false")
-    monkeypatch.setenv("KVTOOL_CACHE_DIR", str(tmp_path))
-    cpu_build.compiled_library.cache_clear()
-    try:
-        with caplog.at_level(logging.WARNING, logger="kvtool.kernels"):
-            assert get_ops("cpu").backend == "torch"
-        assert "CPU kernels unavailable" in caplog.text
+    with library_built_anew(monkeypatch, tmp_path, caplog) as warnings:
+        assert "CPU kernels unavailable" in warnings
         x = torch.randn(4, 64)
         torch.testing.assert_close(cpu_ops.silu_and_mul(x), reference.silu_and_mul(x), atol=0, rtol=0)
-    finally:
-        monkeypatch.undo()
-        cpu_build.compiled_library.cache_clear()
     assert cpu_ops.available()
