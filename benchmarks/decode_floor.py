@@ -31,16 +31,17 @@ def copy_bandwidth(passes: int = 6) -> float:
     """Bytes per second one copy loop moves (read + write), the best of `passes`."""
     src = torch.ones(COPY_BYTES // 4)
     dst = torch.empty_like(src)
-    return 2 * COPY_BYTES / _best_time(lambda: dst.copy_(src), passes)
+    return 2 * COPY_BYTES / best_time(lambda: dst.copy_(src), passes)
 
 
 def read_bandwidth(passes: int = 6) -> float:
     """Bytes per second a read-only loop (a dot product of a buffer with itself) reads, the best of `passes`."""
     src = torch.ones(COPY_BYTES // 4)
-    return COPY_BYTES / _best_time(lambda: torch.dot(src, src), passes)
+    return COPY_BYTES / best_time(lambda: torch.dot(src, src), passes)
 
 
-def _best_time(run, passes: int) -> float:
+def best_time(run, passes: int) -> float:
+    """Seconds of the fastest of `passes` calls of `run`."""
     best = float("inf")
     for _ in range(passes):
         start = time.perf_counter()
