@@ -4,7 +4,8 @@ The library is built with the system C compiler for this very CPU (`-march=nativ
 under $KVTOOL_CACHE_DIR/kernels (default ~/.cache/kvtool/kernels), keyed by the sources, the flags,
 the compiler and the CPU's feature flags. Without a compiler, or with KVTOOL_CPU_KERNELS=0, there is
 no library and the torch references do the work. KVTOOL_CPU_MARCH names another -march (x86-64-v3: the
-AVX2 class's paths on a CPU with AVX-512 and AMX); one that uses instructions this CPU lacks is refused.
+AVX2 class's paths on a CPU with AVX-512 and AMX); one that turns on an instruction set of MARCH_FEATURES
+this CPU lacks is refused.
 """
 
 import ctypes
